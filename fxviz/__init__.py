@@ -1,0 +1,57 @@
+"""fxviz: a visual debugger for PyTorch computation graphs.
+
+Run a ``torch.fx`` graph node by node, remember everything it produced, and step,
+search and compare it.
+
+    >>> import torch, fxviz
+    >>> rec = fxviz.record(torch.nn.Linear(4, 2), torch.ones(3, 4))
+    >>> rec["linear"].shape
+    (3, 2)
+"""
+
+from fxviz.capture import trace
+from fxviz.errors import (
+    DebuggerError,
+    FxvizError,
+    FxvizWarning,
+    InputError,
+    NodeError,
+    RecordingInterrupted,
+    TraceError,
+)
+from fxviz.record import (
+    Debugger,
+    NodeRecord,
+    Recording,
+    RecordingInterpreter,
+    RecordingMixin,
+    TensorSummary,
+    dtype_changed,
+    nonfinite,
+    record,
+    recording_class,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Debugger",
+    "DebuggerError",
+    "FxvizError",
+    "FxvizWarning",
+    "InputError",
+    "NodeError",
+    "NodeRecord",
+    "Recording",
+    "RecordingInterpreter",
+    "RecordingInterrupted",
+    "RecordingMixin",
+    "TensorSummary",
+    "TraceError",
+    "__version__",
+    "dtype_changed",
+    "nonfinite",
+    "record",
+    "recording_class",
+    "trace",
+]

@@ -1,0 +1,73 @@
+"""Readable facts about one ``torch.fx.Node``: its target as text, module path, inputs.
+
+>>> import torch, torch.fx
+>>> gm = torch.fx.symbolic_trace(lambda x: torch.relu(x) + 1)
+>>> [target_text(n) for n in gm.graph.nodes]
+['x', 'torch.relu', 'operator.add', 'output']
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch.fx
+
+from fxviz._torch_compat import OpOverload, OpOverloadPacket, qualified_name
+
+__all__ = ["input_nodes", "module_path", "module_type", "source_line", "target_text"]
+
+
+def target_text(node: torch.fx.Node) -> str:
+    """What the node calls, as a person would write it.
+
+    ``call_function`` gives the qualified function (``torch.relu``, ``aten.linear.default``),
+    ``call_method`` the method name (``view``), ``call_module``/``get_attr`` the attribute
+    path (``layers.0.lin``), ``placeholder`` the argument name.
+    """
+    target = node.target
+    if isinstance(target, str):
+        return target
+    if isinstance(target, (OpOverload, OpOverloadPacket)):
+        return str(target)
+    return qualified_name(target)
+
+
+def module_path(node: torch.fx.Node) -> str:
+    """Dotted path of the innermost module the node belongs to; ``""`` at top level.
+
+    Read from ``node.meta["nn_module_stack"]`` (filled by ``symbolic_trace`` and
+    ``torch.export``); a ``call_module`` node belongs to the module it calls.
+    """
+    stack = node.meta.get("nn_module_stack")
+    if stack:
+        path = list(stack.values())[-1][0]
+        return path if isinstance(path, str) else str(path)
+    if node.op == "call_module":
+        return str(node.target)
+    return ""
+
+
+def module_type(node: torch.fx.Node) -> str:
+    """Class name of the innermost module (``"Linear"``), or ``""``."""
+    stack = node.meta.get("nn_module_stack")
+    if not stack:
+        return ""
+    kind: Any = list(stack.values())[-1][1]
+    name = kind.__name__ if isinstance(kind, type) else str(kind)
+    return name.rsplit(".", 1)[-1]
+
+
+def input_nodes(node: torch.fx.Node) -> list[torch.fx.Node]:
+    """The nodes whose values this node reads, in argument order, without repeats."""
+    return node.all_input_nodes
+
+
+def source_line(node: torch.fx.Node) -> str:
+    """The user's source line that produced the node (last frame of ``stack_trace``), or ``""``."""
+    trace = node.meta.get("stack_trace") or ""
+    lines = [line.strip() for line in trace.strip().splitlines() if line.strip()]
+    for i in range(len(lines) - 1, -1, -1):
+        if lines[i].startswith("File "):
+            code = lines[i + 1] if i + 1 < len(lines) else ""
+            return f"{lines[i]}: {code}".strip(": ")
+    return ""

@@ -1,0 +1,49 @@
+"""The one place where fxviz touches private ``torch._*`` APIs.
+
+Each helper states what it relies on, so a torch upgrade breaks here, loudly, and
+nowhere else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.fx
+from torch._ops import OpOverload, OpOverloadPacket  # private module, public classes
+from torch.fx.node import _get_qualified_name  # private since torch 1.8
+from torch.utils import _pytree as pytree  # private, stable since torch 1.13
+
+__all__ = [
+    "OpOverload",
+    "OpOverloadPacket",
+    "has_plain_codegen",
+    "qualified_name",
+    "tree_leaves",
+    "tree_map_only_tensors",
+]
+
+
+def qualified_name(fn: Callable[..., Any]) -> str:
+    """``torch.relu`` -> ``"torch.relu"``; ``operator.add`` -> ``"operator.add"``."""
+    try:
+        name = _get_qualified_name(fn)
+    except Exception:  # odd callables (C builtins without __module__, partials)
+        name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+    return name.replace("_operator.", "operator.", 1)
+
+
+def tree_leaves(value: Any) -> list[Any]:
+    """Flatten nested tuples/lists/dicts (and registered pytrees) into their leaves."""
+    return pytree.tree_leaves(value)
+
+
+def tree_map_only_tensors(fn: Callable[[torch.Tensor], Any], value: Any) -> Any:
+    """Apply ``fn`` to every tensor leaf of ``value``; other leaves pass through."""
+    return pytree.tree_map_only(torch.Tensor, fn, value)
+
+
+def has_plain_codegen(graph: torch.fx.Graph) -> bool:
+    """True when the graph takes its placeholders positionally (no pytree in/out spec)."""
+    return type(graph._codegen) is torch.fx.graph.CodeGen

@@ -1,0 +1,428 @@
+"""Step through a graph node by node, forwards and back, with breakpoints and post-mortem."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import html
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.fx
+
+from fxviz._nodes import target_text
+from fxviz.capture import trace
+from fxviz.errors import DebuggerError, FxvizWarning, RecordingInterrupted
+from fxviz.record._explain import describe_failure
+from fxviz.record._interpreter import as_recording_interpreter, check_inputs
+from fxviz.record._recorder import Keep
+from fxviz.record._records import NodeRecord, Recording
+
+__all__ = ["Breakpoint", "Debugger"]
+
+_OPS = ("placeholder", "get_attr", "call_function", "call_method", "call_module", "output")
+
+
+@dataclasses.dataclass(frozen=True)
+class Breakpoint:
+    """Stops ``continue_`` before a matching node runs (``before``) or after a node whose
+    record satisfies ``after``."""
+
+    description: str
+    before: Callable[[torch.fx.Node], bool] | None = None
+    after: Callable[[NodeRecord], bool] | None = None
+
+
+class Debugger:
+    """Run a graph one node at a time, with time travel, breakpoints and post-mortem.
+
+    No threads: each call runs nodes and returns. Going ``back`` moves a cursor over what
+    was recorded; stepping forward again replays those records instead of running the
+    nodes twice, so values, random numbers and in-place writes stay exactly as they were.
+
+    Args:
+        gm_or_module: a ``GraphModule`` or anything :func:`fxviz.trace` accepts.
+        *inputs: the graph's inputs.
+        interpreter: your own ``torch.fx.Interpreter`` subclass (or instance) to run with.
+        keep, stats: as for :func:`fxviz.record`.
+
+    Example:
+        >>> import torch, fxviz
+        >>> model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU())
+        >>> dbg = fxviz.Debugger(model, torch.ones(2, 4))
+        >>> dbg.break_at("_1")
+        >>> dbg.continue_().name, dbg.current.name
+        ('_0', '_1')
+        >>> dbg.step().shape
+        (2, 3)
+        >>> dbg.back(2).name, dbg.status
+        ('input_1', "stopped at '_0' (back) — 1/4 nodes")
+    """
+
+    def __init__(
+        self,
+        gm_or_module: Any,
+        *inputs: Any,
+        interpreter: type[torch.fx.Interpreter] | torch.fx.Interpreter | None = None,
+        keep: Keep = "all",
+        stats: bool = True,
+    ) -> None:
+        self.graph_module = trace(gm_or_module, *inputs)
+        self.graph: torch.fx.Graph = self.graph_module.graph  # type: ignore[assignment]
+        check_inputs(self.graph_module, inputs)
+        self._inputs = inputs
+        self._options: dict[str, Any] = {"interpreter": interpreter, "keep": keep, "stats": stats}
+        self._nodes = list(self.graph.nodes)
+        self._index = {n.name: i for i, n in enumerate(self._nodes)}
+        self._breakpoints: list[Breakpoint] = []
+        self._rng = _rng_state()
+        self._start()
+
+    # -- state ---------------------------------------------------------------------------
+    @property
+    def current(self) -> torch.fx.Node | None:
+        """The next node to run (or the node that raised); ``None`` when the graph is done."""
+        return self._nodes[self._pos] if self._pos < len(self._nodes) else None
+
+    @property
+    def done(self) -> bool:
+        """Whether the output node has run."""
+        return self._pos >= len(self._nodes)
+
+    @property
+    def error(self) -> BaseException | None:
+        """The exception raised by the current node (post-mortem), else ``None``."""
+        records = self._recorder.records
+        if self._pos < len(records) and records[self._pos].error is not None:
+            return records[self._pos].error
+        return None
+
+    @property
+    def output(self) -> Any:
+        """What the graph returned, once done (identical to ``gm(*inputs)``), else ``None``."""
+        return self._output if self.done else None
+
+    @property
+    def recording(self) -> Recording:
+        """Everything recorded up to the cursor (the failing node included)."""
+        upto = self._pos + (1 if self.error is not None else 0)
+        return self._recorder.recording(upto=upto)
+
+    @property
+    def interpreter(self) -> torch.fx.Interpreter:
+        """The recording interpreter that runs the nodes."""
+        return self._interp
+
+    @property
+    def position(self) -> int:
+        """How many nodes have run up to the cursor."""
+        return self._pos
+
+    @property
+    def stop_reason(self) -> str:
+        """Why the debugger last stopped: ``start``, ``step``, ``back``, ``breakpoint``,
+        a predicate's name, ``error``, ``end`` or ``interrupted``."""
+        return self._reason
+
+    @property
+    def status(self) -> str:
+        """One line: where it stopped and why, e.g. ``stopped at 'linear2' (breakpoint) — 3/5 nodes``."""
+        count = f"{self._pos}/{len(self._nodes)} nodes"
+        if self.done:
+            return f"finished — {count}"
+        name = self._nodes[self._pos].name
+        if self.error is not None:
+            return f"stopped at {name!r} ({type(self.error).__name__}: {_first_line(self.error)}) — {count}"
+        return f"stopped at {name!r} ({self._reason}) — {count}"
+
+    def value(self, name: str) -> Any:
+        """The value node ``name`` produced, as it was when it ran."""
+        record = self._ran(name)
+        if not record.kept:
+            keep = self._options["keep"]
+            raise DebuggerError(
+                f"the value of {name!r} was not kept (keep={keep!r}); its statistics are in "
+                f"dbg.recording[{name!r}]. Use keep='all' or a larger byte budget to keep values."
+            )
+        return record.value
+
+    def inputs(self, name: str | None = None) -> dict[str, Any]:
+        """Values of the inputs of node ``name`` (default: the current node), by input name."""
+        node = self.current if name is None else self._node(name)
+        if node is None:
+            raise DebuggerError("the graph is done: name a node, e.g. dbg.inputs('output')")
+        return {n.name: self.value(n.name) for n in node.all_input_nodes}
+
+    # -- moving --------------------------------------------------------------------------
+    def step(self, n: int = 1) -> NodeRecord | None:
+        """Run the next ``n`` nodes; stops early at an error, the end or a breakpoint.
+
+        Returns the record of the last node run (the failing one after an error).
+        """
+        self._check_can_run("step")
+        last = None
+        for i in range(n):
+            last = self._advance()
+            if self._stopped(last, check_breakpoints=i < n - 1):
+                return last
+        self._reason = "step"
+        return last
+
+    def continue_(self) -> NodeRecord | None:
+        """Run until a breakpoint, an error or the end; returns the last record run."""
+        self._check_can_run("continue_")
+        while True:
+            last = self._advance()
+            if self._stopped(last, check_breakpoints=True):
+                return last
+
+    def run_to(self, name: str) -> NodeRecord | None:
+        """Stop just before node ``name`` runs, going forward or back (breakpoints ignored)."""
+        target = self._index[self._node(name).name]
+        if target <= self._pos:
+            return self.back(self._pos - target) if target < self._pos else self._last()
+        self._check_can_run("run_to")
+        last = None
+        while self._pos < target:
+            last = self._advance()
+            if self._stopped(last, check_breakpoints=False):
+                return last
+        self._reason = f"run_to {name}"
+        return last
+
+    def back(self, n: int = 1) -> NodeRecord | None:
+        """Go back ``n`` nodes in time; returns the record of the last node run before the cursor."""
+        if n < 0:
+            raise ValueError(f"back() takes n >= 0, not {n}")
+        self._pos = max(0, self._pos - n)
+        self._reason = "back"
+        return self._last()
+
+    def restart(self) -> None:
+        """Start again from the first node with a fresh recording.
+
+        Inputs the graph wrote in place are put back from their recorded copies, and the
+        random number generators are reset to their state when the debugger was made, so
+        the run repeats exactly (dropout included).
+        """
+        self._restore_inputs()
+        _set_rng_state(self._rng)
+        self._start()
+
+    # -- breakpoints ---------------------------------------------------------------------
+    def break_at(self, name: str) -> None:
+        """Stop before node ``name`` runs."""
+        node = self._node(name)
+        self._breakpoints.append(Breakpoint(f"at {node.name}", before=lambda n: n is node))
+
+    def break_on(self, op: str | None = None, target: Any = None) -> None:
+        """Stop before any node with this ``op`` and/or ``target``.
+
+        ``target`` may be the callable (``torch.relu``), a module class (``nn.Linear``), or
+        text matched against the node's target (``"relu"`` matches ``torch.relu``,
+        ``aten.relu.default`` and the method ``relu``).
+        """
+        if op is None and target is None:
+            raise ValueError("break_on needs op=... and/or target=...")
+        if op is not None and op not in _OPS:
+            raise ValueError(f"unknown op: {op!r} (must be one of {list(_OPS)})")
+        match_target = _target_matcher(target, self.graph_module) if target is not None else None
+
+        def before(node: torch.fx.Node) -> bool:
+            return (op is None or node.op == op) and (match_target is None or match_target(node))
+
+        parts = [f"op={op}" if op else "", f"target={target!r}" if target is not None else ""]
+        self._breakpoints.append(Breakpoint("on " + " ".join(p for p in parts if p), before=before))
+
+    def break_when(self, predicate: Callable[[NodeRecord], bool]) -> None:
+        """Stop after a node whose record satisfies ``predicate`` (e.g. ``fxviz.nonfinite``)."""
+        if not callable(predicate):
+            raise TypeError(f"break_when takes a function of a NodeRecord, not {predicate!r}")
+        name = getattr(predicate, "__name__", repr(predicate))
+        self._breakpoints.append(Breakpoint(name, after=predicate))
+
+    def clear_breakpoints(self) -> None:
+        """Remove every breakpoint."""
+        self._breakpoints.clear()
+
+    @property
+    def breakpoints(self) -> list[str]:
+        """Descriptions of the breakpoints set, in order."""
+        return [b.description for b in self._breakpoints]
+
+    # -- display -------------------------------------------------------------------------
+    def __repr__(self) -> str:
+        return f"<fxviz.Debugger: {self.status}>"
+
+    def _repr_html_(self) -> str:
+        body = self.recording._repr_html_()
+        return f"<div><p><b>fxviz.Debugger</b>: {html.escape(self.status)}</p>{body}</div>"
+
+    # -- internals -----------------------------------------------------------------------
+    def _start(self) -> None:
+        options = self._options
+        self._interp: Any = as_recording_interpreter(
+            self.graph_module, options["interpreter"], keep=options["keep"], stats=options["stats"]
+        )
+        self._interp.extra_traceback = False
+        self._recorder = self._interp.fxviz_start()
+        self._interp.env = {}
+        self._interp.args_iter = iter(self.graph.process_inputs(*self._inputs))
+        self._pos = 0
+        self._output: Any = None
+        self._reason = "start"
+
+    def _advance(self) -> NodeRecord:
+        """Run (or replay) the node at the cursor; move past it unless it failed."""
+        records = self._recorder.records
+        if self._pos < len(records):  # replay what was recorded before going back
+            record = records[self._pos]
+            if record.error is None:
+                self._pos += 1
+            return record
+        node = self._nodes[self._pos]
+        interp = self._interp
+        try:
+            value = interp.run_node(node)
+        except KeyboardInterrupt as interrupt:
+            self._reason = "interrupted"
+            raise RecordingInterrupted(
+                f"interrupted while running {node.name!r}; the debugger is still at it",
+                recording=self.recording,
+            ) from interrupt
+        except Exception:
+            return records[-1]  # the recorder stored the failure; the cursor stays on it
+        interp.env[node] = value
+        if interp.garbage_collect_values:
+            for used in interp.user_to_last_uses.get(node, ()):
+                interp.env.pop(used, None)
+        if node.op == "output":
+            self._output = self.graph.process_outputs(value)
+            self._recorder.finish(self._output)
+        self._pos += 1
+        return records[-1]
+
+    def _stopped(self, last: NodeRecord, *, check_breakpoints: bool) -> bool:
+        """After a node ran: should we stop here? Sets the stop reason."""
+        if last.error is not None:
+            self._reason = "error"
+            return True
+        if self.done:
+            self._reason = "end"
+            return True
+        if not check_breakpoints:
+            return False
+        for bp in self._breakpoints:
+            if bp.after is not None and _call_predicate(bp, last):
+                self._reason = bp.description
+                return True
+        upcoming = self._nodes[self._pos]
+        for bp in self._breakpoints:
+            if bp.before is not None and bp.before(upcoming):
+                self._reason = "breakpoint"
+                return True
+        return False
+
+    def _check_can_run(self, command: str) -> None:
+        if self.error is not None:
+            failed = self._recorder.records[self._pos]
+            raise DebuggerError(
+                f"{command}(): the debugger is stopped at {failed.name!r}, which raised "
+                f"{type(failed.error).__name__}. Look at dbg.inputs() and dbg.error, then "
+                "back() to earlier nodes or restart() after fixing the cause.\n\n"
+                + describe_failure(failed, self.graph_module)
+            )
+        if self.done:
+            raise DebuggerError(
+                f"{command}(): the graph has already finished ({len(self._nodes)} nodes); "
+                "dbg.output holds the result. Use back(), run_to(name) or restart()."
+            )
+
+    def _last(self) -> NodeRecord | None:
+        return self._recorder.records[self._pos - 1] if self._pos else None
+
+    def _node(self, name: str) -> torch.fx.Node:
+        if isinstance(name, torch.fx.Node):
+            name = name.name
+        if name not in self._index:
+            close = difflib.get_close_matches(str(name), list(self._index), n=3)
+            hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+            raise KeyError(f"no node named {name!r} in this graph{hint}")
+        return self._nodes[self._index[name]]
+
+    def _ran(self, name: str) -> NodeRecord:
+        index = self._index[self._node(name).name]
+        if index >= self._pos:
+            where = self.current.name if self.current is not None else "the end"
+            raise DebuggerError(
+                f"node {name!r} has not run yet (the debugger is at {where!r}); "
+                f"use dbg.run_to({name!r}) and dbg.step() first"
+            )
+        return self._recorder.records[index]
+
+    def _restore_inputs(self) -> None:
+        """Write recorded copies back into inputs that the graph changed in place."""
+        records = self._recorder.records
+        written = {name for r in records for name in r.mutates}
+        for r in records:
+            if r.op != "placeholder" or r.name not in written:
+                continue
+            live = self._interp.env.get(self._nodes[r.index])
+            if r.kept and isinstance(r.value, torch.Tensor) and r.value is not live:
+                with torch.no_grad():
+                    live.copy_(r.value)
+            else:
+                warnings.warn(
+                    f"input {r.name!r} was changed in place by the graph and no copy was kept "
+                    f"(keep={self._options['keep']!r}); restart() runs on the changed input",
+                    FxvizWarning,
+                    stacklevel=3,
+                )
+
+
+def _target_matcher(target: Any, root: torch.nn.Module) -> Callable[[torch.fx.Node], bool]:
+    if isinstance(target, type) and issubclass(target, torch.nn.Module):
+        modules = dict(root.named_modules())
+        return lambda n: n.op == "call_module" and isinstance(modules.get(str(n.target)), target)
+    if isinstance(target, str):
+        short = target.rsplit(".", 1)[-1]
+
+        def matches_text(n: torch.fx.Node) -> bool:
+            text = target_text(n)
+            if text == target or n.target == target:
+                return True
+            parts = text.split(".")
+            return short in parts and (target == short or text.endswith(target))
+
+        return matches_text
+    return lambda n: n.target is target or n.target == target
+
+
+def _call_predicate(bp: Breakpoint, record: NodeRecord) -> bool:
+    try:
+        return bool(bp.after(record))  # type: ignore[misc]
+    except Exception as e:
+        raise DebuggerError(
+            f"breakpoint predicate {bp.description!r} raised {type(e).__name__}: {e} "
+            f"on node {record.name!r}; the node ran and is recorded. Fix or clear_breakpoints()."
+        ) from e
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else ""
+
+
+def _rng_state() -> dict[str, Any]:
+    state: dict[str, Any] = {"cpu": torch.random.get_rng_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_rng_state(state: dict[str, Any]) -> None:
+    torch.random.set_rng_state(state["cpu"])
+    if "cuda" in state:
+        torch.cuda.set_rng_state_all(state["cuda"])

@@ -1,0 +1,40 @@
+"""Ready-made breakpoint predicates: each takes a :class:`NodeRecord`, returns a bool.
+
+>>> import torch, fxviz
+>>> rec = fxviz.record(lambda x: (x / 0).long(), torch.ones(2))
+>>> [r.name for r in rec.values() if fxviz.nonfinite(r)]
+['truediv']
+>>> [r.name for r in rec.values() if fxviz.dtype_changed(r)]
+['long']
+"""
+
+from __future__ import annotations
+
+import torch
+
+from fxviz.record._records import NodeRecord
+from fxviz.record._summary import iter_tensors
+
+__all__ = ["dtype_changed", "nonfinite"]
+
+
+def nonfinite(record: NodeRecord) -> bool:
+    """True when the node's output holds a NaN or an infinity.
+
+    Uses the statistics when they were taken, else the kept value itself.
+    """
+    if any(s.nan is not None for s in record.outputs):
+        return record.nonfinite > 0
+    return any(
+        t.is_floating_point() and not bool(torch.isfinite(t).all())
+        for _, t in iter_tensors(record.value)
+        if not t.is_meta
+    )
+
+
+def dtype_changed(record: NodeRecord) -> bool:
+    """True when the node's first output dtype differs from all of its tensor inputs'."""
+    if record.dtype is None:
+        return False
+    known = [d for d in record.input_dtypes if d is not None]
+    return bool(known) and record.dtype not in known

@@ -1,0 +1,257 @@
+"""Plain, immutable records of a run: :class:`NodeRecord` per node, :class:`Recording` per run."""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.fx
+
+from fxviz.record._summary import TensorSummary, dtype_name
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["NodeRecord", "Recording"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NodeRecord:
+    """What one FX node did when it ran.
+
+    Attributes:
+        index: position in execution order.
+        name: the FX node name (``"linear1"``).
+        op: ``placeholder``, ``get_attr``, ``call_function``, ``call_method``,
+            ``call_module`` or ``output``.
+        target: what it calls, readable (``"torch.relu"``, ``"view"``, ``"layers.0"``).
+        module: dotted path of the module it belongs to, ``""`` at top level.
+        inputs: names of the nodes it reads.
+        input_shapes / input_dtypes: first-tensor shape and dtype of each input
+            (``None`` for non-tensor inputs), aligned with ``inputs``.
+        outputs: one :class:`TensorSummary` per tensor in the node's output.
+        time_s: wall time of the node itself (statistics excluded).
+        error: the exception the node raised, or ``None``.
+        value: the output as it was when the node ran, or ``None`` when not kept.
+        kept: whether ``value`` was kept (a node may legitimately return ``None``).
+        mutates: inputs this node wrote to in place (``add_``, ``x[i] = v``, ``out=``).
+        aliases: earlier nodes whose memory this output shares (views, in-place results).
+        produced: for a recorded ``Transformer``, the new nodes made from this one.
+        source: the user's source line that made the node, when known.
+    """
+
+    index: int
+    name: str
+    op: str
+    target: str
+    module: str
+    inputs: tuple[str, ...]
+    input_shapes: tuple[tuple[int | str, ...] | None, ...]
+    input_dtypes: tuple[torch.dtype | None, ...]
+    outputs: tuple[TensorSummary, ...]
+    time_s: float
+    error: BaseException | None = None
+    value: Any = dataclasses.field(default=None, repr=False, compare=False)
+    kept: bool = False
+    mutates: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()
+    produced: tuple[str, ...] = ()
+    source: str = ""
+
+    @property
+    def shape(self) -> tuple[int | str, ...] | None:
+        """Shape of the first output tensor, or ``None``."""
+        return self.outputs[0].shape if self.outputs else None
+
+    @property
+    def dtype(self) -> torch.dtype | None:
+        """Dtype of the first output tensor, or ``None``."""
+        return self.outputs[0].dtype if self.outputs else None
+
+    @property
+    def nonfinite(self) -> int:
+        """NaN and infinite values over all output tensors (0 when stats were off)."""
+        return sum(s.nonfinite for s in self.outputs)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready values (no tensors): what the widget, the report and tables read."""
+        return {
+            "index": self.index,
+            "name": self.name,
+            "op": self.op,
+            "target": self.target,
+            "module": self.module,
+            "inputs": list(self.inputs),
+            "input_shapes": [None if s is None else list(s) for s in self.input_shapes],
+            "input_dtypes": [None if d is None else dtype_name(d) for d in self.input_dtypes],
+            "outputs": [s.to_dict() for s in self.outputs],
+            "time_s": self.time_s,
+            "error": None if self.error is None else _error_text(self.error),
+            "kept": self.kept,
+            "mutates": list(self.mutates),
+            "aliases": list(self.aliases),
+            "produced": list(self.produced),
+            "source": self.source,
+        }
+
+
+def _error_text(error: BaseException) -> dict[str, str]:
+    return {"type": type(error).__name__, "message": str(error)}
+
+
+_COLUMNS = [
+    *("index", "name", "op", "target", "module", "inputs"),
+    *("shape", "dtype", "outputs", "numel", "nbytes"),
+    *("min", "max", "mean", "std", "absmax", "nan", "posinf", "neginf", "zeros"),
+    *("time_s", "mutates", "aliases", "error", "kept"),
+]
+
+
+class Recording(Mapping[str, NodeRecord]):
+    """Everything one run of a graph produced, node by node, in execution order.
+
+    A read-only mapping from node name to :class:`NodeRecord`; ``rec[i]`` and
+    ``rec[node]`` also work.
+
+    Attributes:
+        graph_module: the ``GraphModule`` that ran.
+        output: what the graph returned (identical to ``gm(*inputs)``); ``None`` if the
+            run did not finish. For a recorded ``Transformer``, the new ``GraphModule``.
+        env: the interpreter's environment after the run, ``{node: value}``. With
+            ``keep="all"`` it holds every value as the graph left it; a record's
+            ``value`` holds it as it was when its node ran.
+        complete: whether the run reached the output node.
+        error: the :class:`fxviz.NodeError` that stopped the run, or ``None``.
+    """
+
+    def __init__(
+        self,
+        graph_module: torch.nn.Module,
+        records: list[NodeRecord],
+        *,
+        env: dict[torch.fx.Node, Any] | None = None,
+        output: Any = None,
+        complete: bool = False,
+        error: BaseException | None = None,
+    ) -> None:
+        self.graph_module = graph_module
+        self._records = records
+        self._by_name = {r.name: r for r in records}
+        self.env = env if env is not None else {}
+        self.output = output
+        self.complete = complete
+        self.error = error
+
+    def __getitem__(self, key: str | int | torch.fx.Node) -> NodeRecord:  # type: ignore[override]
+        if isinstance(key, int):
+            return self._records[key]
+        name = key.name if isinstance(key, torch.fx.Node) else key
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise KeyError(_unknown_node(name, self._by_name)) from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._by_name)
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def records(self) -> list[NodeRecord]:
+        """The records in execution order."""
+        return list(self._records)
+
+    def first_nonfinite(self) -> NodeRecord | None:
+        """The first node whose output holds a NaN or an infinity, or ``None``.
+
+        Example:
+            >>> import torch, fxviz
+            >>> rec = fxviz.record(lambda x: torch.log(x) * 2, torch.tensor([1.0, -1.0]))
+            >>> rec.first_nonfinite().name
+            'log'
+        """
+        for r in self._records:
+            if r.nonfinite:
+                return r
+        return None
+
+    def table(self) -> pd.DataFrame:
+        """One row a node, indexed by node name, in execution order.
+
+        Columns: ``index``, ``op``, ``target``, ``module``, ``inputs`` (comma-separated),
+        ``shape``/``dtype``/``numel``/``nbytes`` of the first output tensor, ``outputs``
+        (how many tensors it produced), its statistics ``min``, ``max``, ``mean``,
+        ``std``, ``absmax``, ``nan``, ``posinf``, ``neginf``, ``zeros``, ``time_s``,
+        ``mutates``/``aliases`` (comma-separated node names), ``error`` (``"Type:
+        message"`` or ``""``) and ``kept`` (value kept).
+        """
+        import pandas as pd
+
+        rows = []
+        for r in self._records:
+            first = r.outputs[0] if r.outputs else None
+            row: dict[str, Any] = {
+                "index": r.index,
+                "name": r.name,
+                "op": r.op,
+                "target": r.target,
+                "module": r.module,
+                "inputs": ", ".join(r.inputs),
+                "shape": first.shape if first else None,
+                "dtype": dtype_name(first.dtype) if first else None,
+                "outputs": len(r.outputs),
+                "numel": first.numel if first else None,
+                "nbytes": first.nbytes if first else None,
+            }
+            for stat in ("min", "max", "mean", "std", "absmax", "nan", "posinf", "neginf", "zeros"):
+                row[stat] = getattr(first, stat) if first else None
+            row.update(
+                time_s=r.time_s,
+                mutates=", ".join(r.mutates),
+                aliases=", ".join(r.aliases),
+                error="" if r.error is None else f"{type(r.error).__name__}: {r.error}",
+                kept=r.kept,
+            )
+            rows.append(row)
+        return pd.DataFrame(rows, columns=_COLUMNS).set_index("name")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form: ``{"complete", "error", "nodes": [record.to_dict(), ...]}``."""
+        return {
+            "complete": self.complete,
+            "error": None if self.error is None else _error_text(self.error),
+            "nodes": [r.to_dict() for r in self._records],
+        }
+
+    def summary(self) -> str:
+        """One line: nodes run, time, errors and non-finite values."""
+        total = sum(r.time_s for r in self._records)
+        state = "complete" if self.complete else "partial"
+        parts = [f"{len(self)} nodes", state, f"{total * 1e3:.2f} ms"]
+        failed = [r.name for r in self._records if r.error is not None]
+        if failed:
+            parts.append(f"error at {failed[0]!r}")
+        bad = self.first_nonfinite()
+        if bad is not None:
+            parts.append(f"first NaN/Inf at {bad.name!r}")
+        return ", ".join(parts)
+
+    def __repr__(self) -> str:
+        name = type(self.graph_module).__name__
+        return f"<fxviz.Recording of {name}: {self.summary()}>"
+
+    def _repr_html_(self) -> str:
+        table = self.table().drop(columns=["index"])
+        body = table.to_html(max_rows=80, float_format=lambda v: f"{v:.4g}", escape=True)
+        return f"<div><p><b>fxviz.Recording</b>: {html.escape(self.summary())}</p>{body}</div>"
+
+
+def _unknown_node(name: Any, known: Mapping[str, Any]) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(str(name), list(known), n=3)
+    hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+    return f"no node named {name!r} in this graph{hint}"

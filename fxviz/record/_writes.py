@@ -1,0 +1,175 @@
+"""Which inputs a node is about to write in place, and which earlier outputs share memory.
+
+A recording must show each value as it was when its node ran, even when a later node
+writes into it (``add_``, ``relu_(inplace=True)``, ``x[i] = v``, ``out=``). fxviz
+foresees such writes from the op's schema or name, snapshots only the values about to be
+overwritten, and checks ``Tensor._version`` afterwards to catch writes it did not foresee.
+
+    >>> import torch, torch.fx
+    >>> gm = torch.fx.symbolic_trace(lambda x: (x * 2).add_(1))
+    >>> [written_locations(n, {}) for n in gm.graph.nodes]
+    [(), (), (('arg', 0),), ()]
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import operator
+import weakref
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import torch
+import torch.fx
+
+from fxviz._torch_compat import OpOverload, OpOverloadPacket
+
+__all__ = ["AliasIndex", "storage_key", "written_locations", "written_tensors"]
+
+Location = tuple[str, Any]  # ("arg", index) or ("kwarg", name)
+
+_INPLACE_OPERATORS = frozenset(
+    {
+        operator.setitem,
+        operator.iadd,
+        operator.isub,
+        operator.imul,
+        operator.itruediv,
+        operator.ifloordiv,
+        operator.imod,
+        operator.ipow,
+        operator.iand,
+        operator.ior,
+        operator.ixor,
+        operator.ilshift,
+        operator.irshift,
+        operator.imatmul,
+    }
+)
+_PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
+
+
+def written_locations(node: torch.fx.Node, submodules: Mapping[str, Any]) -> tuple[Location, ...]:
+    """Where in ``node.args``/``node.kwargs`` the node writes in place, foreseen statically."""
+    found: list[Location] = []
+    if "out" in node.kwargs:
+        found.append(("kwarg", "out"))
+    target = node.target
+    if node.op == "call_function":
+        if isinstance(target, (OpOverload, OpOverloadPacket)):
+            found.extend(_schema_writes(target))
+        elif (
+            target in _INPLACE_OPERATORS
+            or _inplace_name(getattr(target, "__name__", ""))
+            or _inplace_flag(target, node)
+        ):
+            found.append(("arg", 0))
+    elif node.op == "call_method":
+        if isinstance(target, str) and (_inplace_name(target) or target == "__setitem__"):
+            found.append(("arg", 0))
+    elif node.op == "call_module":
+        module = submodules.get(str(target))
+        if getattr(module, "inplace", False) is True:
+            found.append(("arg", 0))
+    return tuple(dict.fromkeys(found))
+
+
+def written_tensors(
+    node: torch.fx.Node, locations: Iterable[Location], env: Mapping[torch.fx.Node, Any]
+) -> list[torch.Tensor]:
+    """The tensors at ``locations``, looked up in the interpreter's ``env``."""
+    tensors: list[torch.Tensor] = []
+    for kind, key in locations:
+        if kind == "arg":
+            arg = node.args[key] if key < len(node.args) else None
+        else:
+            arg = node.kwargs.get(key)
+        value = torch.fx.node.map_arg(arg, lambda n: env.get(n))
+        tensors.extend(_flat_tensors(value))
+    return tensors
+
+
+def _flat_tensors(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [t for item in value for t in _flat_tensors(item)]
+    return []
+
+
+def _inplace_name(name: str) -> bool:
+    return name.endswith("_") and not name.startswith("_")
+
+
+@functools.cache
+def _schema_writes(target: OpOverload | OpOverloadPacket) -> tuple[Location, ...]:
+    if isinstance(target, OpOverloadPacket):
+        overloads = [getattr(target, name) for name in target.overloads()]
+        return tuple(dict.fromkeys(loc for o in overloads for loc in _schema_writes(o)))
+    found: list[Location] = []
+    for i, arg in enumerate(target._schema.arguments):
+        if arg.alias_info is not None and arg.alias_info.is_write:
+            if not arg.kwarg_only:
+                found.append(("arg", i))
+            found.append(("kwarg", arg.name))
+    return tuple(found)
+
+
+def _inplace_flag(target: Callable[..., Any], node: torch.fx.Node) -> bool:
+    """``F.relu(x, inplace=True)`` and ``F.dropout(x, 0.5, True, True)``."""
+    if node.kwargs.get("inplace") is True:
+        return True
+    position = _inplace_position(target)
+    return position is not None and position < len(node.args) and node.args[position] is True
+
+
+@functools.cache
+def _inplace_position(target: Callable[..., Any]) -> int | None:
+    try:
+        params = list(inspect.signature(target).parameters)
+    except (TypeError, ValueError):
+        return None
+    return params.index("inplace") if "inplace" in params else None
+
+
+def storage_key(t: torch.Tensor) -> tuple[str, int] | None:
+    """Identity of the memory under ``t`` (shared by its views), or ``None`` if it has none."""
+    if type(t) not in _PLAIN_TENSORS or t.is_meta or t.layout != torch.strided:
+        return None
+    storage = t.untyped_storage()
+    if storage.nbytes() == 0:
+        return None
+    return (str(t.device), storage.data_ptr())
+
+
+class AliasIndex:
+    """Which recorded node outputs live on which memory, for as long as they are alive.
+
+    Entries hold weak references, so memory freed and reused by a later tensor is never
+    mistaken for an alias.
+    """
+
+    def __init__(self) -> None:
+        self._owners: dict[tuple[str, int], list[tuple[str, weakref.ref[torch.Tensor]]]] = {}
+
+    def add(self, name: str, tensors: Iterable[torch.Tensor]) -> tuple[str, ...]:
+        """Register ``name``'s output tensors; return earlier live nodes sharing their memory."""
+        shared: list[str] = []
+        for t in tensors:
+            key = storage_key(t)
+            if key is None:
+                continue
+            owners = self.owners(key)
+            shared.extend(owner for owner in owners if owner != name)
+            self._owners.setdefault(key, []).append((name, weakref.ref(t)))
+        return tuple(dict.fromkeys(shared))
+
+    def owners(self, key: tuple[str, int]) -> list[str]:
+        """Names of nodes whose live outputs sit on ``key``'s memory."""
+        entries = self._owners.get(key)
+        if not entries:
+            return []
+        alive = [(name, ref) for name, ref in entries if ref() is not None]
+        self._owners[key] = alive
+        return [name for name, _ in alive]
