@@ -7,10 +7,19 @@ torch.Size([2, 10])
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
+import torch.fx
 from torch import nn
 
-__all__ = ["TwoLayerNet", "two_layer_net_inputs"]
+__all__ = [
+    "NegSigmSwapInterpreter",
+    "NegSigmSwapXformer",
+    "TwoLayerNet",
+    "neg_sigmoid",
+    "two_layer_net_inputs",
+]
 
 
 class TwoLayerNet(nn.Module):
@@ -30,3 +39,52 @@ def two_layer_net_inputs(batch: int = 64, d_in: int = 1000, seed: int = 0) -> to
     """A reproducible input batch for :class:`TwoLayerNet`."""
     generator = torch.Generator().manual_seed(seed)
     return torch.randn(batch, d_in, generator=generator)
+
+
+def neg_sigmoid(x: torch.Tensor) -> torch.Tensor:
+    """The function of the ``torch.fx`` Interpreter/Transformer docs: ``sigmoid(x).neg()``."""
+    return torch.sigmoid(x).neg()
+
+
+class NegSigmSwapInterpreter(torch.fx.Interpreter):
+    """The docs' Interpreter that swaps ``torch.sigmoid`` and ``neg``.
+
+    Written correctly: the hooks take ``(target, args, kwargs)`` and pass those on.
+
+        >>> gm = torch.fx.symbolic_trace(neg_sigmoid)
+        >>> x = torch.randn(3, 4)
+        >>> torch.equal(NegSigmSwapInterpreter(gm).run(x), torch.neg(x).sigmoid())
+        True
+    """
+
+    def call_function(self, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if target is torch.sigmoid:
+            return torch.neg(*args, **kwargs)
+        return super().call_function(target, args, kwargs)
+
+    def call_method(self, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if target == "neg":
+            call_self, *args_tail = args
+            return call_self.sigmoid(*args_tail, **kwargs)
+        return super().call_method(target, args, kwargs)
+
+
+class NegSigmSwapXformer(torch.fx.Transformer):
+    """The docs' Transformer that swaps ``torch.sigmoid`` and ``neg`` in a new graph.
+
+    >>> gm = NegSigmSwapXformer(torch.fx.symbolic_trace(neg_sigmoid)).transform()
+    >>> x = torch.randn(3, 4)
+    >>> torch.equal(gm(x), torch.neg(x).sigmoid())
+    True
+    """
+
+    def call_function(self, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if target is torch.sigmoid:
+            return torch.neg(*args, **kwargs)
+        return super().call_function(target, args, kwargs)
+
+    def call_method(self, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if target == "neg":
+            call_self, *args_tail = args
+            return call_self.sigmoid(*args_tail, **kwargs)
+        return super().call_method(target, args, kwargs)

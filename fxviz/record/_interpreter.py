@@ -201,7 +201,7 @@ def record(
         >>> rec = fxviz.record(torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU()), torch.ones(2, 4))
         >>> [(r.name, r.shape) for r in rec.values()]
         [('input_1', (2, 4)), ('_0', (2, 3)), ('_1', (2, 3)), ('output', (2, 3))]
-        >>> rec["_1"].min >= 0
+        >>> rec["_1"].outputs[0].min >= 0
         True
     """
     gm = trace(gm_or_module, *inputs)

@@ -126,7 +126,7 @@ def _statistics(t: torch.Tensor) -> dict[str, Any]:
         wide = x if x.element_size() >= 4 else x.to(torch.float32)
     else:
         wide = x.to(exact)
-    std, mean = torch.std_mean(wide)
+    std, mean = torch.std_mean(wide, correction=1 if x.numel() > 1 else 0)
     nonzero = torch.count_nonzero(x)
     mn, mx, avg, sd, nz = torch.stack(
         [lo.to(exact), hi.to(exact), mean.to(exact), std.to(exact), nonzero.to(exact)]
@@ -143,7 +143,7 @@ def _statistics(t: torch.Tensor) -> dict[str, Any]:
             out.update(min=None, max=None, mean=None, std=None, absmax=None)
             return out
         lo, hi = torch.aminmax(finite)
-        std, mean = torch.std_mean(finite)
+        std, mean = torch.std_mean(finite, correction=1 if finite.numel() > 1 else 0)
         mn, mx, avg, sd = torch.stack([lo, hi, mean, std]).to(exact).tolist()
         numel = finite.numel()
     out.update(min=mn, max=mx, mean=avg, std=sd if numel > 1 else None, absmax=max(-mn, mx))

@@ -1,0 +1,203 @@
+"""fxviz.Debugger: stepping, time travel, breakpoints and post-mortem on real models."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import fxviz
+from fxviz.examples import TwoLayerNet
+
+
+@pytest.fixture
+def dbg(two_layer_net, x20):
+    return fxviz.Debugger(two_layer_net, x20)
+
+
+def test_step_through_to_the_end(dbg, two_layer_net, x20):
+    assert dbg.current.name == "x" and dbg.position == 0 and not dbg.done
+    record = dbg.step()
+    assert record.name == "x" and dbg.current.name == "linear1"
+    assert dbg.step(2).name == "clamp"
+    assert dbg.output is None
+    assert dbg.step(10).name == "output"  # stops at the end
+    assert dbg.done and dbg.current is None and dbg.stop_reason == "end"
+    assert torch.equal(dbg.output, two_layer_net(x20))
+    assert dbg.status == "finished — 5/5 nodes"
+    with pytest.raises(fxviz.DebuggerError, match="already finished"):
+        dbg.continue_()
+    with pytest.raises(fxviz.DebuggerError, match="already finished"):
+        dbg.step()
+
+
+def test_back_is_time_travel_without_rerunning(dbg):
+    dbg.step(3)
+    clamp = dbg.value("clamp")
+    assert dbg.back().name == "linear1"
+    assert dbg.current.name == "clamp"
+    with pytest.raises(fxviz.DebuggerError, match="has not run yet"):
+        dbg.value("clamp")
+    again = dbg.step()
+    assert again.name == "clamp" and dbg.value("clamp") is clamp  # replayed, not recomputed
+    assert dbg.back(100) is None and dbg.position == 0
+    assert list(dbg.recording) == []
+
+
+def test_time_travel_replays_dropout_exactly():
+    model = nn.Sequential(nn.Linear(8, 8), nn.Dropout(0.5)).train()
+    dbg = fxviz.Debugger(model, torch.randn(4, 8))
+    dbg.continue_()
+    first = dbg.output.clone()
+    dbg.back(2)
+    dbg.continue_()
+    assert torch.equal(dbg.output, first)
+    dbg.restart()
+    dbg.continue_()
+    assert torch.equal(dbg.output, first)  # restart resets the generator too
+
+
+def test_breakpoints_by_name_op_and_target(dbg):
+    dbg.break_at("linear2")
+    assert dbg.continue_().name == "clamp"
+    assert dbg.current.name == "linear2" and dbg.stop_reason == "breakpoint"
+    assert dbg.status == "stopped at 'linear2' (breakpoint) — 3/5 nodes"
+    assert dbg.continue_().name == "output" and dbg.done
+
+    dbg.restart()
+    dbg.clear_breakpoints()
+    dbg.break_on(op="call_method")
+    dbg.continue_()
+    assert dbg.current.name == "clamp"
+
+    dbg.restart()
+    dbg.clear_breakpoints()
+    dbg.break_on(target=nn.Linear)
+    dbg.continue_()
+    assert dbg.current.name == "linear1"
+    dbg.continue_()
+    assert dbg.current.name == "linear2"
+    assert dbg.breakpoints == ["on target=<class 'torch.nn.modules.linear.Linear'>"]
+
+
+def test_break_on_target_text_matches_aten_and_torch_names():
+    def f(x):
+        return torch.relu(x) * 2
+
+    x = torch.randn(3)
+    dbg = fxviz.Debugger(f, x)
+    dbg.break_on(target="relu")
+    dbg.continue_()
+    assert dbg.current.name == "relu"
+    exported = fxviz.Debugger(fxviz.trace(f, x, method="export"), x)
+    exported.break_on(target="relu")
+    exported.continue_()
+    assert str(exported.current.target) == "aten.relu.default"
+    with pytest.raises(ValueError, match="unknown op"):
+        dbg.break_on(op="call")
+
+
+def test_break_when_nonfinite_stops_after_the_first_nan():
+    def f(x):
+        a = x * 2
+        b = torch.sqrt(a)  # sqrt of a negative number: NaN
+        c = b + 1
+        return c.sum()
+
+    dbg = fxviz.Debugger(f, torch.tensor([1.0, -1.0]))
+    dbg.break_when(fxviz.nonfinite)
+    last = dbg.continue_()
+    assert last.name == "sqrt" and dbg.stop_reason == "nonfinite"
+    assert dbg.current.name == "add"
+    assert last.outputs[0].nan == 1
+
+
+def test_break_when_dtype_changed():
+    dbg = fxviz.Debugger(lambda x: (x * 2).half() + 1, torch.ones(2))
+    dbg.break_when(fxviz.dtype_changed)
+    assert dbg.continue_().name == "half"
+
+
+def test_predicate_errors_are_explained():
+    dbg = fxviz.Debugger(lambda x: x + 1, torch.ones(1))
+    dbg.break_when(lambda record: record.outputs[5])
+    with pytest.raises(fxviz.DebuggerError, match="predicate '<lambda>' raised IndexError"):
+        dbg.continue_()
+    assert dbg.position == 1  # the node ran and stays recorded
+
+
+def test_run_to_goes_forward_and_back(dbg):
+    dbg.break_at("clamp")  # run_to ignores breakpoints
+    assert dbg.run_to("linear2").name == "clamp"
+    assert dbg.current.name == "linear2"
+    dbg.run_to("linear1")
+    assert dbg.current.name == "linear1" and dbg.position == 1
+    with pytest.raises(KeyError, match="did you mean 'linear2', 'linear1'"):
+        dbg.run_to("linear3")
+
+
+def test_post_mortem_stops_at_the_failing_node():
+    model = TwoLayerNet(20, 8, 4)
+    bad = torch.randn(5, 19)
+    dbg = fxviz.Debugger(model, bad)
+    last = dbg.continue_()
+    assert last.name == "linear1" and dbg.current.name == "linear1"
+    assert isinstance(dbg.error, RuntimeError) and "5x19" in str(dbg.error)
+    assert dbg.stop_reason == "error" and not dbg.done
+    assert dbg.status.startswith("stopped at 'linear1' (RuntimeError: mat1 and mat2")
+    assert list(dbg.inputs()) == ["x"] and dbg.inputs()["x"] is bad
+    assert list(dbg.recording) == ["x", "linear1"]
+    assert dbg.recording["linear1"].error is dbg.error
+    with pytest.raises(fxviz.DebuggerError, match="stopped at 'linear1', which raised") as info:
+        dbg.continue_()
+    assert "x: float32[5, 19]" in str(info.value)
+    assert dbg.back() is None  # back from a failure undoes the last node that completed
+    assert dbg.error is None and dbg.current.name == "x"
+    assert dbg.step().name == "x"
+    # the failure ahead is already known: the debugger is at it again, without re-running it
+    assert dbg.current.name == "linear1" and isinstance(dbg.error, RuntimeError)
+
+
+def test_restart_puts_inputs_written_in_place_back():
+    def f(x):
+        x.mul_(2)
+        return x + 1
+
+    x = torch.ones(2)
+    dbg = fxviz.Debugger(f, x)
+    dbg.continue_()
+    assert torch.equal(x, torch.full((2,), 2.0)) and torch.equal(dbg.output, torch.full((2,), 3.0))
+    dbg.restart()
+    assert torch.equal(x, torch.ones(2))
+    dbg.continue_()
+    assert torch.equal(dbg.output, torch.full((2,), 3.0))
+
+
+def test_values_not_kept_say_so(two_layer_net, x20):
+    dbg = fxviz.Debugger(two_layer_net, x20, keep="stats")
+    dbg.step(3)
+    with pytest.raises(fxviz.DebuggerError, match="was not kept"):
+        dbg.value("linear1")
+    assert dbg.recording["linear1"].outputs[0].std is not None
+    dbg.continue_()
+    assert torch.equal(dbg.output, two_layer_net(x20))
+
+
+def test_debugger_with_a_user_interpreter():
+    from fxviz.examples import NegSigmSwapInterpreter, neg_sigmoid
+
+    x = torch.randn(4)
+    dbg = fxviz.Debugger(neg_sigmoid, x, interpreter=NegSigmSwapInterpreter)
+    dbg.continue_()
+    assert torch.equal(dbg.output, torch.neg(x).sigmoid())
+
+
+def test_wrong_inputs_fail_before_stepping(two_layer_net):
+    with pytest.raises(fxviz.InputError, match="but 0 were given"):
+        fxviz.Debugger(two_layer_net)
+
+
+def test_repr_and_html(dbg):
+    dbg.step()
+    assert repr(dbg) == "<fxviz.Debugger: stopped at 'linear1' (step) — 1/5 nodes>"
+    assert "fxviz.Debugger" in dbg._repr_html_() and "<table" in dbg._repr_html_()

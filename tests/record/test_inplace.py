@@ -1,0 +1,132 @@
+"""In-place writes and aliasing: each record shows its value as it was when its node ran."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import fxviz
+
+
+def test_add_in_place_keeps_the_earlier_value():
+    def f(x):
+        y = x * 2
+        z = y.add_(1)  # writes into y
+        return z.relu_()  # writes into y (and z) again
+
+    x = torch.tensor([-3.0, 1.0])
+    rec = fxviz.record(f, x)
+    assert torch.equal(rec["mul"].value, torch.tensor([-6.0, 2.0]))
+    assert torch.equal(rec["add_"].value, torch.tensor([-5.0, 3.0]))
+    assert torch.equal(rec["relu_"].value, torch.tensor([0.0, 3.0]))
+    assert torch.equal(rec.output, f(x.clone()))
+    assert rec["add_"].mutates == ("mul",) and rec["relu_"].mutates == ("add_",)
+    assert rec["add_"].aliases == ("mul",) and set(rec["relu_"].aliases) == {"mul", "add_"}
+    assert rec["mul"].outputs[0].min == -6.0  # statistics were taken before the write
+
+
+def test_views_are_snapshotted_with_their_base():
+    def f(x):
+        y = x + 0
+        v = y.view(-1)  # shares y's memory
+        y.mul_(10)  # writes into v too
+        return v
+
+    x = torch.arange(4.0).reshape(2, 2)
+    rec = fxviz.record(f, x)
+    assert torch.equal(rec["view"].value, torch.arange(4.0))
+    assert torch.equal(rec["add"].value, torch.arange(4.0).reshape(2, 2))
+    assert torch.equal(rec.output, torch.arange(4.0) * 10)
+    assert rec["view"].aliases == ("add",)
+
+
+def test_inputs_written_in_place_are_written_as_by_the_graph():
+    def f(x):
+        x.copy_(x * 3)
+        return x
+
+    x = torch.ones(2)
+    rec = fxviz.record(f, x)
+    assert torch.equal(x, torch.full((2,), 3.0))  # the caller's tensor changed, as gm(x) does
+    assert torch.equal(rec["x"].value, torch.ones(2))  # the record shows it as it came in
+    assert rec.output is x
+
+
+def test_inplace_modules_and_functional_inplace_flags():
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(inplace=True))
+    x = torch.randn(3, 4)
+    rec = fxviz.record(model, x)
+    assert rec["_0"].outputs[0].min < 0 and bool((rec["_0"].value < 0).any())
+    assert rec["_1"].mutates == ("_0",)
+
+    def g(x):
+        h = x - 1
+        return F.relu(h, True)
+
+    rec = fxviz.record(g, torch.zeros(2))
+    assert torch.equal(rec["sub"].value, torch.full((2,), -1.0))
+
+
+def test_exported_setitem_on_a_view_becomes_fill_and_is_foreseen():
+    class Model(nn.Module):
+        def forward(self, x):
+            y = x * 2
+            y[0] = 7.0
+            return y
+
+    x = torch.ones(3, 2)
+    gm = fxviz.trace(Model(), x, method="export")
+    rec = fxviz.record(gm, x)
+    assert torch.equal(rec["mul"].value, torch.full((3, 2), 2.0))
+    assert torch.equal(rec.output[0], torch.full((2,), 7.0))
+    fill = next(r for r in rec.values() if "fill_" in r.target)
+    assert fill.mutates == ("select",)
+
+
+def test_index_put_and_out_arguments():
+    def f(x, idx):
+        y = x.clone()
+        y.index_put_((idx,), torch.tensor(9.0))
+        out = torch.zeros_like(x)
+        torch.add(x, 1, out=out)
+        return y, out
+
+    x, idx = torch.zeros(3), torch.tensor([1])
+    rec = fxviz.record(f, x, idx)
+    assert torch.equal(rec["clone"].value, torch.zeros(3))
+    assert rec["index_put_"].mutates == ("clone",)
+    assert torch.equal(rec["zeros_like"].value, torch.zeros(3))
+    assert rec["add"].mutates == ("zeros_like",)
+    assert torch.equal(rec.output[1], torch.ones(3))
+
+
+@torch.fx.wrap
+def _sneaky_scale(x):
+    x.mul_(2)  # an in-place write hidden inside a wrapped function
+    return x.sum()
+
+
+def test_unforeseen_write_is_detected_and_reported():
+    def f(x):
+        y = x + 1
+        return _sneaky_scale(y)
+
+    with pytest.warns(fxviz.FxvizWarning, match="did not foresee"):
+        rec = fxviz.record(f, torch.ones(2))
+    assert rec["_sneaky_scale"].mutates == ("add",)
+    assert rec["add"].outputs[0].max == 2.0  # statistics still show the value before
+
+
+def test_no_copies_without_writes():
+    def f(x):
+        return (x * 2).relu().view(-1)
+
+    x = torch.randn(2, 2)
+    rec = fxviz.record(f, x)
+    assert (
+        rec["view"].value.untyped_storage().data_ptr()
+        == rec["relu"].value.untyped_storage().data_ptr()
+    )
+    assert rec["view"].aliases == ("relu",) and rec["relu"].aliases == ()

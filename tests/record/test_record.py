@@ -1,0 +1,267 @@
+"""fxviz.record: exact outputs, per-node records, statistics, tables and budgets."""
+
+from __future__ import annotations
+
+import json
+import math
+import operator
+import warnings
+
+import pytest
+import torch
+from torch import nn
+
+import fxviz
+
+
+def test_output_identical_and_every_node_recorded(two_layer_net, x20):
+    rec = fxviz.record(two_layer_net, x20)
+    expected = two_layer_net(x20)
+    assert torch.equal(rec.output, expected) and rec.output.dtype == expected.dtype
+    assert rec.complete and rec.error is None
+    assert list(rec) == ["x", "linear1", "clamp", "linear2", "output"]
+    assert len(rec) == 5 and [r.index for r in rec.values()] == list(range(5))
+    linear1 = rec["linear1"]
+    assert (linear1.op, linear1.target, linear1.module) == ("call_module", "linear1", "linear1")
+    assert linear1.inputs == ("x",) and linear1.input_shapes == ((5, 20),)
+    assert linear1.shape == (5, 8) and linear1.dtype == torch.float32
+    assert rec["clamp"].target == "clamp" and rec["clamp"].op == "call_method"
+    assert rec[2] is rec["clamp"]
+    assert rec[next(iter(fxviz.trace(two_layer_net).graph.nodes))].name == "x"
+    assert all(r.time_s >= 0 for r in rec.values())
+
+
+def test_values_are_kept_and_env_holds_every_value(two_layer_net, x20):
+    rec = fxviz.record(two_layer_net, x20)
+    assert torch.equal(rec["clamp"].value, two_layer_net.linear1(x20).clamp(min=0))
+    assert rec["x"].value is x20
+    assert {n.name for n in rec.env} == set(rec)
+
+
+def test_statistics_match_torch(two_layer_net, x20):
+    rec = fxviz.record(two_layer_net, x20)
+    value = rec["linear1"].value
+    (s,) = rec["linear1"].outputs
+    assert s.min == pytest.approx(value.min().item())
+    assert s.max == pytest.approx(value.max().item())
+    assert s.mean == pytest.approx(value.mean().item(), abs=1e-6)
+    assert s.std == pytest.approx(value.std().item(), rel=1e-5)
+    assert s.absmax == pytest.approx(value.abs().max().item())
+    assert (s.nan, s.posinf, s.neginf) == (0, 0, 0)
+    assert rec["clamp"].outputs[0].zeros == int((rec["clamp"].value == 0).sum())
+    assert s.numel == 40 and s.nbytes == 160 and s.stride == (8, 1) and s.requires_grad
+    assert s.device == "cpu" and s.path == ""
+
+
+def test_nonfinite_values_are_counted_and_found():
+    def f(x):
+        y = torch.log(x)  # log(-1) = nan, log(0) = -inf
+        z = y * 2
+        return z.exp()
+
+    x = torch.tensor([1.0, -1.0, 0.0, 2.0])
+    rec = fxviz.record(f, x)
+    (s,) = rec["log"].outputs
+    assert (s.nan, s.posinf, s.neginf) == (1, 0, 1)
+    assert s.min == pytest.approx(0.0) and s.max == pytest.approx(math.log(2.0))
+    assert rec.first_nonfinite().name == "log"
+    assert fxviz.record(lambda x: x + 1, torch.ones(2)).first_nonfinite() is None
+    assert fxviz.nonfinite(rec["mul"]) and not fxviz.nonfinite(rec["x"])
+
+
+def test_stats_off_keeps_shapes_and_timing():
+    rec = fxviz.record(lambda x: x.relu(), torch.randn(3, 2), stats=False)
+    (s,) = rec["relu"].outputs
+    assert s.shape == (3, 2) and s.min is None and s.nan is None
+    assert fxviz.nonfinite(rec["relu"]) is False  # falls back to the kept value
+
+
+def test_integer_bool_and_low_precision_outputs():
+    def f(ids, mask, h):
+        return ids + 1, mask.logical_not(), h.to(torch.bfloat16) * 2
+
+    ids = torch.tensor([[3, 5], [7, 9]])
+    mask = torch.tensor([True, False, False])
+    rec = fxviz.record(f, ids, mask, torch.randn(4))
+    assert rec["add"].outputs[0].mean == pytest.approx(7.0)
+    assert rec["logical_not"].outputs[0].zeros == 1
+    assert rec["mul"].dtype == torch.bfloat16
+    assert fxviz.dtype_changed(rec["to"]) and not fxviz.dtype_changed(rec["add"])
+
+
+def test_multiple_outputs_kwargs_get_attr_and_methods():
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("scale", torch.tensor([2.0, 3.0]))
+
+        def forward(self, x, *, bias=None):
+            y = x * self.scale
+            parts = y.chunk(2, dim=0)
+            return {"sum": y.sum(dim=-1, keepdim=True), "parts": parts, "bias": bias}
+
+    gm = fxviz.trace(Model())
+    x = torch.randn(4, 2)
+    rec = fxviz.record(gm, x)
+    assert rec["scale"].op == "get_attr" and rec["scale"].value is gm.scale
+    assert rec["chunk"].op == "call_method"
+    assert [s.path for s in rec["chunk"].outputs] == ["[0]", "[1]"]
+    assert [s.path for s in rec["output"].outputs] == ["['sum']", "['parts'][0]", "['parts'][1]"]
+    expected = gm(x)
+    assert torch.equal(rec.output["sum"], expected["sum"])
+    assert all(torch.equal(a, b) for a, b in zip(rec.output["parts"], expected["parts"]))
+    assert rec.output["bias"] is None
+
+
+def test_getitem_on_tuple_outputs():
+    def f(x):
+        values, indices = torch.topk(x, 2)
+        return values * 2, indices
+
+    x = torch.tensor([1.0, 5.0, 3.0])
+    rec = fxviz.record(f, x)
+    assert rec["topk"].shape == (2,) and len(rec["topk"].outputs) == 2
+    assert rec["getitem_1"].dtype == torch.int64
+    assert rec["getitem_1"].target == "operator.getitem"
+    assert torch.equal(rec.output[1], torch.tensor([1, 2]))
+
+
+def test_dropout_in_train_mode_matches_forward_under_the_same_seed():
+    model = nn.Sequential(nn.Linear(16, 16), nn.Dropout(0.5), nn.Linear(16, 4)).train()
+    gm = fxviz.trace(model)
+    x = torch.randn(8, 16)
+    torch.manual_seed(123)
+    expected = gm(x)
+    torch.manual_seed(123)
+    rec = fxviz.record(gm, x)
+    assert torch.equal(rec.output, expected)
+    assert rec["_1"].outputs[0].zeros > 0
+
+
+def test_table_has_one_row_a_node_and_documented_columns(two_layer_net, x20):
+    rec = fxviz.record(two_layer_net, x20)
+    table = rec.table()
+    assert list(table.index) == list(rec)
+    for column in ("op", "target", "module", "shape", "dtype", "min", "std", "nan", "time_s"):
+        assert column in table.columns
+    assert table.loc["linear2", "shape"] == (5, 4)
+    assert table.loc["linear2", "dtype"] == "float32"
+    assert table.loc["clamp", "zeros"] == rec["clamp"].outputs[0].zeros
+
+
+def test_to_dict_is_json_and_repr_html_escapes_names():
+    def f(x):
+        return torch.sigmoid(x) / 0
+
+    rec = fxviz.record(f, torch.ones(2))
+    data = json.loads(json.dumps(rec.to_dict()))
+    assert data["complete"] and [n["name"] for n in data["nodes"]] == list(rec)
+    assert data["nodes"][2]["outputs"][0]["posinf"] == 2
+    assert data["nodes"][2]["outputs"][0]["max"] is None
+    assert (
+        "<table" in rec._repr_html_()
+        and "first NaN/Inf at &#x27;truediv&#x27;" in rec._repr_html_()
+    )
+
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    node = graph.call_function(torch.relu, (x,))
+    node.name = "<script>alert(1)</script>"
+    graph.output(node)
+    html = fxviz.record(torch.fx.GraphModule(nn.Module(), graph), torch.ones(1))._repr_html_()
+    assert "<script>" not in html and "&lt;script&gt;" in html
+
+
+def test_wrong_number_of_inputs_is_a_clear_input_error(two_layer_net, x20):
+    with pytest.raises(fxviz.InputError, match=r"takes 1 input\(s\) \(x\) but 2 were given"):
+        fxviz.record(two_layer_net, x20, x20)
+    with pytest.raises(TypeError):
+        fxviz.record(two_layer_net)
+
+
+def test_shape_mismatch_names_node_target_and_shapes(two_layer_net):
+    bad = torch.randn(5, 19)
+    with pytest.raises(fxviz.NodeError) as info:
+        fxviz.record(two_layer_net, bad)
+    err = info.value
+    message = str(err)
+    assert "node 'linear1'" in message and "Linear(in_features=20" in message
+    assert "x: float32[5, 19]" in message and "5x19 and 20x8" in message
+    assert err.node == "linear1" and isinstance(err, RuntimeError)
+    assert isinstance(err.__cause__, RuntimeError)
+    partial = err.recording
+    assert list(partial) == ["x", "linear1"] and not partial.complete
+    assert partial["linear1"].error is err.__cause__ and partial["x"].value is bad
+
+
+def test_error_mid_graph_keeps_everything_before_it():
+    def f(x):
+        a = x.relu()
+        b = a.view(3, 3)  # 4 elements cannot be viewed as 3x3
+        return b + 1
+
+    with pytest.raises(fxviz.NodeError, match="node 'view'") as info:
+        fxviz.record(f, torch.randn(4))
+    assert [r.name for r in info.value.recording.values()] == ["x", "relu", "view"]
+    assert info.value.recording["relu"].kept
+
+
+@torch.fx.wrap
+def _interrupt_here(x):
+    raise KeyboardInterrupt
+
+
+def test_ctrl_c_returns_the_partial_recording_on_the_exception():
+    def f(x):
+        y = x * 2
+        z = _interrupt_here(y)
+        return z + 1
+
+    with pytest.raises(fxviz.RecordingInterrupted) as info:
+        fxviz.record(f, torch.ones(2))
+    assert isinstance(info.value, KeyboardInterrupt)
+    assert list(info.value.recording) == ["x", "mul"]
+
+
+def test_keep_stats_drops_values_but_keeps_statistics(two_layer_net, x20):
+    rec = fxviz.record(two_layer_net, x20, keep="stats")
+    assert not any(r.kept for r in rec.values())
+    assert rec["linear1"].value is None and rec["linear1"].outputs[0].max is not None
+    assert torch.equal(rec.output, two_layer_net(x20))
+
+
+def test_byte_budget_keeps_early_values_and_warns_once():
+    model = nn.Sequential(*[nn.Linear(64, 64) for _ in range(6)])
+    x = torch.randn(32, 64)  # each activation: 32*64*4 = 8 KiB
+    with pytest.warns(fxviz.FxvizWarning, match="kept the values of") as caught:
+        rec = fxviz.record(model, x, keep=3 * 8192)
+    assert len(caught) == 1 and "keep=" in str(caught[0].message)
+    kept = [r.name for r in rec.values() if r.kept]
+    assert kept == ["input_1", "_0", "_1", "_2"]  # placeholders do not count
+    assert rec["_4"].value is None and rec["_4"].outputs[0].std is not None
+    assert torch.equal(rec.output, model(x))
+
+
+def test_keep_is_validated():
+    with pytest.raises(ValueError, match="keep must be"):
+        fxviz.record(lambda x: x, torch.ones(1), keep="some")
+
+
+def test_repr_is_cheap_and_informative(two_layer_net, x20):
+    text = repr(fxviz.record(two_layer_net, x20))
+    assert text.startswith("<fxviz.Recording of TwoLayerNet: 5 nodes, complete")
+
+
+def test_graph_built_by_hand_with_setitem():
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    y = graph.call_function(operator.mul, (x, 2))
+    graph.call_function(operator.setitem, (y, 0, -1.0))
+    graph.output(y)
+    gm = torch.fx.GraphModule(nn.Module(), graph)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rec = fxviz.record(gm, torch.ones(3))
+    assert torch.equal(rec.output, torch.tensor([-1.0, 2.0, 2.0]))
+    assert torch.equal(rec["mul"].value, torch.tensor([2.0, 2.0, 2.0]))
+    assert rec["setitem"].mutates == ("mul",)
