@@ -16,13 +16,18 @@ def dbg(two_layer_net, x20):
 
 
 def test_step_through_to_the_end(dbg, two_layer_net, x20):
-    assert dbg.current.name == "x" and dbg.position == 0 and not dbg.done
+    assert dbg.current.name == "x"
+    assert dbg.position == 0
+    assert not dbg.done
     record = dbg.step()
-    assert record.name == "x" and dbg.current.name == "linear1"
+    assert record.name == "x"
+    assert dbg.current.name == "linear1"
     assert dbg.step(2).name == "clamp"
     assert dbg.output is None
     assert dbg.step(10).name == "output"  # stops at the end
-    assert dbg.done and dbg.current is None and dbg.stop_reason == "end"
+    assert dbg.done
+    assert dbg.current is None
+    assert dbg.stop_reason == "end"
     assert torch.equal(dbg.output, two_layer_net(x20))
     assert dbg.status == "finished — 5/5 nodes"
     with pytest.raises(fxviz.DebuggerError, match="already finished"):
@@ -39,8 +44,10 @@ def test_back_is_time_travel_without_rerunning(dbg):
     with pytest.raises(fxviz.DebuggerError, match="has not run yet"):
         dbg.value("clamp")
     again = dbg.step()
-    assert again.name == "clamp" and dbg.value("clamp") is clamp  # replayed, not recomputed
-    assert dbg.back(100) is None and dbg.position == 0
+    assert again.name == "clamp"
+    assert dbg.value("clamp") is clamp
+    assert dbg.back(100) is None
+    assert dbg.position == 0
     assert list(dbg.recording) == []
 
 
@@ -60,9 +67,11 @@ def test_time_travel_replays_dropout_exactly():
 def test_breakpoints_by_name_op_and_target(dbg):
     dbg.break_at("linear2")
     assert dbg.continue_().name == "clamp"
-    assert dbg.current.name == "linear2" and dbg.stop_reason == "breakpoint"
+    assert dbg.current.name == "linear2"
+    assert dbg.stop_reason == "breakpoint"
     assert dbg.status == "stopped at 'linear2' (breakpoint) — 3/5 nodes"
-    assert dbg.continue_().name == "output" and dbg.done
+    assert dbg.continue_().name == "output"
+    assert dbg.done
 
     dbg.restart()
     dbg.clear_breakpoints()
@@ -107,7 +116,8 @@ def test_break_when_nonfinite_stops_after_the_first_nan():
     dbg = fxviz.Debugger(f, torch.tensor([1.0, -1.0]))
     dbg.break_when(fxviz.nonfinite)
     last = dbg.continue_()
-    assert last.name == "sqrt" and dbg.stop_reason == "nonfinite"
+    assert last.name == "sqrt"
+    assert dbg.stop_reason == "nonfinite"
     assert dbg.current.name == "add"
     assert last.outputs[0].nan == 1
 
@@ -131,7 +141,8 @@ def test_run_to_goes_forward_and_back(dbg):
     assert dbg.run_to("linear2").name == "clamp"
     assert dbg.current.name == "linear2"
     dbg.run_to("linear1")
-    assert dbg.current.name == "linear1" and dbg.position == 1
+    assert dbg.current.name == "linear1"
+    assert dbg.position == 1
     with pytest.raises(KeyError, match="did you mean 'linear2', 'linear1'"):
         dbg.run_to("linear3")
 
@@ -141,21 +152,27 @@ def test_post_mortem_stops_at_the_failing_node():
     bad = torch.randn(5, 19)
     dbg = fxviz.Debugger(model, bad)
     last = dbg.continue_()
-    assert last.name == "linear1" and dbg.current.name == "linear1"
-    assert isinstance(dbg.error, RuntimeError) and "5x19" in str(dbg.error)
-    assert dbg.stop_reason == "error" and not dbg.done
+    assert last.name == "linear1"
+    assert dbg.current.name == "linear1"
+    assert isinstance(dbg.error, RuntimeError)
+    assert "5x19" in str(dbg.error)
+    assert dbg.stop_reason == "error"
+    assert not dbg.done
     assert dbg.status.startswith("stopped at 'linear1' (RuntimeError: mat1 and mat2")
-    assert list(dbg.inputs()) == ["x"] and dbg.inputs()["x"] is bad
+    assert list(dbg.inputs()) == ["x"]
+    assert dbg.inputs()["x"] is bad
     assert list(dbg.recording) == ["x", "linear1"]
     assert dbg.recording["linear1"].error is dbg.error
     with pytest.raises(fxviz.DebuggerError, match="stopped at 'linear1', which raised") as info:
         dbg.continue_()
     assert "x: float32[5, 19]" in str(info.value)
     assert dbg.back() is None  # back from a failure undoes the last node that completed
-    assert dbg.error is None and dbg.current.name == "x"
+    assert dbg.error is None
+    assert dbg.current.name == "x"
     assert dbg.step().name == "x"
     # the failure ahead is already known: the debugger is at it again, without re-running it
-    assert dbg.current.name == "linear1" and isinstance(dbg.error, RuntimeError)
+    assert dbg.current.name == "linear1"
+    assert isinstance(dbg.error, RuntimeError)
 
 
 def test_restart_puts_inputs_written_in_place_back():
@@ -166,7 +183,8 @@ def test_restart_puts_inputs_written_in_place_back():
     x = torch.ones(2)
     dbg = fxviz.Debugger(f, x)
     dbg.continue_()
-    assert torch.equal(x, torch.full((2,), 2.0)) and torch.equal(dbg.output, torch.full((2,), 3.0))
+    assert torch.equal(x, torch.full((2,), 2.0))
+    assert torch.equal(dbg.output, torch.full((2,), 3.0))
     dbg.restart()
     assert torch.equal(x, torch.ones(2))
     dbg.continue_()
@@ -200,4 +218,5 @@ def test_wrong_inputs_fail_before_stepping(two_layer_net):
 def test_repr_and_html(dbg):
     dbg.step()
     assert repr(dbg) == "<fxviz.Debugger: stopped at 'linear1' (step) — 1/5 nodes>"
-    assert "fxviz.Debugger" in dbg._repr_html_() and "<table" in dbg._repr_html_()
+    assert "fxviz.Debugger" in dbg._repr_html_()
+    assert "<table" in dbg._repr_html_()

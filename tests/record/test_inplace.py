@@ -22,8 +22,10 @@ def test_add_in_place_keeps_the_earlier_value():
     assert torch.equal(rec["add_"].value, torch.tensor([-5.0, 3.0]))
     assert torch.equal(rec["relu_"].value, torch.tensor([0.0, 3.0]))
     assert torch.equal(rec.output, f(x.clone()))
-    assert rec["add_"].mutates == ("mul",) and rec["relu_"].mutates == ("add_",)
-    assert rec["add_"].aliases == ("mul",) and set(rec["relu_"].aliases) == {"mul", "add_"}
+    assert rec["add_"].mutates == ("mul",)
+    assert rec["relu_"].mutates == ("add_",)
+    assert rec["add_"].aliases == ("mul",)
+    assert set(rec["relu_"].aliases) == {"mul", "add_"}
     assert rec["mul"].outputs[0].min == -6.0  # statistics were taken before the write
 
 
@@ -58,7 +60,8 @@ def test_inplace_modules_and_functional_inplace_flags():
     model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(inplace=True))
     x = torch.randn(3, 4)
     rec = fxviz.record(model, x)
-    assert rec["_0"].outputs[0].min < 0 and bool((rec["_0"].value < 0).any())
+    assert rec["_0"].outputs[0].min < 0
+    assert bool((rec["_0"].value < 0).any())
     assert rec["_1"].mutates == ("_0",)
 
     def g(x):
@@ -129,4 +132,5 @@ def test_no_copies_without_writes():
         rec["view"].value.untyped_storage().data_ptr()
         == rec["relu"].value.untyped_storage().data_ptr()
     )
-    assert rec["view"].aliases == ("relu",) and rec["relu"].aliases == ()
+    assert rec["view"].aliases == ("relu",)
+    assert rec["relu"].aliases == ()

@@ -50,7 +50,8 @@ def test_overridden_run_node_still_runs():
 def test_recording_class_is_cached_and_checked():
     cls = fxviz.recording_class(NegSigmSwapInterpreter)
     assert cls is fxviz.recording_class(NegSigmSwapInterpreter)
-    assert issubclass(cls, NegSigmSwapInterpreter) and issubclass(cls, fxviz.RecordingMixin)
+    assert issubclass(cls, NegSigmSwapInterpreter)
+    assert issubclass(cls, fxviz.RecordingMixin)
     with pytest.raises(TypeError, match="must be a torch.fx.Interpreter subclass"):
         fxviz.record(neg_sigmoid, torch.ones(1), interpreter=int)
 
@@ -67,7 +68,8 @@ def test_transformer_records_which_new_nodes_each_old_node_produced():
     new_targets = {n.name: n.target for n in new_gm.graph.nodes}
     assert new_targets[produced["sigmoid"][0]] is torch.neg
     assert new_targets[produced["neg"][0]] == "sigmoid"
-    assert produced["output"] == ("output",) and produced["x"] == ("x",)
+    assert produced["output"] == ("output",)
+    assert produced["x"] == ("x",)
     with pytest.raises(fxviz.InputError, match="Transformer"):
         fxviz.record(gm, x, interpreter=NegSigmSwapXformer)
 
