@@ -52,7 +52,7 @@ def test_recording_class_is_cached_and_checked():
     assert cls is fxviz.recording_class(NegSigmSwapInterpreter)
     assert issubclass(cls, NegSigmSwapInterpreter)
     assert issubclass(cls, fxviz.RecordingMixin)
-    with pytest.raises(TypeError, match="must be a torch.fx.Interpreter subclass"):
+    with pytest.raises(TypeError, match=r"must be a torch\.fx\.Interpreter subclass"):
         fxviz.record(neg_sigmoid, torch.ones(1), interpreter=int)
 
 
