@@ -95,34 +95,28 @@ def report(name: str, gm: torch.fx.GraphModule, times: dict[str, list[float]]) -
     step_us = (med["Debugger to the end"] - interp) / n_nodes * 1e6
     print(f"  Debugger over Interpreter: {step_us:.1f} µs a node")
 
-    checks = [
-        (
-            variant,
-            f"<= {limit:.2f}x Interp",
-            f"{med[variant] / interp:.2f}x",
-            med[variant] / interp <= limit,
-        )
-        for variant, limit in RATIO_TARGETS
-    ]
-    checks.append(
-        (
-            "stepping",
-            f"<= {STEP_TARGET_US:.0f} µs/node",
-            f"{step_us:.1f} µs",
-            step_us <= STEP_TARGET_US,
-        )
-    )
     print("  targets:")
-    for label, target, measured, ok in checks:
-        print(f"    {label:<19}{target:<17}measured {measured:>8}  {'met' if ok else 'NOT MET'}")
-    return all(ok for *_, ok in checks)
+    met = True
+    for variant, limit in RATIO_TARGETS:
+        ratio = med[variant] / interp
+        met &= _target(variant, f"<= {limit:.2f}x Interp", f"{ratio:.2f}x", ratio <= limit)
+    limit_us = f"<= {STEP_TARGET_US:.0f} µs/node"
+    met &= _target("stepping", limit_us, f"{step_us:.1f} µs", step_us <= STEP_TARGET_US)
+    return met
+
+
+def _target(label: str, target: str, measured: str, ok: bool) -> bool:
+    print(f"    {label:<19}{target:<17}measured {measured:>8}  {'met' if ok else 'NOT MET'}")
+    return ok
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=15, help="timed runs of each variant")
     parser.add_argument("--model", choices=("gpt", "mlp", "all"), default="all")
-    parser.add_argument("--quick", action="store_true", help="tiny models, 3 runs (smoke test)")
+    parser.add_argument(
+        "--quick", action="store_true", help="tiny models, 3 runs each (a smoke test)"
+    )
     args = parser.parse_args(argv)
     repeats = 3 if args.quick else args.repeats
     if repeats < 1:
