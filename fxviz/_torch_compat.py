@@ -18,6 +18,7 @@ from torch.utils import _pytree as pytree  # private, stable since torch 1.13
 __all__ = [
     "OpOverload",
     "OpOverloadPacket",
+    "graph_tail",
     "has_plain_codegen",
     "qualified_name",
     "tree_leaves",
@@ -47,3 +48,8 @@ def tree_map_only_tensors(fn: Callable[[torch.Tensor], Any], value: Any) -> Any:
 def has_plain_codegen(graph: torch.fx.Graph) -> bool:
     """True when the graph takes its placeholders positionally (no pytree in/out spec)."""
     return type(graph._codegen) is torch.fx.graph.CodeGen
+
+
+def graph_tail(graph: torch.fx.Graph) -> torch.fx.Node:
+    """The graph's last node, or its root sentinel while it is empty (O(1))."""
+    return graph._root._prev

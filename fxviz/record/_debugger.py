@@ -94,9 +94,9 @@ class Debugger:
     @property
     def error(self) -> BaseException | None:
         """The exception raised by the current node (post-mortem), else ``None``."""
-        records = self._recorder.records
-        if self._pos < len(records) and records[self._pos].error is not None:
-            return records[self._pos].error
+        recorder = self._recorder
+        if self._pos < len(recorder.entries):
+            return recorder.entries[self._pos].error
         return None
 
     @property
@@ -166,9 +166,10 @@ class Debugger:
         for i in range(n):
             last = self._advance()
             if self._stopped(last, check_breakpoints=i < n - 1):
-                return last
-        self._reason = "step"
-        return last
+                break
+        else:
+            self._reason = "step"
+        return self._record(last)
 
     def continue_(self) -> NodeRecord | None:
         """Run until a breakpoint, an error or the end; returns the last record run."""
@@ -176,7 +177,7 @@ class Debugger:
         while True:
             last = self._advance()
             if self._stopped(last, check_breakpoints=True):
-                return last
+                return self._record(last)
 
     def run_to(self, name: str) -> NodeRecord | None:
         """Stop just before node ``name`` runs, going forward or back (breakpoints ignored)."""
@@ -188,9 +189,9 @@ class Debugger:
         while self._pos < target:
             last = self._advance()
             if self._stopped(last, check_breakpoints=False):
-                return last
+                return self._record(last)
         self._reason = f"run_to {name}"
-        return last
+        return self._record(last)
 
     def back(self, n: int = 1) -> NodeRecord | None:
         """Go back ``n`` nodes in time; returns the record of the last node run before the cursor."""
@@ -274,14 +275,17 @@ class Debugger:
         self._output: Any = None
         self._reason = "start"
 
-    def _advance(self) -> NodeRecord:
-        """Run (or replay) the node at the cursor; move past it unless it failed."""
-        records = self._recorder.records
-        if self._pos < len(records):  # replay what was recorded before going back
-            record = records[self._pos]
-            if record.error is None:
+    def _advance(self) -> int:
+        """Run (or replay) the node at the cursor; move past it unless it failed.
+
+        Returns the index of the node's record (built only when someone reads it).
+        """
+        recorder = self._recorder
+        index = self._pos
+        if index < len(recorder.entries):  # replay what was recorded before going back
+            if recorder.entries[index].error is None:
                 self._pos += 1
-            return record
+            return index
         node = self._nodes[self._pos]
         interp = self._interp
         try:
@@ -293,7 +297,7 @@ class Debugger:
                 recording=self.recording,
             ) from interrupt
         except Exception:
-            return records[-1]  # the recorder stored the failure; the cursor stays on it
+            return index  # the failure is recorded; the cursor stays on it
         interp.env[node] = value
         if interp.garbage_collect_values:
             for used in interp.user_to_last_uses.get(node, ()):
@@ -302,11 +306,14 @@ class Debugger:
             self._output = self.graph.process_outputs(value)
             self._recorder.finish(self._output)
         self._pos += 1
-        return records[-1]
+        return index
 
-    def _stopped(self, last: NodeRecord, *, check_breakpoints: bool) -> bool:
-        """After a node ran: should we stop here? Sets the stop reason."""
-        if last.error is not None:
+    def _record(self, index: int | None) -> NodeRecord | None:
+        return None if index is None else self._recorder.record(index)
+
+    def _stopped(self, last: int, *, check_breakpoints: bool) -> bool:
+        """After node ``last`` ran: should we stop here? Sets the stop reason."""
+        if self._recorder.entries[last].error is not None:
             self._reason = "error"
             return True
         if self.done:
@@ -315,7 +322,7 @@ class Debugger:
         if not check_breakpoints:
             return False
         for bp in self._breakpoints:
-            if bp.after is not None and _call_predicate(bp, last):
+            if bp.after is not None and _call_predicate(bp, self._recorder.record(last)):
                 self._reason = bp.description
                 return True
         upcoming = self._nodes[self._pos]
@@ -327,7 +334,7 @@ class Debugger:
 
     def _check_can_run(self, command: str) -> None:
         if self.error is not None:
-            failed = self._recorder.records[self._pos]
+            failed = self._recorder.record(self._pos)
             raise DebuggerError(
                 f"{command}(): the debugger is stopped at {failed.name!r}, which raised "
                 f"{type(failed.error).__name__}. Look at dbg.inputs() and dbg.error, then "
@@ -341,7 +348,7 @@ class Debugger:
             )
 
     def _last(self) -> NodeRecord | None:
-        return self._recorder.records[self._pos - 1] if self._pos else None
+        return self._recorder.record(self._pos - 1) if self._pos else None
 
     def _node(self, name: str) -> torch.fx.Node:
         if isinstance(name, torch.fx.Node):
@@ -360,7 +367,7 @@ class Debugger:
                 f"node {name!r} has not run yet (the debugger is at {where!r}); "
                 f"use dbg.run_to({name!r}) and dbg.step() first"
             )
-        return self._recorder.records[index]
+        return self._recorder.record(index)
 
     def _restore_inputs(self) -> None:
         """Write recorded copies back into inputs that the graph changed in place."""

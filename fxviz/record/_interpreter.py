@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import dataclasses
 import functools
 from typing import Any
 
@@ -59,6 +58,7 @@ class RecordingMixin:
     def fxviz_start(self) -> Recorder:
         """Begin a fresh recording (called by ``run``; the Debugger calls it directly)."""
         recorder = Recorder(self, **self._fxviz_options)  # type: ignore[arg-type]
+        recorder.next_run_node = super().run_node  # type: ignore[misc]  # bound once a run
         self._fxviz_recorder = recorder
         return recorder
 
@@ -77,12 +77,12 @@ class RecordingMixin:
             output = super().run(*args, **kwargs)  # type: ignore[misc]
         except KeyboardInterrupt as interrupt:
             raise RecordingInterrupted(
-                f"interrupted after {len(recorder.records)} nodes; the partial recording "
+                f"interrupted after {len(recorder.entries)} nodes; the partial recording "
                 "is on this exception's .recording",
                 recording=recorder.recording(),
             ) from interrupt
         except Exception as error:
-            failed = recorder.records[-1] if recorder.records else None
+            failed = recorder.records[-1] if recorder.entries else None
             if failed is None or failed.error is not error:
                 raise  # not a node's failure (bad inputs, the user's own run())
             wrapped = NodeError(
@@ -99,7 +99,7 @@ class RecordingMixin:
         recorder = self._fxviz_recorder
         if recorder is None:  # Transformer.transform() bypasses run(): start lazily
             recorder = self.fxviz_start()
-        return recorder.run_node(n, super().run_node)  # type: ignore[misc]
+        return recorder.run_node(n, recorder.next_run_node)
 
 
 class RecordingInterpreter(RecordingMixin, torch.fx.Interpreter):
@@ -223,8 +223,8 @@ def _record_transformer(instance: Any, inputs: tuple[Any, ...]) -> Recording:
     recorder = instance.fxviz_start()
     new_gm = instance.transform()
     output_node = next(iter(reversed(new_gm.graph.nodes)))
-    last = recorder.records[-1]
-    recorder.records[-1] = dataclasses.replace(last, produced=(*last.produced, output_node.name))
+    last = recorder.entries[-1]
+    last.produced = (*last.produced, output_node.name)
     recorder.finish(new_gm)
     return recorder.recording()
 

@@ -1,280 +1,373 @@
-"""The per-run bookkeeping behind a recording: one :class:`NodeRecord` per node run."""
+"""The per-run bookkeeping behind a recording.
+
+The hot path (``Recorder.run_node``) does only what cannot wait: time the node, take its
+statistics, keep or drop its value, and copy values that an in-place write is about to
+change. Everything else in a :class:`NodeRecord` (readable target, module path, aliases,
+summaries of kept values) is built the first time someone looks at that record.
+"""
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import time
 import warnings
-from collections.abc import Callable
-from typing import Any, Literal
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, overload
 
 import torch
 import torch.fx
 
 from fxviz._nodes import module_path, source_line, target_text
-from fxviz._torch_compat import tree_map_only_tensors
+from fxviz._torch_compat import graph_tail, tree_map_only_tensors
 from fxviz.errors import FxvizWarning
-from fxviz.record._records import NodeRecord, Recording
-from fxviz.record._summary import iter_tensors, summarize
-from fxviz.record._writes import AliasIndex, storage_key, written_locations, written_tensors
+from fxviz.record._records import NodeRecord, Recording, StoredValue
+from fxviz.record._summary import TensorSummary, iter_tensors, summarize
+from fxviz.record._writes import storage_key, written_locations, written_tensors
 
 __all__ = ["Keep", "Recorder", "check_keep"]
 
 Keep = Literal["all", "stats"] | int
 _FREE_OPS = ("placeholder", "get_attr")  # their values exist anyway: never count them
+_Key = tuple[str, int]
 
 
 def check_keep(keep: Any) -> Keep:
     """Validate a ``keep=`` argument."""
-    if keep in ("all", "stats") or (
-        isinstance(keep, int) and not isinstance(keep, bool) and keep >= 0
-    ):
+    if keep in ("all", "stats"):
+        return keep
+    if isinstance(keep, int) and not isinstance(keep, bool) and keep >= 0:
         return keep
     raise ValueError(f"keep must be 'all', 'stats' or a byte budget (int >= 0), not {keep!r}")
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Plan:
-    """What does not change between runs of one node, worked out once."""
+class _Entry(StoredValue):
+    """What the hot path stores for one node run; a NodeRecord is built from it on demand.
 
-    name: str
-    op: str
-    target: str
-    module: str
-    inputs: tuple[torch.fx.Node, ...]
-    input_names: tuple[str, ...]
-    writes: tuple[tuple[str, Any], ...]
-    source: str
+    It is also the record's :class:`StoredValue`, so a copy taken before a later in-place
+    write shows through every record of this node.
+    """
+
+    # Class-level defaults: the hot path sets only what differs from them.
+    error: BaseException | None = None
+    outputs: tuple[TensorSummary, ...] | None = None  # None: summarise the kept value
+    mutates: tuple[str, ...] = ()
+    produced: tuple[str, ...] = ()
+    keys: frozenset[_Key] | None = None  # memory its kept value lives on
+    snapshotted = False
+    record: NodeRecord | None = None
+
+    def __init__(self, node: torch.fx.Node, value: Any, kept: bool, elapsed: float) -> None:
+        self.node = node
+        self.value = value if kept else None
+        self.kept = kept
+        self.elapsed = elapsed
 
 
 class Recorder:
     """Records each node an interpreter runs; used by ``RecordingMixin`` and ``Debugger``."""
 
-    def __init__(
-        self, interpreter: torch.fx.Interpreter, *, keep: Keep = "all", stats: bool = True
-    ):
+    def __init__(self, interpreter: Any, *, keep: Keep = "all", stats: bool = True) -> None:
         self.interpreter = interpreter
         self.keep = check_keep(keep)
         self.stats = stats
-        self.records: list[NodeRecord] = []
+        self.entries: list[_Entry] = []
         self.output: Any = None
         self.complete = False
         self.error: BaseException | None = None
-        self._position: dict[str, int] = {}
-        self._plans: dict[torch.fx.Node, _Plan] = {}
-        self._aliases = AliasIndex()
-        self._snapshotted: set[str] = set()
-        self._kept_storages: set[tuple[str, int]] = set()
+        self._position: dict[torch.fx.Node, int] = {}
+        self._plans = _plans_of(self.interpreter.graph)
+        self._owners: dict[_Key, list[int]] = {}  # memory -> kept entries on it
+        self._indexed = 0  # entries before this one are in _owners
+        self._kept_storages: set[_Key] = set()
         self._kept_bytes = 0
         self._dropped = 0
-        self._unforeseen: list[str] = []
         self._transformer = isinstance(interpreter, torch.fx.Transformer)
+        self.next_run_node: Callable[[torch.fx.Node], Any] = interpreter.run_node
 
-    # -- running -------------------------------------------------------------------------
+    # -- the hot path --------------------------------------------------------------------
     def run_node(self, node: torch.fx.Node, run: Callable[[torch.fx.Node], Any]) -> Any:
         """Run ``node`` through ``run`` (the interpreter's own ``run_node``) and record it."""
-        plan = self._plan(node)
         env = self.interpreter.env
-        if plan.writes:
-            self._snapshot(written_tensors(node, plan.writes, env), plan.name)
-        before = [(n, t, t._version) for n in plan.inputs for t in _direct_tensors(env.get(n))]
+        plan = self._plans.get(node)
+        if plan is None or plan[2] is not node.args or plan[3] is not node.kwargs:
+            plan = self._plans[node] = _plan(node, self.interpreter.submodules)
+        writes, inputs = plan[0], plan[1]
+        if writes:
+            self._snapshot(written_tensors(node, writes, env))
+        before = _versions(inputs, env)
         tail = self._graph_tail() if self._transformer else None
         start = time.perf_counter()
         try:
             value = run(node)
         except Exception as error:
-            self._append(plan, None, time.perf_counter() - start, error=error)
+            entry = _Entry(node, None, False, time.perf_counter() - start)
+            entry.error = error
+            entry.outputs = ()
+            self._append(entry)
             raise
         elapsed = time.perf_counter() - start
-        written = tuple(dict.fromkeys(n.name for n, t, v in before if t._version != v))
-        if written:
-            self._check_foreseen(plan, node, written)
-        produced = self._produced_since(tail) if self._transformer else ()
-        self._append(plan, value, elapsed, mutates=written, produced=produced)
+        kept = self.keep == "all" or self._admit(node.op, value)
+        entry = _Entry(node, value, kept, elapsed)
+        if self.stats or not kept:
+            entry.outputs = summarize(value, self.stats)
+        for _, t, version in before:
+            if t._version != version:
+                entry.mutates = tuple(
+                    dict.fromkeys(n.name for n, t, v in before if t._version != v)
+                )
+                self._check_foreseen(node, writes, entry.mutates)
+                break
+        if tail is not None:
+            entry.produced = self._produced_since(tail)
+        self._append(entry)
         return value
 
+    def _append(self, entry: _Entry) -> None:
+        self._position[entry.node] = len(self.entries)
+        self.entries.append(entry)
+
+    # -- results -------------------------------------------------------------------------
     def finish(self, output: Any) -> None:
         """Mark the run complete; warn once if the memory budget dropped values."""
         self.output = output
         self.complete = True
         if self._dropped:
-            kept = len(self.records) - self._dropped
+            kept = len(self.entries) - self._dropped
             warnings.warn(
-                f"fxviz kept the values of {kept} of {len(self.records)} nodes "
+                f"fxviz kept the values of {kept} of {len(self.entries)} nodes "
                 f"(budget keep={self.keep:,} bytes); later values were dropped and their "
                 "statistics kept. Raise keep=<bytes> or use keep='all' to keep them.",
                 FxvizWarning,
                 stacklevel=3,
             )
 
+    @property
+    def records(self) -> Sequence[NodeRecord]:
+        """Every node run so far, as records built on first access."""
+        return _RecordList(self, len(self.entries))
+
+    def record(self, index: int) -> NodeRecord:
+        """The :class:`NodeRecord` of the ``index``-th node run (built once, then cached)."""
+        entry = self.entries[index]
+        if entry.record is None:
+            entry.record = self._build(index, entry)
+        return entry.record
+
     def recording(
         self, *, error: BaseException | None = None, upto: int | None = None
     ) -> Recording:
-        """A :class:`Recording` of the first ``upto`` records (all by default)."""
-        records = self.records if upto is None else self.records[:upto]
-        done = self.complete and (upto is None or upto >= len(self.records))
+        """A :class:`Recording` of the first ``upto`` nodes run (all by default)."""
+        count = len(self.entries) if upto is None else min(upto, len(self.entries))
+        done = self.complete and count == len(self.entries)
         return Recording(
             self.interpreter.module,
-            list(records),
+            _RecordList(self, count),
+            names=[e.node.name for e in self.entries[:count]],
             env=self.interpreter.env,
             output=self.output if done else None,
             complete=done,
             error=error if error is not None else self.error,
         )
 
-    # -- bookkeeping ---------------------------------------------------------------------
-    def _plan(self, node: torch.fx.Node) -> _Plan:
-        plan = self._plans.get(node)
-        if plan is None:
-            inputs = tuple(node.all_input_nodes)
-            plan = _Plan(
-                name=node.name,
-                op=node.op,
-                target=target_text(node),
-                module=module_path(node),
-                inputs=inputs,
-                input_names=tuple(n.name for n in inputs),
-                writes=written_locations(node, self.interpreter.submodules),
-                source=source_line(node),
-            )
-            self._plans[node] = plan
-        return plan
-
-    def _append(
-        self,
-        plan: _Plan,
-        value: Any,
-        elapsed: float,
-        *,
-        error: BaseException | None = None,
-        mutates: tuple[str, ...] = (),
-        produced: tuple[str, ...] = (),
-    ) -> None:
-        tensors = [t for _, t in iter_tensors(value)]
-        kept = error is None and self._admit(plan.op, tensors)
-        by_name = self._position
-        inputs = [
-            self.records[by_name[name]] if name in by_name else None for name in plan.input_names
-        ]
-        record = NodeRecord(
-            index=len(self.records),
-            name=plan.name,
-            op=plan.op,
-            target=plan.target,
-            module=plan.module,
-            inputs=plan.input_names,
-            input_shapes=tuple(r.shape if r else None for r in inputs),
-            input_dtypes=tuple(r.dtype if r else None for r in inputs),
-            outputs=summarize(value, self.stats),
-            time_s=elapsed,
-            error=error,
-            value=value if kept else None,
-            kept=kept,
-            mutates=mutates,
-            aliases=self._aliases.add(plan.name, tensors) if tensors else (),
-            produced=produced,
-            source=plan.source,
+    def _build(self, index: int, entry: _Entry) -> NodeRecord:
+        node = entry.node
+        if entry.outputs is None:
+            entry.outputs = summarize(entry.value, False)
+        inputs = node.all_input_nodes
+        firsts = [self._first_output(n) for n in inputs]
+        return NodeRecord(
+            index=index,
+            name=node.name,
+            op=node.op,
+            target=target_text(node),
+            module=module_path(node),
+            inputs=tuple(n.name for n in inputs),
+            input_shapes=tuple(s.shape if s else None for s in firsts),
+            input_dtypes=tuple(s.dtype if s else None for s in firsts),
+            outputs=entry.outputs,
+            time_s=entry.elapsed,
+            error=entry.error,
+            stored=entry,
+            mutates=entry.mutates,
+            aliases=self._aliases(index),
+            produced=entry.produced,
+            source=source_line(node),
         )
-        by_name[plan.name] = len(self.records)
-        self.records.append(record)
 
-    def _admit(self, op: str, tensors: list[torch.Tensor]) -> bool:
+    def _first_output(self, node: torch.fx.Node) -> TensorSummary | None:
+        index = self._position.get(node)
+        if index is None:
+            return None
+        entry = self.entries[index]
+        if entry.outputs is None:
+            entry.outputs = summarize(entry.value, False)
+        return entry.outputs[0] if entry.outputs else None
+
+    def _aliases(self, index: int) -> tuple[str, ...]:
+        """Earlier nodes whose kept values share memory with this node's kept value."""
+        self._index_kept(index + 1)
+        keys = self.entries[index].keys
+        if not keys:
+            return ()
+        earlier = sorted({i for key in keys for i in self._owners[key] if i < index})
+        return tuple(self.entries[i].node.name for i in earlier)
+
+    # -- memory: budget, aliasing and copies before in-place writes ----------------------
+    def _admit(self, op: str, value: Any) -> bool:
         """Whether the memory budget lets this node's value be kept."""
-        if self.keep == "all":
-            return True
         if self.keep == "stats":
             return False
         if op in _FREE_OPS:
             return True
-        cost, keys = self._cost(tensors)
-        if self._kept_bytes + cost > self.keep:
+        cost, keys = 0, set()
+        for _, t in iter_tensors(value):
+            key = storage_key(t)
+            if key is None or key in self._kept_storages or key in keys:
+                continue
+            keys.add(key)
+            cost += t.untyped_storage().nbytes()
+        if self._kept_bytes + cost > self.keep:  # type: ignore[operator]
             self._dropped += 1
             return False
         self._kept_bytes += cost
         self._kept_storages.update(keys)
         return True
 
-    def _cost(self, tensors: list[torch.Tensor]) -> tuple[int, set[tuple[str, int]]]:
-        cost, keys = 0, set()
-        for t in tensors:
-            key = storage_key(t)
-            if key is None or key in self._kept_storages or key in keys:
+    def _index_kept(self, upto: int) -> None:
+        """Note which memory the kept values of entries before ``upto`` live on."""
+        for index in range(self._indexed, upto):
+            entry = self.entries[index]
+            if not entry.kept:
                 continue
-            keys.add(key)
-            cost += t.untyped_storage().nbytes()
-        return cost, keys
+            keys = {storage_key(t) for _, t in iter_tensors(entry.value)}
+            keys.discard(None)
+            entry.keys = frozenset(keys)  # type: ignore[arg-type]
+            for key in entry.keys:
+                self._owners.setdefault(key, []).append(index)
+        self._indexed = max(self._indexed, upto)
 
-    def _snapshot(self, tensors: list[torch.Tensor], writer: str) -> None:
-        """Copy the kept values that ``writer`` is about to overwrite, before it does."""
-        for t in tensors:
-            key = storage_key(t)
-            if key is None:
-                continue
-            for owner in self._aliases.owners(key):
-                index = self._position[owner]
-                record = self.records[index]
-                if not record.kept or owner in self._snapshotted:
+    def _snapshot(self, tensors: Sequence[torch.Tensor]) -> None:
+        """Copy the kept values that the next node is about to overwrite, before it does."""
+        keys = {storage_key(t) for t in tensors}
+        keys.discard(None)
+        if not keys:
+            return
+        self._index_kept(len(self.entries))
+        for key in keys:
+            for index in self._owners.get(key, ()):  # type: ignore[arg-type]
+                entry = self.entries[index]
+                if entry.snapshotted or not entry.kept:
                     continue
-                self._snapshotted.add(owner)
-                copy = _copy_sharing(record.value, key)
-                if self.keep not in ("all", "stats"):
-                    cost = sum(
-                        s.nbytes for _, s in iter_tensors(copy) if storage_key(s) is not None
-                    )
+                entry.snapshotted = True
+                if entry.outputs is None:  # summarise it as it is, before the write
+                    entry.outputs = summarize(entry.value, False)
+                copy = tree_map_only_tensors(
+                    lambda t, key=key: t.detach().clone() if storage_key(t) == key else t,
+                    entry.value,
+                )
+                if isinstance(self.keep, int):
+                    cost = sum(t.nbytes for _, t in iter_tensors(copy) if t.is_contiguous())
                     if self._kept_bytes + cost > self.keep:
-                        self.records[index] = dataclasses.replace(record, value=None, kept=False)
+                        entry.value, entry.kept = None, False
                         self._dropped += 1
                         continue
                     self._kept_bytes += cost
-                self.records[index] = dataclasses.replace(record, value=copy)
+                entry.value = copy
 
-    def _check_foreseen(self, plan: _Plan, node: torch.fx.Node, written: tuple[str, ...]) -> None:
-        """Warn when a write happened that ``written_locations`` did not foresee."""
-        foreseen = {
-            storage_key(t) for t in written_tensors(node, plan.writes, self.interpreter.env)
-        }
+    def _check_foreseen(
+        self, node: torch.fx.Node, writes: tuple[tuple[str, Any], ...], written: tuple[str, ...]
+    ) -> None:
+        """Warn when a node wrote in place somewhere ``written_locations`` did not foresee."""
         env = self.interpreter.env
+        foreseen = {storage_key(t) for t in written_tensors(node, writes, env)}
+        by_name = {n.name: n for n in node.all_input_nodes}
         for name in written:
-            value = env.get(next(n for n in plan.inputs if n.name == name))
-            keys = {storage_key(t) for t in _direct_tensors(value)}
+            keys = {storage_key(t) for t in _tensors(env.get(by_name[name]))}
             if keys & foreseen:
                 continue
-            stale = [
-                o for k in keys if k for o in self._aliases.owners(k) if o not in self._snapshotted
-            ]
-            self._unforeseen.append(name)
             warnings.warn(
-                f"node {plan.name!r} ({plan.op} {plan.target}) wrote to {name!r} in place in a "
-                f"way fxviz did not foresee, so the kept values of {stale or [name]} show them "
-                "after that write (their statistics are from before). Please report the op.",
+                f"node {node.name!r} ({node.op} {target_text(node)}) wrote to {name!r} in "
+                "place in a way fxviz did not foresee, so kept values that share its memory "
+                "show it after that write (their statistics are from before). Please "
+                "report the op.",
                 FxvizWarning,
                 stacklevel=2,
             )
 
-    def _graph_tail(self) -> torch.fx.Node | None:
-        new_graph = self.interpreter.new_graph  # type: ignore[attr-defined]
-        return next(iter(reversed(new_graph.nodes)), None)
+    # -- Transformer: which new nodes each old node made ---------------------------------
+    def _graph_tail(self) -> torch.fx.Node:
+        """The last node of the new graph (its root sentinel while it is empty)."""
+        return graph_tail(self.interpreter.new_graph)
 
     def _produced_since(self, tail: torch.fx.Node | None) -> tuple[str, ...]:
-        new_graph = self.interpreter.new_graph  # type: ignore[attr-defined]
-        fresh = list(itertools.takewhile(lambda n: n is not tail, reversed(new_graph.nodes)))
+        new_nodes = reversed(self.interpreter.new_graph.nodes)
+        fresh = list(itertools.takewhile(lambda n: n is not tail, new_nodes))
         return tuple(n.name for n in reversed(fresh))
 
 
-def _direct_tensors(value: Any) -> list[torch.Tensor]:
+class _RecordList(Sequence[NodeRecord]):
+    """The records of the first ``count`` nodes run, each built when first read."""
+
+    def __init__(self, recorder: Recorder, count: int) -> None:
+        self._recorder = recorder
+        self._count = count
+
+    def __len__(self) -> int:
+        return self._count
+
+    @overload
+    def __getitem__(self, index: int) -> NodeRecord: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[NodeRecord]: ...
+    def __getitem__(self, index: int | slice) -> NodeRecord | list[NodeRecord]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._count))]
+        if index < 0:
+            index += self._count
+        if not 0 <= index < self._count:
+            raise IndexError(f"record index {index} out of range ({self._count} nodes)")
+        return self._recorder.record(index)
+
+
+_PLANS: weakref.WeakKeyDictionary[torch.fx.Graph, dict[torch.fx.Node, tuple[Any, ...]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _plans_of(graph: torch.fx.Graph) -> dict[torch.fx.Node, tuple[Any, ...]]:
+    """Per-node plans of a graph, kept across runs while the graph lives."""
+    plans = _PLANS.get(graph)
+    if plans is None:
+        plans = _PLANS[graph] = {}
+    return plans
+
+
+def _plan(node: torch.fx.Node, submodules: dict[str, Any]) -> tuple[Any, ...]:
+    """``(writes, inputs, args, kwargs)``: valid while ``node.args``/``kwargs`` stay the same
+    objects (torch.fx replaces them on every edit)."""
+    writes = written_locations(node, submodules)
+    return (writes, tuple(node.all_input_nodes), node.args, node.kwargs)
+
+
+def _versions(
+    inputs: tuple[torch.fx.Node, ...], env: dict[torch.fx.Node, Any]
+) -> list[tuple[torch.fx.Node, torch.Tensor, int]]:
+    """``(input, tensor, version)`` for the tensors a node reads, to spot in-place writes."""
+    found = []
+    for n in inputs:
+        value = env.get(n)
+        if isinstance(value, torch.Tensor):
+            found.append((n, value, value._version))
+        elif isinstance(value, (tuple, list)):
+            found.extend((n, t, t._version) for t in value if isinstance(t, torch.Tensor))
+    return found
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
     """Tensors in a value and one level of tuple/list (what a node can write through)."""
     if isinstance(value, torch.Tensor):
         return [value]
     if isinstance(value, (tuple, list)):
         return [v for v in value if isinstance(v, torch.Tensor)]
     return []
-
-
-def _copy_sharing(value: Any, key: tuple[str, int]) -> Any:
-    """``value`` with each tensor that lives on ``key``'s memory replaced by a detached copy."""
-
-    def copy(t: torch.Tensor) -> torch.Tensor:
-        return t.detach().clone() if storage_key(t) == key else t
-
-    return tree_map_only_tensors(copy, value)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import html
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -15,7 +15,18 @@ from fxviz.record._summary import TensorSummary, dtype_name
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["NodeRecord", "Recording"]
+__all__ = ["NodeRecord", "Recording", "StoredValue"]
+
+
+class StoredValue:
+    """A node's kept output. When a later node is about to write into it in place, the
+    recorder swaps in a copy, so every record reads the value as it was when it ran."""
+
+    __slots__ = ("kept", "value")
+
+    def __init__(self, value: Any = None, kept: bool = False) -> None:
+        self.value = value if kept else None
+        self.kept = kept
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -35,8 +46,8 @@ class NodeRecord:
         outputs: one :class:`TensorSummary` per tensor in the node's output.
         time_s: wall time of the node itself (statistics excluded).
         error: the exception the node raised, or ``None``.
-        value: the output as it was when the node ran, or ``None`` when not kept.
-        kept: whether ``value`` was kept (a node may legitimately return ``None``).
+        value: (property) the output as it was when the node ran, ``None`` when not kept.
+        kept: (property) whether ``value`` was kept (a node may return ``None``).
         mutates: inputs this node wrote to in place (``add_``, ``x[i] = v``, ``out=``).
         aliases: earlier nodes whose memory this output shares (views, in-place results).
         produced: for a recorded ``Transformer``, the new nodes made from this one.
@@ -54,12 +65,21 @@ class NodeRecord:
     outputs: tuple[TensorSummary, ...]
     time_s: float
     error: BaseException | None = None
-    value: Any = dataclasses.field(default=None, repr=False, compare=False)
-    kept: bool = False
+    stored: StoredValue = dataclasses.field(default_factory=StoredValue, repr=False, compare=False)
     mutates: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
     produced: tuple[str, ...] = ()
     source: str = ""
+
+    @property
+    def value(self) -> Any:
+        """The output as it was when the node ran, or ``None`` when it was not kept."""
+        return self.stored.value
+
+    @property
+    def kept(self) -> bool:
+        """Whether ``value`` was kept (a node may legitimately return ``None``)."""
+        return self.stored.kept
 
     @property
     def shape(self) -> tuple[int | str, ...] | None:
@@ -130,16 +150,18 @@ class Recording(Mapping[str, NodeRecord]):
     def __init__(
         self,
         graph_module: torch.nn.Module,
-        records: list[NodeRecord],
+        records: Sequence[NodeRecord],
         *,
+        names: Sequence[str] | None = None,
         env: dict[torch.fx.Node, Any] | None = None,
         output: Any = None,
         complete: bool = False,
         error: BaseException | None = None,
     ) -> None:
         self.graph_module = graph_module
-        self._records = records
-        self._by_name = {r.name: r for r in records}
+        self._records = records  # may build each NodeRecord on first access
+        names = [r.name for r in records] if names is None else names
+        self._index = {name: i for i, name in enumerate(names)}
         self.env = env if env is not None else {}
         self.output = output
         self.complete = complete
@@ -150,12 +172,12 @@ class Recording(Mapping[str, NodeRecord]):
             return self._records[key]
         name = key.name if isinstance(key, torch.fx.Node) else key
         try:
-            return self._by_name[name]
+            return self._records[self._index[name]]
         except KeyError:
-            raise KeyError(_unknown_node(name, self._by_name)) from None
+            raise KeyError(_unknown_node(name, self._index)) from None
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._by_name)
+        return iter(self._index)
 
     def __len__(self) -> int:
         return len(self._records)

@@ -1,8 +1,9 @@
 """Summaries of the tensors a node produced: shape, dtype, layout and statistics.
 
-Statistics are taken when the node runs, in three reductions (``aminmax``,
-``std_mean``, ``count_nonzero``) read back in one transfer; NaN/Inf are counted
-only when the min/max show that some exist.
+Statistics are taken when the node runs, in four cheap reductions (``aminmax``, ``sum``,
+``vector_norm``, ``count_nonzero``) read back in one transfer; the exact two-pass
+``std_mean`` runs only where a sum of squares would cancel (mean >> std), and NaN/Inf are
+counted only when min/max show that some exist.
 
     >>> import torch
     >>> (s,) = summarize(torch.tensor([[0.0, 2.0], [4.0, float("nan")]]))
@@ -95,56 +96,119 @@ def summarize(value: Any, stats: bool = True) -> tuple[TensorSummary, ...]:
 def _summarize_tensor(path: str, t: torch.Tensor, stats: bool) -> TensorSummary:
     numel = t.numel()
     strided = t.layout == torch.strided
+    plain = type(t) in _STATS_TYPES
     measured = (
         stats
         and strided
         and numel != 0
-        and type(t) in _STATS_TYPES
+        and plain
         and not (t.is_meta or t.is_complex() or t.is_quantized)
     )
     return TensorSummary(
-        path=path,
-        shape=tuple(d if isinstance(d, int) else str(d) for d in t.shape),
-        dtype=t.dtype,
-        device=str(t.device),
-        stride=tuple(t.stride()) if strided else None,
-        requires_grad=t.requires_grad,
-        numel=numel if isinstance(numel, int) else -1,
-        nbytes=numel * t.element_size() if isinstance(numel, int) else -1,
-        **(_statistics(t) if measured else {}),
+        path,
+        tuple(t.shape) if plain else tuple(_dim(d) for d in t.shape),
+        t.dtype,
+        str(t.device),
+        t.stride() if strided else None,
+        t.requires_grad,
+        numel if isinstance(numel, int) else -1,
+        numel * t.element_size() if isinstance(numel, int) else -1,
+        *(_statistics(t) if measured else ()),
     )
 
 
-@torch.no_grad()
-def _statistics(t: torch.Tensor) -> dict[str, Any]:
-    x = t.detach()
+def _dim(size: Any) -> int | str:
+    """A size as an int, or as text when it is symbolic (``s0``, ``2*s0``)."""
+    return size if isinstance(size, int) else str(size)
+
+
+_NO_NONFINITE = (0, 0, 0)
+
+
+def _statistics(t: torch.Tensor) -> tuple[Any, ...]:
+    """``(min, max, mean, std, absmax, nan, posinf, neginf, zeros)`` of a tensor."""
+    x = _dense(t.detach())  # detached: no autograd graph is built, no no_grad() needed
     if x.dtype == torch.bool:
         x = x.to(torch.uint8)
+    numel = x.numel()
     exact = torch.float32 if x.device.type == "mps" else torch.float64
     lo, hi = torch.aminmax(x)
     if x.is_floating_point():
         wide = x if x.element_size() >= 4 else x.to(torch.float32)
     else:
-        wide = x.to(exact)
-    std, mean = torch.std_mean(wide, correction=1 if x.numel() > 1 else 0)
-    nonzero = torch.count_nonzero(x)
-    mn, mx, avg, sd, nz = torch.stack(
-        [lo.to(exact), hi.to(exact), mean.to(exact), std.to(exact), nonzero.to(exact)]
-    ).tolist()
-    numel = x.numel()
-    out: dict[str, Any] = {"zeros": numel - int(nz), "nan": 0, "posinf": 0, "neginf": 0}
+        wide = x.to(exact)  # integers: float32 would round ids above 2**24
+    mn, mx, total, norm, nonzero = _read(
+        exact, lo, hi, wide.sum(), torch.linalg.vector_norm(wide), torch.count_nonzero(x)
+    )
+    zeros = numel - int(nonzero)
     if not (math.isfinite(mn) and math.isfinite(mx)):
-        nan = int(torch.isnan(x).sum())
-        posinf = int(torch.isposinf(x).sum())
-        neginf = int(torch.isneginf(x).sum())
-        out.update(nan=nan, posinf=posinf, neginf=neginf)
-        finite = wide[torch.isfinite(wide)]
-        if finite.numel() == 0:
-            out.update(min=None, max=None, mean=None, std=None, absmax=None)
-            return out
-        lo, hi = torch.aminmax(finite)
-        std, mean = torch.std_mean(finite, correction=1 if finite.numel() > 1 else 0)
-        mn, mx, avg, sd = torch.stack([lo, hi, mean, std]).to(exact).tolist()
-        numel = finite.numel()
-    out.update(min=mn, max=mx, mean=avg, std=sd if numel > 1 else None, absmax=max(-mn, mx))
-    return out
+        return (*_nonfinite_statistics(wide, exact), zeros)
+    mean, std = _mean_std(total, norm * norm, numel)
+    if std is not None and mean * mean > 1e3 * std * std:
+        mean, std = _exact_mean_std(x, exact)  # sum of squares would cancel: do it exactly
+    return (mn, mx, mean, std, max(-mn, mx), *_NO_NONFINITE, zeros)
+
+
+def _dense(x: torch.Tensor) -> torch.Tensor:
+    """``x`` as a flat tensor over the same memory when its layout allows (statistics do
+    not depend on order, and reductions over permuted strides are slow); else a copy."""
+    if x.is_contiguous():
+        return x
+    expected = 1
+    for stride, size in sorted(
+        (st, sz) for st, sz in zip(x.stride(), x.shape, strict=True) if sz != 1
+    ):
+        if stride != expected:
+            return x.contiguous()  # overlapping or gapped (expand, slicing): copy once
+        expected *= size
+    return x.as_strided((x.numel(),), (1,))
+
+
+def _read(exact: torch.dtype, *scalars: torch.Tensor) -> list[Any]:
+    """Python numbers from 0-d tensors: plain reads on the CPU, one transfer elsewhere."""
+    if scalars[0].device.type == "cpu":
+        return [s.item() for s in scalars]
+    return torch.stack([s.to(exact) for s in scalars]).tolist()
+
+
+def _mean_std(total: float, squares: float, n: int) -> tuple[float, float | None]:
+    """Mean and Bessel-corrected standard deviation from a sum and a sum of squares."""
+    mean = total / n
+    if n < 2:
+        return mean, None
+    variance = max(squares - n * mean * mean, 0.0) / (n - 1)
+    return mean, math.sqrt(variance)
+
+
+def _exact_mean_std(x: torch.Tensor, exact: torch.dtype) -> tuple[float, float | None]:
+    if x.numel() < 2:
+        return float(x.to(exact).mean()), None
+    std, mean = torch.std_mean(x.to(exact))
+    return float(mean), float(std)
+
+
+def _nonfinite_statistics(x: torch.Tensor, exact: torch.dtype) -> tuple[Any, ...]:
+    """``(min, max, mean, std, absmax, nan, posinf, neginf)`` over the finite values.
+
+    ``nan_to_num`` is far cheaper than boolean masks here: it zeroes the non-finite values
+    for the sums and pushes them past every finite value for the min and max.
+    """
+    big = torch.finfo(x.dtype).max
+    zeroed = torch.nan_to_num(x, 0.0, 0.0, 0.0)
+    nan, posinf, neginf, lo, hi, total, norm = _read(
+        exact,
+        torch.count_nonzero(torch.isnan(x)),
+        torch.count_nonzero(torch.isposinf(x)),
+        torch.count_nonzero(torch.isneginf(x)),
+        torch.nan_to_num(x, big, big, big).amin(),
+        torch.nan_to_num(x, -big, -big, -big).amax(),
+        zeroed.sum(),
+        torch.linalg.vector_norm(zeroed),
+    )
+    n_finite = x.numel() - nan - posinf - neginf
+    if n_finite == 0:
+        return (None, None, None, None, None, nan, posinf, neginf)
+    mean, std = _mean_std(total, norm * norm, n_finite)
+    if std is not None and mean * mean > 1e3 * std * std:
+        mean, std = _exact_mean_std(x[torch.isfinite(x)], exact)
+    return (lo, hi, mean, std, max(-lo, hi), nan, posinf, neginf)

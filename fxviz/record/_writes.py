@@ -70,7 +70,8 @@ def written_locations(node: torch.fx.Node, submodules: Mapping[str, Any]) -> tup
             found.append(("arg", 0))
     elif node.op == "call_module":
         module = submodules.get(str(target))
-        if getattr(module, "inplace", False) is True:
+        # vars(), not getattr(): nn.Module.__getattr__ is slow when the name is missing
+        if module is not None and vars(module).get("inplace") is True:
             found.append(("arg", 0))
     return tuple(dict.fromkeys(found))
 
