@@ -90,7 +90,7 @@ class Recorder:
         """Run ``node`` through ``run`` (the interpreter's own ``run_node``) and record it."""
         env = self.interpreter.env
         plan = self._plans.get(node)
-        if plan is None or plan[2] is not node.args or plan[3] is not node.kwargs:
+        if plan is None or plan[2] is not node.args or plan[3] is not node.target:
             plan = self._plans[node] = _plan(node, self.interpreter.submodules)
         writes, inputs = plan[0], plan[1]
         if writes:
@@ -344,10 +344,10 @@ def _plans_of(graph: torch.fx.Graph) -> dict[torch.fx.Node, tuple[Any, ...]]:
 
 
 def _plan(node: torch.fx.Node, submodules: dict[str, Any]) -> tuple[Any, ...]:
-    """``(writes, inputs, args, kwargs)``: valid while ``node.args``/``kwargs`` stay the same
-    objects (torch.fx replaces them on every edit)."""
+    """``(writes, inputs, args, target)``: valid while ``node.args`` and ``node.target`` stay
+    the same objects (torch.fx replaces ``args`` and ``kwargs`` together on every edit)."""
     writes = written_locations(node, submodules)
-    return (writes, tuple(node.all_input_nodes), node.args, node.kwargs)
+    return (writes, tuple(node.all_input_nodes), node.args, node.target)
 
 
 def _versions(

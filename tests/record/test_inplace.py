@@ -134,3 +134,43 @@ def test_no_copies_without_writes():
     )
     assert rec["view"].aliases == ("relu",)
     assert rec["relu"].aliases == ()
+
+
+def test_a_record_read_before_a_later_write_still_shows_the_value_as_it_was():
+    def f(x):
+        y = x * 2
+        y.add_(100)
+        return y
+
+    dbg = fxviz.Debugger(f, torch.ones(2))
+    dbg.step(2)
+    early = dbg.recording["mul"]  # read before add_ runs
+    dbg.step()
+    assert torch.equal(early.value, torch.full((2,), 2.0))
+    assert torch.equal(dbg.output if dbg.done else dbg.value("add_"), torch.full((2,), 102.0))
+
+
+def test_budget_counts_copies_made_before_writes():
+    def f(x):
+        y = x * 2
+        y.add_(1)
+        return y
+
+    x = torch.ones(1024)  # 4 KiB a value
+    with pytest.warns(fxviz.FxvizWarning, match="kept the values of 3 of 4 nodes"):
+        rec = fxviz.record(f, x, keep=4096)  # room for y, not for its copy
+    assert rec["mul"].outputs[0].max == 2.0  # statistics from before the write
+    assert not rec["mul"].kept  # better dropped than shown after the write
+    assert rec["mul"].value is None
+
+
+def test_editing_the_graph_between_runs_is_noticed():
+    gm = fxviz.trace(lambda x: (x * 2).relu())
+    x = torch.tensor([-1.0, 3.0])
+    assert torch.equal(fxviz.record(gm, x)["relu"].value, torch.tensor([0.0, 6.0]))
+    relu = next(n for n in gm.graph.nodes if n.name == "relu")
+    relu.target = "relu_"  # now writes into mul in place
+    gm.recompile()
+    rec = fxviz.record(gm, x)
+    assert rec["relu"].mutates == ("mul",)
+    assert torch.equal(rec["mul"].value, torch.tensor([-2.0, 6.0]))
