@@ -113,8 +113,21 @@ def _summarize_tensor(path: str, t: torch.Tensor, stats: bool) -> TensorSummary:
         t.requires_grad,
         numel if isinstance(numel, int) else -1,
         numel * t.element_size() if isinstance(numel, int) else -1,
-        *(_statistics(t) if measured else ()),
+        *(_measure(t) if measured else ()),
     )
+
+
+def _measure(t: torch.Tensor) -> tuple[Any, ...]:
+    """Statistics, widening dtypes the reductions do not support (float8, uint16...);
+    none at all rather than a failed run."""
+    try:
+        return _statistics(t)
+    except (RuntimeError, NotImplementedError, TypeError):
+        pass
+    try:
+        return _statistics(t.detach().to(torch.float32 if t.is_floating_point() else torch.float64))
+    except (RuntimeError, NotImplementedError, TypeError):
+        return ()
 
 
 def _dim(size: Any) -> int | str:

@@ -93,3 +93,10 @@ def test_meta_tensors_have_shapes_but_no_statistics():
     assert s.device == "meta"
     assert s.min is None
     assert s.nbytes == 24
+
+
+@pytest.mark.parametrize("dtype", [torch.float8_e4m3fn, torch.uint16, torch.uint32, torch.int8])
+def test_dtypes_without_native_reductions_are_widened(dtype):
+    (s,) = summarize(torch.tensor([0.0, 1.0, 2.0, 3.0]).to(dtype))
+    assert s.dtype == dtype
+    assert (s.min, s.max, s.mean, s.zeros) == (0.0, 3.0, 1.5, 1)
