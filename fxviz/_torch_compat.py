@@ -18,9 +18,12 @@ from torch.utils import _pytree as pytree  # private, stable since torch 1.13
 __all__ = [
     "OpOverload",
     "OpOverloadPacket",
+    "extract_tensor_metadata",
+    "fake_tensor",
     "graph_tail",
     "has_plain_codegen",
     "qualified_name",
+    "storage_id",
     "tree_leaves",
     "tree_map_only_tensors",
 ]
@@ -53,3 +56,27 @@ def has_plain_codegen(graph: torch.fx.Graph) -> bool:
 def graph_tail(graph: torch.fx.Graph) -> torch.fx.Node:
     """The graph's last node, or its root sentinel while it is empty (O(1))."""
     return graph._root._prev
+
+
+def storage_id(t: torch.Tensor) -> int | None:
+    """Identity of the storage under ``t``, shared by its views (real, meta or fake)."""
+    try:
+        return t.untyped_storage()._cdata
+    except (RuntimeError, NotImplementedError, AttributeError, TypeError):
+        return None  # sparse, nested or subclass tensors without one storage
+
+
+def fake_tensor(mode: Any, t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A FakeTensor of ``t``'s shape, dtype and strides that claims to live on ``device``."""
+    from torch._subclasses.fake_tensor import FakeTensor  # private class, stable since 2.0
+
+    meta = t.detach().to("meta")
+    fake = FakeTensor(mode, meta, torch.device(device))
+    return fake.requires_grad_(t.requires_grad) if t.is_floating_point() else fake
+
+
+def extract_tensor_metadata(t: torch.Tensor) -> Any:
+    """``ShapeProp``'s ``TensorMetadata`` for ``t`` (what ``node.meta["tensor_meta"]`` holds)."""
+    from torch.fx.passes.shape_prop import _extract_tensor_metadata  # private helper
+
+    return _extract_tensor_metadata(t)

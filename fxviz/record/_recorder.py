@@ -19,7 +19,7 @@ import torch
 import torch.fx
 
 from fxviz._nodes import module_path, source_line, target_text
-from fxviz._torch_compat import graph_tail, tree_map_only_tensors
+from fxviz._torch_compat import graph_tail, storage_id, tree_map_only_tensors
 from fxviz.errors import FxvizWarning
 from fxviz.record._records import NodeRecord, Recording, StoredValue
 from fxviz.record._summary import TensorSummary, iter_tensors, summarize
@@ -29,7 +29,7 @@ __all__ = ["Keep", "Recorder", "check_keep"]
 
 Keep = Literal["all", "stats"] | int
 _FREE_OPS = ("placeholder", "get_attr")  # their values exist anyway: never count them
-_Key = tuple[str, int]
+_Key = int  # a storage's identity
 
 
 def check_keep(keep: Any) -> Keep:
@@ -52,6 +52,7 @@ class _Entry(StoredValue):
     error: BaseException | None = None
     outputs: tuple[TensorSummary, ...] | None = None  # None: summarise the kept value
     mutates: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()
     produced: tuple[str, ...] = ()
     keys: frozenset[_Key] | None = None  # memory its kept value lives on
     snapshotted = False
@@ -111,6 +112,8 @@ class Recorder:
         entry = _Entry(node, value, kept, elapsed)
         if self.stats or not kept:
             entry.outputs = summarize(value, self.stats)
+        if before:
+            entry.aliases = _aliased_inputs(value, before)
         for _, t, version in before:
             if t._version != version:
                 entry.mutates = tuple(
@@ -190,7 +193,7 @@ class Recorder:
             error=entry.error,
             stored=entry,
             mutates=entry.mutates,
-            aliases=self._aliases(index),
+            aliases=entry.aliases,
             produced=entry.produced,
             source=source_line(node),
         )
@@ -203,15 +206,6 @@ class Recorder:
         if entry.outputs is None:
             entry.outputs = summarize(entry.value, False)
         return entry.outputs[0] if entry.outputs else None
-
-    def _aliases(self, index: int) -> tuple[str, ...]:
-        """Earlier nodes whose kept values share memory with this node's kept value."""
-        self._index_kept(index + 1)
-        keys = self.entries[index].keys
-        if not keys:
-            return ()
-        earlier = sorted({i for key in keys for i in self._owners[key] if i < index})
-        return tuple(self.entries[i].node.name for i in earlier)
 
     # -- memory: budget, aliasing and copies before in-place writes ----------------------
     def _admit(self, op: str, value: Any) -> bool:
@@ -362,6 +356,16 @@ def _versions(
         elif isinstance(value, (tuple, list)):
             found.extend((n, t, t._version) for t in value if isinstance(t, torch.Tensor))
     return found
+
+
+def _aliased_inputs(
+    value: Any, inputs: list[tuple[torch.fx.Node, torch.Tensor, int]]
+) -> tuple[str, ...]:
+    """Inputs whose storage a node's output shares: it is a view of them, or wrote into them."""
+    outputs = {storage_id(t) for t in _tensors(value)}
+    if not outputs:
+        return ()
+    return tuple(dict.fromkeys(n.name for n, t, _ in inputs if storage_id(t) in outputs))
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:

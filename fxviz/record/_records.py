@@ -49,7 +49,8 @@ class NodeRecord:
         value: (property) the output as it was when the node ran, ``None`` when not kept.
         kept: (property) whether ``value`` was kept (a node may return ``None``).
         mutates: inputs this node wrote to in place (``add_``, ``x[i] = v``, ``out=``).
-        aliases: earlier nodes whose memory this output shares (views, in-place results).
+        aliases: inputs whose memory this output shares (it is a view of them, or the
+            result of writing into them in place).
         produced: for a recorded ``Transformer``, the new nodes made from this one.
         source: the user's source line that made the node, when known.
     """

@@ -16,16 +16,15 @@ from __future__ import annotations
 import functools
 import inspect
 import operator
-import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import torch
 import torch.fx
 
-from fxviz._torch_compat import OpOverload, OpOverloadPacket
+from fxviz._torch_compat import OpOverload, OpOverloadPacket, storage_id
 
-__all__ = ["AliasIndex", "storage_key", "written_locations", "written_tensors"]
+__all__ = ["storage_key", "written_locations", "written_tensors"]
 
 Location = tuple[str, Any]  # ("arg", index) or ("kwarg", name)
 
@@ -134,43 +133,8 @@ def _inplace_position(target: Callable[..., Any]) -> int | None:
     return params.index("inplace") if "inplace" in params else None
 
 
-def storage_key(t: torch.Tensor) -> tuple[str, int] | None:
-    """Identity of the memory under ``t`` (shared by its views), or ``None`` if it has none."""
+def storage_key(t: torch.Tensor) -> int | None:
+    """Identity of the memory under a real tensor (shared by its views), else ``None``."""
     if type(t) not in _PLAIN_TENSORS or t.is_meta or t.layout != torch.strided:
         return None
-    storage = t.untyped_storage()
-    if storage.nbytes() == 0:
-        return None
-    return (str(t.device), storage.data_ptr())
-
-
-class AliasIndex:
-    """Which recorded node outputs live on which memory, for as long as they are alive.
-
-    Entries hold weak references, so memory freed and reused by a later tensor is never
-    mistaken for an alias.
-    """
-
-    def __init__(self) -> None:
-        self._owners: dict[tuple[str, int], list[tuple[str, weakref.ref[torch.Tensor]]]] = {}
-
-    def add(self, name: str, tensors: Iterable[torch.Tensor]) -> tuple[str, ...]:
-        """Register ``name``'s output tensors; return earlier live nodes sharing their memory."""
-        shared: list[str] = []
-        for t in tensors:
-            key = storage_key(t)
-            if key is None:
-                continue
-            owners = self.owners(key)
-            shared.extend(owner for owner in owners if owner != name)
-            self._owners.setdefault(key, []).append((name, weakref.ref(t)))
-        return tuple(dict.fromkeys(shared))
-
-    def owners(self, key: tuple[str, int]) -> list[str]:
-        """Names of nodes whose live outputs sit on ``key``'s memory."""
-        entries = self._owners.get(key)
-        if not entries:
-            return []
-        alive = [(name, ref) for name, ref in entries if ref() is not None]
-        self._owners[key] = alive
-        return [name for name, _ in alive]
+    return storage_id(t)
