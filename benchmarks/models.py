@@ -93,3 +93,135 @@ def mlp(quick: bool = False) -> tuple[nn.Module, torch.Tensor]:
     """The MLP model (eval mode) and a batch of inputs."""
     width, blocks, batch = (32, 10, 8) if quick else (256, 200, 64)
     return MLP(width, blocks).eval(), torch.randn(batch, width)
+
+
+class RMSNorm(nn.Module):
+    """``x * rsqrt(mean(x²) + eps) * weight``, as in Llama."""
+
+    def __init__(self, d_model: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d_model))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def rotate_half(x: torch.Tensor, half: int) -> torch.Tensor:
+    """``(x1, x2) -> (-x2, x1)`` on the last dim; ``half`` is given, as a traced
+    ``x.shape[-1] // 2`` would add three nodes a call."""
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+class LlamaAttention(nn.Module):
+    """Causal self-attention with rotary position embeddings (plain matmul + mask)."""
+
+    def __init__(self, d_model: int, n_heads: int) -> None:
+        super().__init__()
+        self.n_heads, self.head_dim = n_heads, d_model // n_heads
+        self.q_proj = nn.Linear(d_model, d_model, bias=False)
+        self.k_proj = nn.Linear(d_model, d_model, bias=False)
+        self.v_proj = nn.Linear(d_model, d_model, bias=False)
+        self.o_proj = nn.Linear(d_model, d_model, bias=False)
+
+    def forward(
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor
+    ) -> torch.Tensor:
+        b, t, c = x.shape
+        shape = (b, t, self.n_heads, self.head_dim)
+        q = self.q_proj(x).view(shape).transpose(1, 2)
+        k = self.k_proj(x).view(shape).transpose(1, 2)
+        v = self.v_proj(x).view(shape).transpose(1, 2)
+        q = q * cos + rotate_half(q, self.head_dim // 2) * sin
+        k = k * cos + rotate_half(k, self.head_dim // 2) * sin
+        att = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(self.head_dim)
+        att = torch.softmax(att + mask, dim=-1)
+        y = torch.matmul(att, v).transpose(1, 2).reshape(b, t, c)
+        return self.o_proj(y)
+
+
+class LlamaMLP(nn.Module):
+    """SwiGLU: ``down(silu(gate(x)) * up(x))``."""
+
+    def __init__(self, d_model: int, hidden: int) -> None:
+        super().__init__()
+        self.gate_proj = nn.Linear(d_model, hidden, bias=False)
+        self.up_proj = nn.Linear(d_model, hidden, bias=False)
+        self.down_proj = nn.Linear(hidden, d_model, bias=False)
+        self.act = nn.SiLU()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(self.act(self.gate_proj(x)) * self.up_proj(x))
+
+
+class LlamaBlock(nn.Module):
+    def __init__(self, d_model: int, n_heads: int, hidden: int) -> None:
+        super().__init__()
+        self.input_norm = RMSNorm(d_model)
+        self.attn = LlamaAttention(d_model, n_heads)
+        self.post_attn_norm = RMSNorm(d_model)
+        self.mlp = LlamaMLP(d_model, hidden)
+
+    def forward(
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor
+    ) -> torch.Tensor:
+        x = x + self.attn(self.input_norm(x), cos, sin, mask)
+        return x + self.mlp(self.post_attn_norm(x))
+
+
+class Llama(nn.Module):
+    """A Llama-style decoder: RMSNorm, rotary embeddings, SwiGLU MLP, untied LM head.
+
+    The 7B configuration is ``Llama()``; build it on the meta device
+    (``with torch.device("meta"): Llama()``): its 6.7e9 fp32 parameters take 27 GB.
+    """
+
+    def __init__(
+        self,
+        vocab: int = 32000,
+        d_model: int = 4096,
+        n_heads: int = 32,
+        n_layers: int = 32,
+        hidden: int = 11008,
+        max_seq: int = 2048,
+        theta: float = 10000.0,
+    ) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d_model)
+        self.layers = nn.ModuleList(LlamaBlock(d_model, n_heads, hidden) for _ in range(n_layers))
+        self.norm = RMSNorm(d_model)
+        self.lm_head = nn.Linear(d_model, vocab, bias=False)
+        head_dim = d_model // n_heads
+        inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2).float() / head_dim)
+        angles = torch.outer(torch.arange(max_seq).float(), inv_freq)
+        angles = torch.cat((angles, angles), dim=-1)  # (max_seq, head_dim)
+        self.register_buffer("cos", angles.cos(), persistent=False)
+        self.register_buffer("sin", angles.sin(), persistent=False)
+        future = torch.full((max_seq, max_seq), float("-inf")).triu(1)
+        self.register_buffer("mask", future, persistent=False)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        t = idx.shape[1]
+        # torch.narrow, not self.cos[:t]: symbolic tracing cannot slice a tensor by a Proxy.
+        cos, sin = torch.narrow(self.cos, 0, 0, t), torch.narrow(self.sin, 0, 0, t)
+        mask = torch.narrow(torch.narrow(self.mask, 0, 0, t), 1, 0, t)
+        x = self.embed(idx)
+        for layer in self.layers:
+            x = layer(x, cos, sin, mask)
+        return self.lm_head(self.norm(x))
+
+
+def llama(quick: bool = False) -> tuple[nn.Module, torch.Tensor]:
+    """A Llama-7B-style decoder built on the meta device, and meta token ids (1 × 2048).
+
+    ``quick``: 2 layers, width 64, 64 tokens (still on the meta device).
+    """
+    cfg = (
+        {"vocab": 1000, "d_model": 64, "n_heads": 4, "n_layers": 2, "hidden": 176, "max_seq": 64}
+        if quick
+        else {}
+    )
+    with torch.device("meta"):
+        model = Llama(**cfg).eval()
+    seq = cfg.get("max_seq", 2048)
+    return model, torch.empty(1, seq, dtype=torch.long, device="meta")

@@ -31,6 +31,15 @@ from fxviz.record import (
     record,
     recording_class,
 )
+from fxviz.shapes import (
+    ShapeError,
+    ShapeReport,
+    SpecError,
+    TensorSpec,
+    shapes,
+    shapes_diff,
+    spec,
+)
 
 __version__ = "0.1.0"
 
@@ -46,6 +55,10 @@ __all__ = [
     "RecordingInterpreter",
     "RecordingInterrupted",
     "RecordingMixin",
+    "ShapeError",
+    "ShapeReport",
+    "SpecError",
+    "TensorSpec",
     "TensorSummary",
     "TraceError",
     "__version__",
@@ -53,5 +66,8 @@ __all__ = [
     "nonfinite",
     "record",
     "recording_class",
+    "shapes",
+    "shapes_diff",
+    "spec",
     "trace",
 ]

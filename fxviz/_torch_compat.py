@@ -23,6 +23,7 @@ __all__ = [
     "graph_tail",
     "has_plain_codegen",
     "qualified_name",
+    "reparametrize",
     "storage_id",
     "tree_leaves",
     "tree_map_only_tensors",
@@ -70,9 +71,13 @@ def fake_tensor(mode: Any, t: torch.Tensor, device: torch.device) -> torch.Tenso
     """A FakeTensor of ``t``'s shape, dtype and strides that claims to live on ``device``."""
     from torch._subclasses.fake_tensor import FakeTensor  # private class, stable since 2.0
 
-    meta = t.detach().to("meta")
-    fake = FakeTensor(mode, meta, torch.device(device))
-    return fake.requires_grad_(t.requires_grad) if t.is_floating_point() else fake
+    device = torch.device(device)
+    fake = FakeTensor(mode, t.detach().to("meta"), device)
+    # Autograd metadata for a device this build lacks (a CPU-only torch pretending CUDA)
+    # aborts the process in C++, so only CPU and meta fakes carry requires_grad.
+    if t.requires_grad and t.is_floating_point() and device.type in ("cpu", "meta"):
+        fake.requires_grad_(True)
+    return fake
 
 
 def extract_tensor_metadata(t: torch.Tensor) -> Any:
@@ -80,3 +85,11 @@ def extract_tensor_metadata(t: torch.Tensor) -> Any:
     from torch.fx.passes.shape_prop import _extract_tensor_metadata  # private helper
 
     return _extract_tensor_metadata(t)
+
+
+def reparametrize(module: torch.nn.Module, tensors: dict[str, torch.Tensor]) -> Any:
+    """A context in which ``module``'s named parameters/buffers are ``tensors`` (restored
+    after); what ``torch.func.functional_call`` uses underneath."""
+    from torch.nn.utils.stateless import _reparametrize_module  # private, stable since 2.0
+
+    return _reparametrize_module(module, tensors)

@@ -8,9 +8,17 @@ from collections.abc import Sequence
 
 __all__ = ["main"]
 
+_TARGET_HELP = (
+    "the model: 'package.module:attr' or 'path/to/file.py:attr' (an nn.Module class or a "
+    "factory called with no arguments, an instance, or a function)"
+)
+_INPUT_HELP = (
+    "one input, e.g. 'randn(50,1000)', 'randint(0,50257,(2,128))' or "
+    "'zeros(1,3,224,224,dtype=float16)'; repeat for several inputs"
+)
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``fxviz`` console script; returns the exit code."""
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fxviz",
         description="A visual debugger for PyTorch computation graphs.",
@@ -19,6 +27,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands.add_parser(
         "demo", help="record the built-in example (TwoLayerNet) and print its per-node table"
     )
+    shapes = commands.add_parser(
+        "shapes",
+        help="print every node's output shape and dtype",
+        description="Propagate shapes through a model and print one row a node.",
+    )
+    shapes.add_argument("target", metavar="TARGET", help=_TARGET_HELP)
+    shapes.add_argument(
+        "--input", "-i", action="append", default=[], metavar="SPEC", help=_INPUT_HELP
+    )
+    shapes.add_argument(
+        "--mode",
+        choices=("real", "fake", "meta"),
+        default="real",
+        help="real tensors, fake tensors (nothing allocated) or the meta device",
+    )
+    shapes.add_argument(
+        "--format", choices=("table", "csv", "markdown", "html"), default="table", dest="fmt"
+    )
+    shapes.add_argument(
+        "--device", default=None, help="with --mode fake: pretend the model lives here (cuda)"
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``fxviz`` console script; returns the exit code."""
+    parser = _parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
@@ -27,6 +62,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         from fxviz._demo import run_demo
 
         return run_demo()
+    if args.command == "shapes":
+        if args.device is not None and args.mode != "fake":
+            parser.error("--device needs --mode fake")
+        from fxviz._commands import run_shapes
+
+        return run_shapes(args.target, args.input, args.mode, args.fmt, args.device)
     return 2  # pragma: no cover (argparse rejects unknown commands)
 
 

@@ -37,3 +37,52 @@ def test_console_script_runs():
         [sys.executable, "-m", "fxviz.cli", "--help"], capture_output=True, text=True, check=True
     )
     assert "visual debugger" in done.stdout
+
+
+def test_shapes_prints_the_two_layer_net_table(capsys):
+    assert main(["shapes", "fxviz.examples:TwoLayerNet", "--input", "randn(64,1000)"]) == 0
+    out = capsys.readouterr().out
+    assert "linear1  call_module" in out
+    assert "64×100" in out
+    assert "peak live" in out
+
+
+@pytest.mark.parametrize("mode", ["fake", "meta"])
+def test_shapes_modes_and_formats(capsys, mode):
+    args = ["shapes", "fxviz.examples:TwoLayerNet", "-i", "randn(2,1000)", "--mode", mode]
+    assert main([*args, "--format", "csv"]) == 0
+    assert "linear2,call_module,linear2,linear2,2×10,float32" in capsys.readouterr().out
+    assert main([*args, "--format", "markdown"]) == 0
+    assert capsys.readouterr().out.startswith("| name")
+    assert main([*args, "--format", "html"]) == 0
+    page = capsys.readouterr().out
+    assert page.startswith("<!doctype html>")
+    assert "fxviz shapes fxviz.examples:TwoLayerNet" in page
+
+
+def test_shapes_from_a_file_with_a_factory(tmp_path, capsys):
+    model_file = tmp_path / "my_model.py"
+    model_file.write_text(
+        "import torch\n"
+        "def build():\n"
+        "    return torch.nn.Sequential(torch.nn.Embedding(100, 8), torch.nn.Linear(8, 3))\n"
+    )
+    target = f"{model_file}:build"
+    assert main(["shapes", target, "-i", "randint(0,100,(2,5))", "--mode", "fake"]) == 0
+    assert "2×5×3" in capsys.readouterr().out
+
+
+def test_shapes_errors_are_one_clear_line_with_exit_codes(capsys):
+    assert main(["shapes", "fxviz.examples:TwoLayerNet", "-i", "randn(2,999)"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("fxviz: error: node 'linear1' (call_module linear1")
+    assert "x: float32[2, 999]" in err
+    assert main(["shapes", "fxviz.examples:TwoLayerNet", "-i", "__import__('os')"]) == 2
+    assert "unknown function '__import__'" in capsys.readouterr().err
+    assert main(["shapes", "fxviz.examples:Missing", "-i", "randn(2)"]) == 2
+    assert "has no attribute 'Missing'" in capsys.readouterr().err
+    assert main(["shapes", "no/such/file.py:Model", "-i", "randn(2)"]) == 2
+    assert "no such file" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as info:
+        main(["shapes", "fxviz.examples:TwoLayerNet", "-i", "randn(2,1000)", "--device", "cuda"])
+    assert info.value.code == 2

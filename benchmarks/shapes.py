@@ -1,0 +1,205 @@
+"""How long fxviz.shapes takes, and how much memory, on models too big to run.
+
+Each measurement runs in a fresh Python process, so that its peak RSS
+(``ru_maxrss``, which includes ``import torch``) is its own; the seconds are those of the
+work below, imports excluded. Repeats are interleaved and medians printed.
+
+Llama-7B-style decoder (6.7e9 parameters, 27 GB in fp32: built on the meta device only),
+1 × 2048 token ids, timing the model build + trace + report:
+
+    shapes meta      fxviz.trace + fxviz.shapes(gm, spec, mode="meta") + .table() + .summary()
+    shapes fake      the same with mode="fake"
+    ShapeProp meta   torch.fx.symbolic_trace + ShapeProp(gm).propagate(meta token ids)
+
+held to: meta <= 3 s, fake <= 6 s, peak RSS <= 1 GiB.
+
+12-layer GPT from models.py (real weights), timing everything after the model is built:
+fxviz.shapes fake and meta (as above), ShapeProp running the graph for real, and
+torchinfo.summary(model, input_data=x) when torchinfo is installed (it is not a
+dependency of fxviz; the row is skipped without it).
+
+Run from the repository root:
+
+    .venv/bin/python benchmarks/shapes.py [--repeats N] [--part llama|gpt|all] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve()
+GIB = 1 << 30
+# Targets for the Llama: (task, largest median seconds); every fxviz task: peak RSS.
+TIME_TARGETS = {"llama shapes meta": 3.0, "llama shapes fake": 6.0}
+RSS_TARGET = 1 * GIB
+LLAMA_TASKS = ("llama shapes meta", "llama shapes fake", "llama ShapeProp meta")
+GPT_TASKS = ("gpt shapes fake", "gpt shapes meta", "gpt ShapeProp real", "gpt torchinfo")
+
+
+# -- the child process: one measurement -------------------------------------------------
+def child(task: str, quick: bool) -> dict[str, Any]:
+    """Run ``task`` once, here; return its seconds, peak RSS and what it found."""
+    import torch
+    import torch.fx
+    from torch.fx.passes.shape_prop import ShapeProp
+
+    import fxviz
+
+    sys.path.insert(0, str(HERE.parent))  # models.py sits next to this file
+    import models
+
+    model_name, what = task.split(" ", 1)
+    found: dict[str, Any] = {}
+
+    def report(gm: torch.nn.Module, inp: Any, mode: str) -> None:
+        rep = fxviz.shapes(gm, inp, mode=mode, progress=False)
+        rep.table()
+        found.update(rep.summary())
+
+    if model_name == "gpt":
+        model, x = models.gpt(quick=quick)  # built outside the timing
+    start = time.perf_counter()
+    if model_name == "llama":
+        model, ids = models.llama(quick=quick)  # on the meta device
+        spec = fxviz.spec(*ids.shape, dtype=torch.long)
+        if what == "ShapeProp meta":
+            gm = torch.fx.symbolic_trace(model)
+            ShapeProp(gm).propagate(ids)
+        else:
+            gm = fxviz.trace(model)
+            report(gm, spec, mode=what.removeprefix("shapes "))
+        found["nodes"] = len(gm.graph.nodes)
+        found["parameters"] = sum(p.numel() for p in model.parameters())
+    elif what.startswith("shapes "):
+        report(fxviz.trace(model), x, mode=what.removeprefix("shapes "))
+    elif what == "ShapeProp real":
+        gm = torch.fx.symbolic_trace(model)
+        ShapeProp(gm).propagate(x)
+        found["nodes"] = len(gm.graph.nodes)
+    else:
+        import torchinfo
+
+        torchinfo.summary(model, input_data=x, verbose=0)
+    seconds = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+    return {"seconds": seconds, "rss": peak, **found}
+
+
+# -- the parent: run the children, print the tables -------------------------------------
+def measure(task: str, quick: bool) -> dict[str, Any]:
+    """One fresh process running ``task``; adds its whole wall time (imports included)."""
+    cmd = [sys.executable, str(HERE), "--child", task] + (["--quick"] if quick else [])
+    start = time.perf_counter()
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"{task!r} failed:\n{done.stderr}")
+    return {**json.loads(done.stdout.splitlines()[-1]), "wall": wall}
+
+
+def run_all(tasks: list[str], repeats: int, quick: bool, jobs: int) -> dict[str, list[dict]]:
+    """``repeats`` rounds of every task, interleaved; ``jobs`` > 1 runs them side by side."""
+    results: dict[str, list[dict]] = {t: [] for t in tasks}
+    order = [t for _ in range(repeats) for t in tasks]
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        for task, result in zip(order, pool.map(lambda t: measure(t, quick), order), strict=True):
+            results[task].append(result)
+    return results
+
+
+def table(results: dict[str, list[dict]], target: Callable[[str], str]) -> None:
+    print(f"  {'task':<22}{'median s':>9}{'min s':>8}{'process s':>10}{'peak RSS':>10}  target")
+    for task, runs in results.items():
+        med = statistics.median(r["seconds"] for r in runs)
+        low = min(r["seconds"] for r in runs)
+        wall = statistics.median(r["wall"] for r in runs)
+        rss = statistics.median(r["rss"] for r in runs)
+        print(f"  {task:<22}{med:>9.2f}{low:>8.2f}{wall:>10.2f}{_mib(rss):>10}  {target(task)}")
+
+
+def check_targets(results: dict[str, list[dict]]) -> bool:
+    print("  targets:")
+    met = True
+    for task, limit in TIME_TARGETS.items():
+        if task in results:
+            med = statistics.median(r["seconds"] for r in results[task])
+            met &= _target(task, f"<= {limit:.0f} s", f"{med:.2f} s", med <= limit)
+    for task in TIME_TARGETS:
+        if task in results:
+            rss = statistics.median(r["rss"] for r in results[task])
+            label = task.replace("shapes", "RSS")
+            met &= _target(label, f"<= {_mib(RSS_TARGET)}", _mib(rss), rss <= RSS_TARGET)
+    return met
+
+
+def _target(label: str, target: str, measured: str, ok: bool) -> bool:
+    print(f"    {label:<20}{target:<14}measured {measured:>10}  {'met' if ok else 'NOT MET'}")
+    return ok
+
+
+def _mib(n: float) -> str:
+    return f"{n / 2**20:.0f} MiB"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3, help="fresh processes per task")
+    parser.add_argument("--part", choices=("llama", "gpt", "all"), default="all")
+    parser.add_argument(
+        "--quick", action="store_true", help="tiny models, 1 run each, in parallel (a smoke test)"
+    )
+    parser.add_argument("--child", help=argparse.SUPPRESS)  # internal: run one task here
+    args = parser.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(args.child, args.quick)))
+        return 0
+    repeats = 1 if args.quick else args.repeats
+    if repeats < 1:
+        parser.error("--repeats must be at least 1")
+    jobs = (os.cpu_count() or 1) if args.quick else 1  # side by side only for the smoke test
+
+    import torch
+
+    import fxviz
+
+    print(f"fxviz {fxviz.__version__}, torch {torch.__version__}, {repeats} runs a task (medians)")
+    all_met = True
+    if args.part in ("llama", "all"):
+        results = run_all(list(LLAMA_TASKS), repeats, args.quick, jobs)
+        first = results["llama shapes meta"][0]
+        print(
+            f"\nLlama-style decoder{' (quick)' if args.quick else ''}: "
+            f"{first['parameters'] / 1e9:.2f}e9 parameters, {first['nodes']} nodes; "
+            f"peak live activations {_mib(first['peak_live_bytes'])} at {first['peak_node']}"
+        )
+        fxviz_rss = f"RSS <= {_mib(RSS_TARGET)}"
+        limits = {t: f"<= {s:.0f} s, {fxviz_rss}" for t, s in TIME_TARGETS.items()}
+        table(results, lambda t: limits.get(t, "(reference)"))
+        all_met &= check_targets(results)
+    if args.part in ("gpt", "all"):
+        tasks = list(GPT_TASKS)
+        if importlib.util.find_spec("torchinfo") is None:
+            tasks.remove("gpt torchinfo")
+            print("\n(torchinfo is not installed: its row is skipped)")
+        results = run_all(tasks, repeats, args.quick, jobs)
+        nodes = results["gpt ShapeProp real"][0]["nodes"]
+        print(f"\nGPT decoder{' (quick)' if args.quick else ''}: {nodes} nodes, no targets")
+        table(results, lambda t: "")
+    print("\nall targets met" if all_met else "\nsome targets NOT met")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+"""What the ``fxviz`` subcommands do; ``fxviz.cli`` only parses arguments and imports this."""
+
+from __future__ import annotations
+
+import html
+import sys
+from typing import Any
+
+from fxviz.errors import FxvizError, NodeError
+
+__all__ = ["run_shapes"]
+
+_PAGE = """<!doctype html>
+<html><head><meta charset="utf-8"><title>{title}</title>
+<style>body {{ font-family: system-ui, sans-serif; margin: 1.5em; }}
+table {{ border-collapse: collapse; font-size: 13px; }}
+td, th {{ padding: 2px 8px; border-bottom: 1px solid #ddd; }}</style></head>
+<body><h1>{title}</h1>{body}</body></html>
+"""
+
+
+def run_shapes(target: str, inputs: list[str], mode: str, fmt: str, device: str | None) -> int:
+    """``fxviz shapes``: print a model's per-node shape table."""
+    from fxviz._targets import load_target
+    from fxviz.shapes import parse_spec, shapes
+
+    try:
+        model = load_target(target)
+        specs = [parse_spec(text) for text in inputs]
+    except FxvizError as e:
+        return _fail(e, code=2)
+    try:
+        report = shapes(model, *specs, mode=mode, device=device)  # type: ignore[arg-type]
+    except NodeError as e:
+        return _fail(e, code=1)
+    except FxvizError as e:
+        return _fail(e, code=2)
+    print(_render(report, fmt, f"fxviz shapes {target}"))
+    return 0
+
+
+def _render(report: Any, fmt: str, title: str) -> str:
+    if fmt == "csv":
+        return report.to_csv().rstrip("\n")
+    if fmt == "markdown":
+        return report.to_markdown()
+    if fmt == "html":
+        return _PAGE.format(title=html.escape(title), body=report._repr_html_())
+    return report.to_text()
+
+
+def _fail(error: BaseException, *, code: int) -> int:
+    lines = str(error).strip().splitlines() or [type(error).__name__]
+    print(f"fxviz: error: {lines[0]}", file=sys.stderr)
+    for line in lines[1:]:
+        print(f"  {line}", file=sys.stderr)
+    return code

@@ -1,0 +1,214 @@
+"""Shape propagation in three modes: real tensors, fake tensors, or the meta device."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any, Literal
+
+import torch
+import torch.fx
+
+from fxviz._torch_compat import extract_tensor_metadata, fake_tensor, reparametrize
+from fxviz.capture import trace
+from fxviz.errors import FxvizError, NodeError
+from fxviz.record import RecordingInterpreter
+from fxviz.record._interpreter import check_inputs
+from fxviz.record._summary import iter_tensors
+from fxviz.shapes._report import ShapeReport
+from fxviz.shapes._spec import TensorSpec
+
+__all__ = ["Mode", "ShapeError", "shapes"]
+
+Mode = Literal["real", "fake", "meta"]
+_MODES = ("real", "fake", "meta")
+
+
+class ShapeError(NodeError):
+    """A node failed during shape propagation; ``.report`` holds the nodes done before it."""
+
+    def __init__(self, message: str, *, node: str, report: ShapeReport) -> None:
+        super().__init__(message, node=node, recording=report.recording)
+        self.report = report
+
+
+class _ShapeInterpreter(RecordingInterpreter):
+    """Records shapes only, writes ``node.meta["tensor_meta"]`` like ShapeProp, shows progress."""
+
+    def __init__(self, module: torch.nn.Module, progress: Any) -> None:
+        super().__init__(module, keep="stats", stats=False)
+        self._progress = progress
+
+    def run_node(self, n: torch.fx.Node) -> Any:
+        value = super().run_node(n)
+        meta = [extract_tensor_metadata(t) for _, t in iter_tensors(value)]
+        if meta:
+            n.meta["tensor_meta"] = meta[0] if isinstance(value, torch.Tensor) else meta
+        if self._progress is not None:
+            self._progress.update()
+        return value
+
+
+def shapes(
+    gm_or_module: Any,
+    *inputs: Any,
+    mode: Mode = "real",
+    device: str | torch.device | None = None,
+    progress: bool | None = None,
+) -> ShapeReport:
+    """Every node's output shapes and dtypes, as a :class:`ShapeReport`.
+
+    Args:
+        gm_or_module: a ``GraphModule`` or anything :func:`fxviz.trace` accepts.
+        *inputs: tensors (real, fake or meta) or :func:`fxviz.spec` specs.
+        mode: ``"real"`` runs the graph; ``"fake"`` runs it on ``FakeTensor``s (parameters
+            too: nothing is computed or allocated); ``"meta"`` runs it on the meta device
+            (the model may be built there: ``with torch.device("meta"): ...``).
+        device: in ``"fake"`` mode, the device to pretend the model and inputs live on
+            (``"cuda"`` checks a GPU placement without a GPU).
+        progress: show a progress bar (default: only when a run takes over a second).
+
+    Like ``torch.fx.passes.shape_prop.ShapeProp``, it also writes each node's
+    ``node.meta["tensor_meta"]``.
+
+    Raises:
+        ShapeError: a node failed; the message names it, its op and its input shapes, and
+            ``err.report`` holds the partial report.
+
+    Example:
+        >>> import torch, fxviz
+        >>> rep = fxviz.shapes(torch.nn.Linear(8, 2), fxviz.spec(4, 8), mode="fake")
+        >>> rep["linear"].shape
+        (4, 2)
+    """
+    if mode not in _MODES:
+        raise ValueError(f"unknown mode: {mode!r} (must be one of {list(_MODES)})")
+    if device is not None and mode != "fake":
+        raise ValueError("device= pretends a placement, so it needs mode='fake'")
+    model = gm_or_module
+    if mode == "real" and isinstance(model, torch.nn.Module) and _on_meta(model):
+        raise FxvizError(
+            "the model's parameters are on the meta device and hold no values: use "
+            "mode='meta' or mode='fake' to propagate shapes"
+        )
+    gm = trace(model, *(x.materialize("meta") if isinstance(x, TensorSpec) else x for x in inputs))
+    with _mode_context(mode, model, device) as convert:
+        converted = tuple(convert(x) for x in inputs)
+        check_inputs(gm, converted)
+        grad = torch.enable_grad() if mode == "real" else torch.no_grad()
+        with grad, _parameters(mode, gm, convert), _progress_bar(gm, progress) as bar:
+            interp = _ShapeInterpreter(gm, bar)
+            try:
+                interp.run(*converted)
+            except NodeError as error:
+                report = ShapeReport(gm, error.recording, mode=mode)
+                raise ShapeError(
+                    _explain(str(error), mode, error.__cause__), node=error.node, report=report
+                ) from error.__cause__
+    return ShapeReport(gm, interp.recording, mode=mode)
+
+
+@contextlib.contextmanager
+def _mode_context(mode: str, model: Any, device: Any) -> Iterator[Any]:
+    """Yields a function that turns one input into this mode's kind of tensor."""
+    if mode == "real":
+        yield lambda x: x.materialize() if isinstance(x, TensorSpec) else x
+        return
+    if mode == "meta":
+        yield lambda x: _to_meta(x)
+        return
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+    target = torch.device(device) if device is not None else _home_device(model)
+
+    def to_fake(x: Any) -> Any:
+        if isinstance(x, TensorSpec):  # made inside the fake mode: a FakeTensor, no data
+            return x.materialize(device if device is not None else x.device or target)
+        if isinstance(x, torch.Tensor) and not _is_fake(x):
+            return fake_tensor(fake_mode, x, target if (device or x.is_meta) else x.device)
+        return x
+
+    with fake_mode:
+        yield to_fake
+
+
+@contextlib.contextmanager
+def _parameters(mode: str, gm: torch.nn.Module, convert: Any) -> Iterator[None]:
+    """In fake/meta mode, let the graph see fake/meta parameters and buffers (the
+    module itself is left as it was)."""
+    if mode == "real":
+        yield
+        return
+    state = {
+        name: convert(t)
+        for name, t in [*gm.named_parameters(), *gm.named_buffers()]
+        if not _is_fake(t) and not (mode == "meta" and t.is_meta)
+    }
+    with reparametrize(gm, state):
+        yield
+
+
+@contextlib.contextmanager
+def _progress_bar(gm: torch.nn.Module, show: bool | None) -> Iterator[Any]:
+    if show is False:
+        yield None
+        return
+    from tqdm.auto import tqdm
+
+    total = len(gm.graph.nodes)  # type: ignore[arg-type]
+    with tqdm(total=total, desc="fxviz shapes", unit="node", delay=0 if show else 1.0) as bar:
+        yield bar
+
+
+def _to_meta(x: Any) -> Any:
+    if isinstance(x, TensorSpec):
+        return x.materialize("meta")
+    if isinstance(x, torch.Tensor) and not x.is_meta:
+        return x.detach().to("meta").requires_grad_(x.requires_grad and x.is_floating_point())
+    return x
+
+
+def _is_fake(t: torch.Tensor) -> bool:
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    return isinstance(t, FakeTensor)
+
+
+def _on_meta(model: torch.nn.Module) -> bool:
+    return any(t.is_meta for t in [*model.parameters(), *model.buffers()])
+
+
+def _home_device(model: Any) -> torch.device:
+    """Where a fake run pretends to be: the model's own device, or the CPU for meta models."""
+    if isinstance(model, torch.nn.Module):
+        for t in [*model.parameters(), *model.buffers()]:
+            if not t.is_meta:
+                return t.device
+    return torch.device("cpu")
+
+
+_NO_KERNEL = ("fake impl", "'Meta' backend", "meta tensor", "meta kernel", "no fake")
+_DATA_DEPENDENT = ("DataDependentOutputException", "DynamicOutputShapeException")
+
+
+def _explain(message: str, mode: str, cause: BaseException | None) -> str:
+    """Add what to do when the op cannot run without data in this mode."""
+    if mode == "real" or cause is None:
+        return message + "\nThe report of the nodes before it is on this error's .report."
+    kind = type(cause).__name__
+    text = str(cause)
+    if kind in _DATA_DEPENDENT or "data-dependent" in text or ".item()" in text:
+        why = "its output shape depends on the tensor's values, which a {mode} run does not have"
+    elif (
+        isinstance(cause, NotImplementedError)
+        or kind == "UnsupportedOperatorException"
+        or any(marker in text for marker in _NO_KERNEL)
+    ):
+        why = "this op has no {mode} kernel, so it cannot run without data"
+    else:
+        return message + "\nThe report of the nodes before it is on this error's .report."
+    return (
+        f"{message}\nIn mode={mode!r} {why.format(mode=mode)}: use mode='real' (with real "
+        "inputs) for this model. The report of the nodes before it is on this error's .report."
+    )

@@ -1,0 +1,328 @@
+"""ShapeReport: per-node shapes and dtypes as tables people read and export."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.fx
+
+from fxviz.record._records import NodeRecord, Recording
+from fxviz.record._summary import TensorSummary, dtype_name
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["ShapeReport", "format_shape", "shapes_diff"]
+
+_ACTIVATION_OPS = ("call_function", "call_method", "call_module")
+_COLUMNS = [
+    *("op", "target", "module", "shape", "dtype", "device", "numel", "bytes"),
+    *("params", "input_shapes", "symbolic_shape", "error"),
+]
+
+
+def format_shape(shape: tuple[int | str, ...] | None) -> str:
+    """``(64, 100)`` -> ``"64×100"``; a 0-d tensor -> ``"scalar"``; none -> ``""``."""
+    if shape is None:
+        return ""
+    return "×".join(str(d) for d in shape) if shape else "scalar"
+
+
+class ShapeReport(Mapping[str, NodeRecord]):
+    """Shapes and dtypes of every node of one propagation, in execution order.
+
+    A read-only mapping from node name to :class:`fxviz.NodeRecord` (``report["linear1"]
+    .shape``). ``complete`` is false when a node failed; ``error`` then holds it and the
+    nodes before it are kept.
+
+    Example:
+        >>> import torch, fxviz
+        >>> rep = fxviz.shapes(torch.nn.Sequential(torch.nn.Linear(8, 2)), torch.ones(4, 8))
+        >>> row = rep.table().loc["_0"]
+        >>> row["shape"], int(row["params"])
+        ('4×2', 18)
+    """
+
+    def __init__(self, graph_module: torch.nn.Module, recording: Recording, *, mode: str) -> None:
+        self.graph_module = graph_module
+        self.recording = recording
+        self.mode = mode
+        self.complete = recording.complete
+        self.error = recording.error
+        self._nodes = {n.name: n for n in graph_module.graph.nodes}  # type: ignore[union-attr]
+
+    def __getitem__(self, name: str) -> NodeRecord:
+        return self.recording[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.recording)
+
+    def __len__(self) -> int:
+        return len(self.recording)
+
+    # -- derived facts -------------------------------------------------------------------
+    def symbolic_shape(self, name: str) -> tuple[str, ...] | None:
+        """The node's shape with symbolic sizes (``("s0", "10")``) when the graph has them
+        (``torch.export`` with dynamic dims), else ``None``."""
+        node = self._nodes.get(name)
+        value = node.meta.get("val") if node is not None else None
+        if isinstance(value, (tuple, list)) and value:
+            value = value[0]
+        if not isinstance(value, torch.Tensor):
+            return None
+        sizes = tuple(value.shape)
+        if all(isinstance(d, int) for d in sizes):
+            return None
+        return tuple(str(d) for d in sizes)
+
+    def params(self, name: str) -> int:
+        """Parameters owned by a ``call_module`` node's module, or held by a ``get_attr``."""
+        node = self._nodes.get(name)
+        if node is None or node.op not in ("call_module", "get_attr"):
+            return 0
+        try:
+            if node.op == "call_module":
+                module = self.graph_module.get_submodule(str(node.target))
+                return sum(p.numel() for p in module.parameters())
+            value = self.graph_module.get_parameter(str(node.target))
+            return value.numel()
+        except AttributeError:
+            return 0
+
+    def summary(self) -> dict[str, Any]:
+        """Totals: nodes, parameters (and their bytes), activation bytes, and the peak of
+        live activation bytes along the execution order with the node where it happens.
+
+        An activation lives from its node until its last user has run; views and in-place
+        results share their input's memory and are counted once.
+        """
+        params = {id(p): p for p in self.graph_module.parameters()}
+        records = self.recording.records()
+        peak, at = _peak_live(records, self._nodes)
+        return {
+            "nodes": len(records),
+            "complete": self.complete,
+            "parameters": sum(p.numel() for p in params.values()),
+            "parameter_bytes": sum(p.numel() * p.element_size() for p in params.values()),
+            "activation_bytes": sum(
+                _bytes(r.outputs) for r in records if r.op in _ACTIVATION_OPS and not r.aliases
+            ),
+            "peak_live_bytes": peak,
+            "peak_node": at,
+        }
+
+    # -- tables --------------------------------------------------------------------------
+    def table(self) -> pd.DataFrame:
+        """One row a node, indexed by name: ``op``, ``target``, ``module``, ``shape``
+        (``64×100``; several outputs joined by ``, ``), ``dtype``, ``device``, ``numel``,
+        ``bytes`` (all outputs), ``params`` (of a ``call_module``/``get_attr``),
+        ``input_shapes``, ``symbolic_shape`` (``s0×10`` under dynamic shapes, else ``""``)
+        and ``error``."""
+        import pandas as pd
+
+        rows = []
+        for r in self.recording.values():
+            outputs = r.outputs
+            rows.append(
+                {
+                    "name": r.name,
+                    "op": r.op,
+                    "target": r.target,
+                    "module": r.module,
+                    "shape": ", ".join(format_shape(s.shape) for s in outputs),
+                    "dtype": ", ".join(dict.fromkeys(dtype_name(s.dtype) for s in outputs)),
+                    "device": ", ".join(dict.fromkeys(s.device for s in outputs)),
+                    "numel": sum(s.numel for s in outputs),
+                    "bytes": _bytes(outputs),
+                    "params": self.params(r.name),
+                    "input_shapes": ", ".join(format_shape(s) for s in r.input_shapes if s),
+                    "symbolic_shape": format_shape(self.symbolic_shape(r.name)),
+                    "error": "" if r.error is None else f"{type(r.error).__name__}: {r.error}",
+                }
+            )
+        return pd.DataFrame(rows, columns=["name", *_COLUMNS]).set_index("name")
+
+    def to_csv(self, path: str | None = None) -> str | None:
+        """The table as CSV (returned when ``path`` is None)."""
+        return self.table().to_csv(path)
+
+    def to_markdown(self, path: str | None = None) -> str | None:
+        """The table as a Markdown table (returned when ``path`` is None)."""
+        text = self.table().to_markdown()
+        if path is None:
+            return text
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text + "\n")
+        return None
+
+    def to_text(self) -> str:
+        """A plain-text table for terminals, with the summary underneath."""
+        import pandas as pd
+
+        table = self.table()
+        if not table["symbolic_shape"].any():
+            table = table.drop(columns=["symbolic_shape"])
+        if not table["error"].any():
+            table = table.drop(columns=["error"])
+        with pd.option_context("display.width", 200, "display.max_colwidth", 40):
+            body = table.to_string(max_rows=None)
+        return f"{body}\n\n{self._summary_line()}"
+
+    def _summary_line(self) -> str:
+        s = self.summary()
+        state = "" if s["complete"] else f" (stopped at {self.error_node()!r})"
+        return (
+            f"{s['nodes']} nodes{state}, mode={self.mode}; parameters {s['parameters']:,} "
+            f"({_human(s['parameter_bytes'])}); activations {_human(s['activation_bytes'])}; "
+            f"peak live {_human(s['peak_live_bytes'])} at {s['peak_node']!r}"
+        )
+
+    def error_node(self) -> str | None:
+        """Name of the node that failed, or ``None``."""
+        failed = [r.name for r in self.recording.values() if r.error is not None]
+        return failed[0] if failed else None
+
+    def _repr_html_(self) -> str:
+        table = self.table()
+        depth = table["module"].map(lambda m: m.count(".") + 1 if m else 0)
+        changed_dtype = [_dtype_changed(r) for r in self.recording.values()]
+        changed_shape = [_shape_changed(r) for r in self.recording.values()]
+
+        def row_styles(row: pd.Series) -> list[str]:
+            i = table.index.get_loc(row.name)
+            styles = []
+            for column in row.index:
+                style = ""
+                if column == "dtype" and changed_dtype[i]:
+                    style = "background-color: rgba(255, 200, 0, 0.35); font-weight: bold"
+                if column == "shape" and changed_shape[i]:
+                    style = "font-weight: bold"
+                if column == "error" and row["error"]:
+                    style = "color: #c00"
+                styles.append(style)
+            return styles
+
+        shown = table.drop(columns=[c for c in ("symbolic_shape", "error") if not table[c].any()])
+        styler = (
+            shown.style.apply(row_styles, axis=1)
+            .format(escape="html", thousands=",")
+            .format_index(escape="html")
+            .apply_index(
+                lambda names: [
+                    f"padding-left: {0.2 + 1.2 * depth[n]}em; text-align: left" for n in names
+                ]
+            )
+        )
+        summary = html.escape(self._summary_line())
+        legend = "bold shape: changed from its input; highlighted dtype: changed from its inputs"
+        return (
+            f"<div><p><b>fxviz.ShapeReport</b>: {summary}</p>"
+            f"<p style='font-size: smaller'>{legend}</p>{styler.to_html()}</div>"
+        )
+
+    def __repr__(self) -> str:
+        return f"<fxviz.ShapeReport: {self._summary_line()}>"
+
+
+def shapes_diff(a: ShapeReport, b: ShapeReport) -> pd.DataFrame:
+    """Nodes whose shapes or dtypes differ between two reports, aligned by node name.
+
+    Columns: ``shape_a``, ``shape_b``, ``dtype_a``, ``dtype_b`` and ``change`` (``shape``,
+    ``dtype``, ``shape, dtype``, ``added`` or ``removed``).
+
+    Example:
+        >>> import torch, fxviz
+        >>> model = torch.nn.Linear(8, 2)
+        >>> d = fxviz.shapes_diff(fxviz.shapes(model, fxviz.spec(1, 8)), fxviz.shapes(model, fxviz.spec(4, 8)))
+        >>> d.loc["linear", ["shape_a", "shape_b", "change"]].tolist()
+        ['1×2', '4×2', 'shape']
+    """
+    import pandas as pd
+
+    left, right = a.table(), b.table()
+    rows = []
+    for name in [*left.index, *(n for n in right.index if n not in left.index)]:
+        in_a, in_b = name in left.index, name in right.index
+        shape_a = left.at[name, "shape"] if in_a else ""
+        shape_b = right.at[name, "shape"] if in_b else ""
+        dtype_a = left.at[name, "dtype"] if in_a else ""
+        dtype_b = right.at[name, "dtype"] if in_b else ""
+        if not in_a or not in_b:
+            change = "added" if in_b else "removed"
+        else:
+            change = ", ".join(
+                kind
+                for kind, differs in (("shape", shape_a != shape_b), ("dtype", dtype_a != dtype_b))
+                if differs
+            )
+        if change:
+            rows.append(
+                {
+                    "name": name,
+                    "shape_a": shape_a,
+                    "shape_b": shape_b,
+                    "dtype_a": dtype_a,
+                    "dtype_b": dtype_b,
+                    "change": change,
+                }
+            )
+    columns = ["name", "shape_a", "shape_b", "dtype_a", "dtype_b", "change"]
+    return pd.DataFrame(rows, columns=columns).set_index("name")
+
+
+def _bytes(outputs: tuple[TensorSummary, ...]) -> int:
+    return sum(max(s.nbytes, 0) for s in outputs)
+
+
+def _dtype_changed(record: NodeRecord) -> bool:
+    known = [d for d in record.input_dtypes if d is not None]
+    return bool(known) and record.dtype is not None and record.dtype not in known
+
+
+def _shape_changed(record: NodeRecord) -> bool:
+    known = [s for s in record.input_shapes if s is not None]
+    return bool(known) and record.shape is not None and record.shape != known[0]
+
+
+def _peak_live(
+    records: list[NodeRecord], nodes: dict[str, torch.fx.Node]
+) -> tuple[int, str | None]:
+    """Peak of live activation bytes over the execution order, and where it happens."""
+    position = {r.name: r.index for r in records}
+    last = len(records) - 1
+    owner: dict[str, str] = {}  # node -> the node whose memory it uses
+    size: dict[str, int] = {}
+    end: dict[str, int] = {}
+    for r in records:
+        if r.op not in _ACTIVATION_OPS or not r.outputs:
+            continue
+        parents = [owner[a] for a in r.aliases if a in owner]
+        root = parents[0] if parents else r.name
+        owner[r.name] = root
+        if root == r.name:
+            size[root] = _bytes(r.outputs)
+        node = nodes.get(r.name)
+        users = [position[u.name] for u in node.users if u.name in position] if node else []
+        dies = max(users, default=r.index) if r.error is None else last
+        end[root] = max(end.get(root, r.index), dies)
+    change = [0] * (len(records) + 1)
+    for root, nbytes in size.items():
+        change[position[root]] += nbytes
+        change[end[root] + 1] -= nbytes
+    peak, at, live = 0, None, 0
+    for i in range(len(records)):
+        live += change[i]
+        if live > peak:
+            peak, at = live, records[i].name
+    return peak, at
+
+
+def _human(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return str(n)

@@ -1,0 +1,66 @@
+"""Input specs: parsed safely, made real, fake or meta."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import fxviz
+from fxviz.shapes import parse_spec
+
+
+@pytest.mark.parametrize(
+    ("text", "shape", "dtype"),
+    [
+        ("randn(50,1000)", (50, 1000), torch.float32),
+        ("randint(0,50257,(2,128))", (2, 128), torch.int64),
+        ("randint(10, (3,))", (3,), torch.int64),
+        ("zeros(1,3,224,224,dtype=float16)", (1, 3, 224, 224), torch.float16),
+        ("ones((4, 8), dtype=torch.bfloat16)", (4, 8), torch.bfloat16),
+        ("full((2,2), 0.5)", (2, 2), torch.float32),
+        ("rand(size=(3,))", (3,), torch.float32),
+    ],
+)
+def test_parsed_specs_make_the_tensor_they_say(text, shape, dtype):
+    spec = parse_spec(text)
+    tensor = spec.materialize()
+    assert tuple(tensor.shape) == shape
+    assert tensor.dtype == dtype
+    assert parse_spec(str(spec)) == spec  # str() round-trips
+
+
+def test_randint_and_full_values():
+    ids = parse_spec("randint(5,7,(1000,))").materialize()
+    assert int(ids.min()) >= 5
+    assert int(ids.max()) <= 6
+    assert torch.equal(parse_spec("full((2,),3)").materialize(), torch.full((2,), 3.0))
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("__import__('os').system('true')", "must be a call such as"),
+        ("eval('1')", "unknown function 'eval'"),
+        ("randn(n)", "'n' is not a number"),
+        ("randn(2,dtype=floaty)", "unknown dtype 'floaty'"),
+        ("randn(2,requires_grad=True)", "unknown keyword 'requires_grad'"),
+        ("randn(-1)", "non-negative"),
+        ("randn(2", "not a call"),
+    ],
+)
+def test_bad_specs_are_refused_with_examples(text, why):
+    with pytest.raises(fxviz.SpecError, match="Examples: randn") as info:
+        parse_spec(text)
+    assert why in str(info.value)
+    assert isinstance(info.value, ValueError)
+
+
+def test_spec_function():
+    assert fxviz.spec(2, 3).shape == (2, 3)
+    assert fxviz.spec((2, 3), dtype=torch.long).dtype == torch.int64
+    assert fxviz.spec(2, 3, dtype=torch.long).materialize().dtype == torch.int64
+    assert fxviz.spec(4).materialize("meta").is_meta
+    with pytest.raises(fxviz.SpecError, match="non-negative ints"):
+        fxviz.spec(2.5)
+    with pytest.raises(fxviz.SpecError, match="dtype="):
+        fxviz.spec(2, dtype="float")
