@@ -2,7 +2,8 @@
 
 Each measurement runs in a fresh Python process, so that its peak RSS
 (``ru_maxrss``, which includes ``import torch``) is its own; the seconds are those of the
-work below, imports excluded. Repeats are interleaved and medians printed.
+work below, the initial imports excluded ("process s": the whole process). Repeats are
+interleaved and medians printed.
 
 Llama-7B-style decoder (6.7e9 parameters, 27 GB in fp32: built on the meta device only),
 1 × 2048 token ids, timing the model build + trace + report:
@@ -28,20 +29,19 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import os
+import math
 import resource
 import statistics
 import subprocess
 import sys
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve()
 GIB = 1 << 30
-# Targets for the Llama: (task, largest median seconds); every fxviz task: peak RSS.
+# Targets for the Llama: task -> largest median seconds; the same tasks' peak RSS.
 TIME_TARGETS = {"llama shapes meta": 3.0, "llama shapes fake": 6.0}
 RSS_TARGET = 1 * GIB
 LLAMA_TASKS = ("llama shapes meta", "llama shapes fake", "llama ShapeProp meta")
@@ -94,53 +94,55 @@ def child(task: str, quick: bool) -> dict[str, Any]:
         torchinfo.summary(model, input_data=x, verbose=0)
     seconds = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
-    return {"seconds": seconds, "rss": peak, **found}
+    versions = {"torch": torch.__version__, "fxviz": fxviz.__version__}
+    return {"seconds": seconds, "rss": peak, **versions, **found}
 
 
 # -- the parent: run the children, print the tables -------------------------------------
-def measure(task: str, quick: bool) -> dict[str, Any]:
-    """One fresh process running ``task``; adds its whole wall time (imports included)."""
-    cmd = [sys.executable, str(HERE), "--child", task] + (["--quick"] if quick else [])
+def measure(tasks: list[str], quick: bool) -> list[dict[str, Any]]:
+    """One fresh process running ``tasks`` in turn; with one task, adds the process's
+    whole wall time (imports included)."""
+    cmd = [sys.executable, str(HERE), "--child", ";".join(tasks)] + (["--quick"] if quick else [])
     start = time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    wall = time.perf_counter() - start
+    wall = time.perf_counter() - start if len(tasks) == 1 else math.nan
     if done.returncode != 0:
-        raise SystemExit(f"{task!r} failed:\n{done.stderr}")
-    return {**json.loads(done.stdout.splitlines()[-1]), "wall": wall}
+        raise SystemExit(f"{tasks} failed:\n{done.stderr}")
+    return [{**json.loads(line), "wall": wall} for line in done.stdout.splitlines()[-len(tasks) :]]
 
 
-def run_all(tasks: list[str], repeats: int, quick: bool, jobs: int) -> dict[str, list[dict]]:
-    """``repeats`` rounds of every task, interleaved; ``jobs`` > 1 runs them side by side."""
-    results: dict[str, list[dict]] = {t: [] for t in tasks}
-    order = [t for _ in range(repeats) for t in tasks]
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        for task, result in zip(order, pool.map(lambda t: measure(t, quick), order), strict=True):
+def run_all(tasks: list[str], repeats: int, quick: bool) -> dict[str, list[dict[str, Any]]]:
+    """``repeats`` rounds of every task, interleaved, each in its own process; ``quick``:
+    all in one process, once (a smoke test: the RSS figures are then shared)."""
+    results: dict[str, list[dict[str, Any]]] = {t: [] for t in tasks}
+    rounds = [[t] for _ in range(repeats) for t in tasks] if not quick else [tasks]
+    for batch in rounds:
+        for task, result in zip(batch, measure(batch, quick), strict=True):
             results[task].append(result)
     return results
 
 
-def table(results: dict[str, list[dict]], target: Callable[[str], str]) -> None:
+def table(results: dict[str, list[dict[str, Any]]], target: Callable[[str], str]) -> None:
     print(f"  {'task':<22}{'median s':>9}{'min s':>8}{'process s':>10}{'peak RSS':>10}  target")
     for task, runs in results.items():
         med = statistics.median(r["seconds"] for r in runs)
         low = min(r["seconds"] for r in runs)
         wall = statistics.median(r["wall"] for r in runs)
         rss = statistics.median(r["rss"] for r in runs)
-        print(f"  {task:<22}{med:>9.2f}{low:>8.2f}{wall:>10.2f}{_mib(rss):>10}  {target(task)}")
+        process = "-" if math.isnan(wall) else f"{wall:.2f}"
+        print(f"  {task:<22}{med:>9.2f}{low:>8.2f}{process:>10}{_mib(rss):>10}  {target(task)}")
 
 
-def check_targets(results: dict[str, list[dict]]) -> bool:
+def check_targets(results: dict[str, list[dict[str, Any]]]) -> bool:
     print("  targets:")
     met = True
     for task, limit in TIME_TARGETS.items():
-        if task in results:
-            med = statistics.median(r["seconds"] for r in results[task])
-            met &= _target(task, f"<= {limit:.0f} s", f"{med:.2f} s", med <= limit)
+        med = statistics.median(r["seconds"] for r in results[task])
+        met &= _target(task, f"<= {limit:.0f} s", f"{med:.2f} s", med <= limit)
     for task in TIME_TARGETS:
-        if task in results:
-            rss = statistics.median(r["rss"] for r in results[task])
-            label = task.replace("shapes", "RSS")
-            met &= _target(label, f"<= {_mib(RSS_TARGET)}", _mib(rss), rss <= RSS_TARGET)
+        rss = statistics.median(r["rss"] for r in results[task])
+        label = task.replace("shapes", "RSS")
+        met &= _target(label, f"<= {_mib(RSS_TARGET)}", _mib(rss), rss <= RSS_TARGET)
     return met
 
 
@@ -150,7 +152,7 @@ def _target(label: str, target: str, measured: str, ok: bool) -> bool:
 
 
 def _mib(n: float) -> str:
-    return f"{n / 2**20:.0f} MiB"
+    return f"{n / 2**20:.0f} MiB" if n >= 2**20 else f"{n / 2**10:.0f} KiB"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -158,46 +160,45 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="fresh processes per task")
     parser.add_argument("--part", choices=("llama", "gpt", "all"), default="all")
     parser.add_argument(
-        "--quick", action="store_true", help="tiny models, 1 run each, in parallel (a smoke test)"
+        "--quick", action="store_true", help="tiny models, 1 run each, one process (a smoke test)"
     )
-    parser.add_argument("--child", help=argparse.SUPPRESS)  # internal: run one task here
+    parser.add_argument("--child", help=argparse.SUPPRESS)  # internal: run these tasks here
     args = parser.parse_args(argv)
     if args.child:
-        print(json.dumps(child(args.child, args.quick)))
+        for task in args.child.split(";"):
+            print(json.dumps(child(task, args.quick)), flush=True)
         return 0
     repeats = 1 if args.quick else args.repeats
     if repeats < 1:
         parser.error("--repeats must be at least 1")
-    jobs = (os.cpu_count() or 1) if args.quick else 1  # side by side only for the smoke test
 
-    import torch
-
-    import fxviz
-
-    print(f"fxviz {fxviz.__version__}, torch {torch.__version__}, {repeats} runs a task (medians)")
-    all_met = True
-    if args.part in ("llama", "all"):
-        results = run_all(list(LLAMA_TASKS), repeats, args.quick, jobs)
-        first = results["llama shapes meta"][0]
-        print(
-            f"\nLlama-style decoder{' (quick)' if args.quick else ''}: "
-            f"{first['parameters'] / 1e9:.2f}e9 parameters, {first['nodes']} nodes; "
-            f"peak live activations {_mib(first['peak_live_bytes'])} at {first['peak_node']}"
-        )
-        fxviz_rss = f"RSS <= {_mib(RSS_TARGET)}"
-        limits = {t: f"<= {s:.0f} s, {fxviz_rss}" for t, s in TIME_TARGETS.items()}
-        table(results, lambda t: limits.get(t, "(reference)"))
-        all_met &= check_targets(results)
-    if args.part in ("gpt", "all"):
-        tasks = list(GPT_TASKS)
+    tasks = [*LLAMA_TASKS] if args.part != "gpt" else []
+    if args.part != "llama":
+        tasks += GPT_TASKS
         if importlib.util.find_spec("torchinfo") is None:
             tasks.remove("gpt torchinfo")
-            print("\n(torchinfo is not installed: its row is skipped)")
-        results = run_all(tasks, repeats, args.quick, jobs)
+            print("torchinfo is not installed: skipped (pip install torchinfo to compare)")
+    results = run_all(tasks, repeats, args.quick)
+    first = results[tasks[0]][0]
+    print(f"fxviz {first['fxviz']}, torch {first['torch']}, {repeats} runs a task (medians)")
+    quick = " (quick: one process for all, RSS shared)" if args.quick else ""
+    all_met = True
+    if args.part != "gpt":
+        meta = results["llama shapes meta"][0]
+        print(
+            f"\nLlama-style decoder{quick}: {meta['parameters']:,} parameters, "
+            f"{meta['nodes']} nodes, peak live activations {_mib(meta['peak_live_bytes'])} "
+            f"at {meta['peak_node']}"
+        )
+        limits = {t: f"<= {s:.0f} s, RSS <= {_mib(RSS_TARGET)}" for t, s in TIME_TARGETS.items()}
+        table({t: results[t] for t in LLAMA_TASKS}, lambda t: limits.get(t, "(reference)"))
+        all_met &= check_targets(results)
+    if args.part != "llama":
         nodes = results["gpt ShapeProp real"][0]["nodes"]
-        print(f"\nGPT decoder{' (quick)' if args.quick else ''}: {nodes} nodes, no targets")
-        table(results, lambda t: "")
-    print("\nall targets met" if all_met else "\nsome targets NOT met")
+        print(f"\nGPT decoder{quick}: {nodes} nodes, no targets")
+        table({t: results[t] for t in tasks if t.startswith("gpt")}, lambda t: "")
+    if args.part != "gpt":
+        print("\nall targets met" if all_met else "\nsome targets NOT met")
     return 0
 
 

@@ -18,6 +18,7 @@ from fxviz.errors import (
     NodeError,
     RecordingInterrupted,
     TraceError,
+    UnknownNodeError,
 )
 from fxviz.record import (
     Debugger,
@@ -61,6 +62,7 @@ __all__ = [
     "TensorSpec",
     "TensorSummary",
     "TraceError",
+    "UnknownNodeError",
     "__version__",
     "dtype_changed",
     "nonfinite",

@@ -22,6 +22,7 @@ __all__ = [
     "fake_tensor",
     "graph_tail",
     "has_plain_codegen",
+    "input_spec_mismatch",
     "qualified_name",
     "reparametrize",
     "storage_id",
@@ -93,3 +94,24 @@ def reparametrize(module: torch.nn.Module, tensors: dict[str, torch.Tensor]) -> 
     from torch.nn.utils.stateless import _reparametrize_module  # private, stable since 2.0
 
     return _reparametrize_module(module, tensors)
+
+
+def input_spec_mismatch(graph: torch.fx.Graph, inputs: tuple[Any, ...]) -> str | None:
+    """For a graph with a pytree input spec (``torch.export``): what is wrong with
+    ``inputs``, or ``None`` when they fit (``gm(*inputs)`` checks the same)."""
+    info = getattr(graph._codegen, "pytree_info", None)
+    expected = getattr(info, "in_spec", None)
+    if expected is None:
+        return None
+    given = pytree.tree_flatten((tuple(inputs), {}))[1]
+    if given == expected:
+        return None
+    args_spec = expected.child(0) if hasattr(expected, "child") else expected.children_specs[0]
+    want = args_spec.num_children
+    if want != len(inputs):
+        return f"it takes {want} input(s) but {len(inputs)} were given"
+    return f"expected inputs structured as {_spec_text(expected)}, got {_spec_text(given)}"
+
+
+def _spec_text(spec: Any) -> str:
+    return " ".join(str(spec).split())

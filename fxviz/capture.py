@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import linecache
+import logging
 import os
 import re
 import traceback
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal
 
 import torch
@@ -89,12 +91,24 @@ def _export(obj: Any, example_inputs: Sequence[Any]) -> torch.fx.GraphModule:
         )
     module = obj if isinstance(obj, torch.nn.Module) else _FunctionModule(obj)
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), _quiet_torch_logs():
             warnings.simplefilter("ignore")
             program = torch.export.export(module, tuple(example_inputs))
     except Exception as e:
         raise TraceError(_describe_failure("torch.export.export", obj, e, example_inputs)) from e
     return program.module()
+
+
+@contextlib.contextmanager
+def _quiet_torch_logs() -> Iterator[None]:
+    """torch.export logs graph dumps and guard warnings on failure; fxviz reports instead."""
+    logger = logging.getLogger("torch")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 class _FunctionModule(torch.nn.Module):
@@ -133,8 +147,8 @@ def _hints(how: str, error: BaseException, has_inputs: bool) -> list[str]:
     if how.endswith("symbolic_trace"):
         if "control flow" in text or "iteration" in text or "does not support" in text:
             hints.append(
-                "Python control flow or indexing on a traced value: pass "
-                "concrete_args={'flag': value} to fix the argument that drives it, or"
+                "if a plain Python argument (a flag, a size) drives that line, fix it with "
+                "concrete_args={'name': value}"
             )
         if has_inputs:
             hints.append("method='export' (traces with the example inputs you gave)")

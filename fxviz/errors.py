@@ -20,6 +20,7 @@ __all__ = [
     "NodeError",
     "RecordingInterrupted",
     "TraceError",
+    "UnknownNodeError",
 ]
 
 
@@ -47,6 +48,13 @@ class NodeError(FxvizError, RuntimeError):
         super().__init__(message)
         self.node = node
         self.recording = recording
+
+
+class UnknownNodeError(FxvizError, KeyError):
+    """A node name that is not in the graph (the message suggests close names)."""
+
+    def __str__(self) -> str:  # KeyError would show the message in quotes
+        return str(self.args[0]) if self.args else ""
 
 
 class DebuggerError(FxvizError, RuntimeError):

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import difflib
 import html
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -14,11 +14,11 @@ import torch.fx
 
 from fxviz._nodes import target_text
 from fxviz.capture import trace
-from fxviz.errors import DebuggerError, FxvizWarning, RecordingInterrupted
+from fxviz.errors import DebuggerError, FxvizWarning, RecordingInterrupted, UnknownNodeError
 from fxviz.record._explain import describe_failure
 from fxviz.record._interpreter import as_recording_interpreter, check_inputs
 from fxviz.record._recorder import Keep
-from fxviz.record._records import NodeRecord, Recording
+from fxviz.record._records import NodeRecord, Recording, unknown_node_message
 
 __all__ = ["Breakpoint", "Debugger"]
 
@@ -69,15 +69,23 @@ class Debugger:
         keep: Keep = "all",
         stats: bool = True,
     ) -> None:
+        if _is_transformer(interpreter):
+            raise TypeError(
+                f"{_class_name(interpreter)} is a torch.fx.Transformer: it runs symbolically, "
+                "so there is nothing to step through. Record it with "
+                "fxviz.record(gm, interpreter=...) and debug the module it returns."
+            )
         self.graph_module = trace(gm_or_module, *inputs)
         self.graph: torch.fx.Graph = self.graph_module.graph  # type: ignore[assignment]
         check_inputs(self.graph_module, inputs)
         self._inputs = inputs
         self._options: dict[str, Any] = {"interpreter": interpreter, "keep": keep, "stats": stats}
-        self._nodes = list(self.graph.nodes)
-        self._index = {n.name: i for i, n in enumerate(self._nodes)}
         self._breakpoints: list[Breakpoint] = []
-        self._rng = _rng_state()
+        # What a run changes besides its values, put back by restart(): the random stream
+        # the run draws from (kept apart from the caller's) and the module's buffers.
+        self._rng_at_start = _rng_state()
+        self._rng = self._rng_at_start
+        self._buffers = {name: b.detach().clone() for name, b in self.graph_module.named_buffers()}
         self._start()
 
     # -- state ---------------------------------------------------------------------------
@@ -161,35 +169,43 @@ class Debugger:
 
         Returns the record of the last node run (the failing one after an error).
         """
+        if n < 1:
+            raise ValueError(f"step() takes n >= 1, not {n}; use back(n) to go back")
         self._check_can_run("step")
         last = None
-        for i in range(n):
-            last = self._advance()
-            if self._stopped(last, check_breakpoints=i < n - 1):
-                break
-        else:
-            self._reason = "step"
+        with self._own_rng():
+            for i in range(n):
+                last = self._advance()
+                if self._stopped(last, check_breakpoints=i < n - 1):
+                    break
+            else:
+                self._reason = "step"
         return self._record(last)
 
     def continue_(self) -> NodeRecord | None:
         """Run until a breakpoint, an error or the end; returns the last record run."""
         self._check_can_run("continue_")
-        while True:
-            last = self._advance()
-            if self._stopped(last, check_breakpoints=True):
-                return self._record(last)
+        with self._own_rng():
+            while True:
+                last = self._advance()
+                if self._stopped(last, check_breakpoints=True):
+                    return self._record(last)
 
     def run_to(self, name: str) -> NodeRecord | None:
         """Stop just before node ``name`` runs, going forward or back (breakpoints ignored)."""
         target = self._index[self._node(name).name]
-        if target <= self._pos:
-            return self.back(self._pos - target) if target < self._pos else self._last()
+        if target < self._pos:
+            return self.back(self._pos - target)
+        if target == self._pos:
+            self._reason = f"run_to {name}"
+            return self._last()
         self._check_can_run("run_to")
         last = None
-        while self._pos < target:
-            last = self._advance()
-            if self._stopped(last, check_breakpoints=False):
-                return self._record(last)
+        with self._own_rng():
+            while self._pos < target:
+                last = self._advance()
+                if self._stopped(last, check_breakpoints=False):
+                    return self._record(last)
         self._reason = f"run_to {name}"
         return self._record(last)
 
@@ -202,14 +218,19 @@ class Debugger:
         return self._last()
 
     def restart(self) -> None:
-        """Start again from the first node with a fresh recording.
+        """Start again from the first node with a fresh recording, of the graph as it is now.
 
-        Inputs the graph wrote in place are put back from their recorded copies, and the
-        random number generators are reset to their state when the debugger was made, so
-        the run repeats exactly (dropout included).
+        Inputs the graph wrote in place are put back from their recorded copies, module
+        buffers (batch-norm statistics, caches) as they were when the debugger was made,
+        and the random stream the run draws from starts over, so the run repeats exactly
+        (dropout included). The caller's own random state is never touched: the debugger
+        draws from a stream of its own, seeded from the global one when it was made.
         """
         self._restore_inputs()
-        _set_rng_state(self._rng)
+        with torch.no_grad():
+            for name, saved in self._buffers.items():
+                self.graph_module.get_buffer(name).copy_(saved)
+        self._rng = self._rng_at_start
         self._start()
 
     # -- breakpoints ---------------------------------------------------------------------
@@ -263,6 +284,8 @@ class Debugger:
 
     # -- internals -----------------------------------------------------------------------
     def _start(self) -> None:
+        self._nodes = list(self.graph.nodes)
+        self._index = {n.name: i for i, n in enumerate(self._nodes)}
         options = self._options
         self._interp: Any = as_recording_interpreter(
             self.graph_module, options["interpreter"], keep=options["keep"], stats=options["stats"]
@@ -297,7 +320,10 @@ class Debugger:
                 recording=self.recording,
             ) from interrupt
         except Exception:
-            return index  # the failure is recorded; the cursor stays on it
+            if len(recorder.entries) > index and recorder.entries[index].error is not None:
+                return index  # the node failed and is recorded: the cursor stays on it
+            raise  # a failure outside the node (fxviz itself): never hide it
+
         interp.env[node] = value
         if interp.garbage_collect_values:
             for used in interp.user_to_last_uses.get(node, ()):
@@ -354,9 +380,7 @@ class Debugger:
         if isinstance(name, torch.fx.Node):
             name = name.name
         if name not in self._index:
-            close = difflib.get_close_matches(str(name), list(self._index), n=3)
-            hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
-            raise KeyError(f"no node named {name!r} in this graph{hint}")
+            raise UnknownNodeError(unknown_node_message(name, self._index))
         return self._nodes[self._index[name]]
 
     def _ran(self, name: str) -> NodeRecord:
@@ -370,23 +394,50 @@ class Debugger:
         return self._recorder.record(index)
 
     def _restore_inputs(self) -> None:
-        """Write recorded copies back into inputs that the graph changed in place."""
-        records = self._recorder.records
-        written = {name for r in records for name in r.mutates}
-        for r in records:
-            if r.op != "placeholder" or r.name not in written:
+        """Write recorded copies back into inputs the graph wrote in place (directly or
+        through a view: copies are taken per storage before any write)."""
+        flat = list(self.graph.process_inputs(*self._inputs))
+        placeholders = [e for e in self._recorder.entries if e.node.op == "placeholder"]
+        for entry, original in zip(placeholders, flat, strict=False):
+            if not isinstance(original, torch.Tensor):
                 continue
-            live = self._interp.env.get(self._nodes[r.index])
-            if r.kept and isinstance(r.value, torch.Tensor) and r.value is not live:
+            if entry.snapshotted and entry.kept and isinstance(entry.value, torch.Tensor):
                 with torch.no_grad():
-                    live.copy_(r.value)
-            else:
+                    original.copy_(entry.value)
+            elif entry.snapshotted or (not entry.kept and _written(entry, self._recorder)):
                 warnings.warn(
-                    f"input {r.name!r} was changed in place by the graph and no copy was kept "
-                    f"(keep={self._options['keep']!r}); restart() runs on the changed input",
+                    f"input {entry.node.name!r} was changed in place by the graph and no copy "
+                    f"was kept (keep={self._options['keep']!r}); restart() runs on the "
+                    "changed input",
                     FxvizWarning,
                     stacklevel=3,
                 )
+
+    @contextlib.contextmanager
+    def _own_rng(self) -> Iterator[None]:
+        """Run on the debugger's random stream; give the caller's back afterwards."""
+        outside = _rng_state()
+        _set_rng_state(self._rng)
+        try:
+            yield
+        finally:
+            self._rng = _rng_state()
+            _set_rng_state(outside)
+
+
+def _written(entry: Any, recorder: Any) -> bool:
+    """Whether a later node wrote into this node's output (per the version counters)."""
+    return any(entry.node.name in e.mutates for e in recorder.entries)
+
+
+def _is_transformer(interpreter: Any) -> bool:
+    cls = interpreter if isinstance(interpreter, type) else type(interpreter)
+    return isinstance(cls, type) and issubclass(cls, torch.fx.Transformer)
+
+
+def _class_name(interpreter: Any) -> str:
+    cls = interpreter if isinstance(interpreter, type) else type(interpreter)
+    return cls.__name__
 
 
 def _target_matcher(target: Any, root: torch.nn.Module) -> Callable[[torch.fx.Node], bool]:

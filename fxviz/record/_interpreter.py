@@ -9,7 +9,7 @@ from typing import Any
 import torch
 import torch.fx
 
-from fxviz._torch_compat import has_plain_codegen
+from fxviz._torch_compat import has_plain_codegen, input_spec_mismatch
 from fxviz.capture import trace
 from fxviz.errors import InputError, NodeError, RecordingInterrupted
 from fxviz.record._explain import describe_failure
@@ -158,6 +158,12 @@ def as_recording_interpreter(
     if interpreter is None:
         return RecordingInterpreter(gm, keep=keep, stats=stats)
     if isinstance(interpreter, torch.fx.Interpreter):
+        if interpreter.graph is not gm.graph:
+            raise TypeError(
+                f"this {type(interpreter).__name__} instance was made for another graph; pass "
+                f"its class (interpreter={type(interpreter).__name__}) or an instance made for "
+                "this GraphModule"
+            )
         instance: Any = copy.copy(interpreter)
         instance.__class__ = recording_class(type(interpreter))
     else:
@@ -234,10 +240,12 @@ def check_inputs(gm: torch.nn.Module, inputs: tuple[Any, ...]) -> None:
     graph: torch.fx.Graph = gm.graph  # type: ignore[assignment]
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     if not has_plain_codegen(graph):
-        try:
-            graph.process_inputs(*inputs)
-        except Exception as e:
-            raise InputError(f"the inputs do not match the graph's input spec: {e}") from e
+        problem = input_spec_mismatch(graph, inputs)
+        if problem is not None:
+            raise InputError(
+                f"the inputs do not fit this exported graph: {problem}. Pass them as for "
+                "the model's forward (positionally; keyword inputs are not supported yet)."
+            )
         return
     names = [str(n.target) for n in placeholders]
     if any(name.startswith("*") for name in names):

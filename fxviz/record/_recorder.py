@@ -55,7 +55,7 @@ class _Entry(StoredValue):
     aliases: tuple[str, ...] = ()
     produced: tuple[str, ...] = ()
     keys: frozenset[_Key] | None = None  # memory its kept value lives on
-    snapshotted = False
+    snapshotted: frozenset[_Key] = frozenset()  # storages already copied before a write
     record: NodeRecord | None = None
 
     def __init__(self, node: torch.fx.Node, value: Any, kept: bool, elapsed: float) -> None:
@@ -82,6 +82,7 @@ class Recorder:
         self._indexed = 0  # entries before this one are in _owners
         self._kept_storages: set[_Key] = set()
         self._kept_bytes = 0
+        self._storage_bytes: dict[_Key, int] = {}
         self._dropped = 0
         self._transformer = isinstance(interpreter, torch.fx.Transformer)
         self.next_run_node: Callable[[torch.fx.Node], Any] = interpreter.run_node
@@ -220,7 +221,9 @@ class Recorder:
             if key is None or key in self._kept_storages or key in keys:
                 continue
             keys.add(key)
-            cost += t.untyped_storage().nbytes()
+            nbytes = t.untyped_storage().nbytes()
+            self._storage_bytes[key] = nbytes
+            cost += nbytes
         if self._kept_bytes + cost > self.keep:  # type: ignore[operator]
             self._dropped += 1
             return False
@@ -251,23 +254,29 @@ class Recorder:
         for key in keys:
             for index in self._owners.get(key, ()):  # type: ignore[arg-type]
                 entry = self.entries[index]
-                if entry.snapshotted or not entry.kept:
+                if key in entry.snapshotted or not entry.kept:
                     continue
-                entry.snapshotted = True
+                entry.snapshotted |= {key}
                 if entry.outputs is None:  # summarise it as it is, before the write
                     entry.outputs = summarize(entry.value, False)
-                copy = tree_map_only_tensors(
-                    lambda t, key=key: t.detach().clone() if storage_key(t) == key else t,
-                    entry.value,
-                )
+                copy = tree_map_only_tensors(lambda t, key=key: _copy_if_on(t, key), entry.value)
                 if isinstance(self.keep, int):
-                    cost = sum(t.nbytes for _, t in iter_tensors(copy) if t.is_contiguous())
+                    pairs = zip(iter_tensors(copy), iter_tensors(entry.value), strict=True)
+                    cost = sum(new.nbytes for (_, new), (_, old) in pairs if new is not old)
                     if self._kept_bytes + cost > self.keep:
-                        entry.value, entry.kept = None, False
-                        self._dropped += 1
+                        self._release(entry)
                         continue
                     self._kept_bytes += cost
                 entry.value = copy
+
+    def _release(self, entry: _Entry) -> None:
+        """Drop a kept value that no longer fits the budget, and give its bytes back."""
+        for key in entry.keys or ():
+            if key in self._kept_storages and len(self._owners.get(key, ())) <= 1:
+                self._kept_storages.discard(key)
+                self._kept_bytes -= self._storage_bytes.pop(key, 0)
+        entry.value, entry.kept = None, False
+        self._dropped += 1
 
     def _check_foreseen(
         self, node: torch.fx.Node, writes: tuple[tuple[str, Any], ...], written: tuple[str, ...]
@@ -352,10 +361,23 @@ def _versions(
     for n in inputs:
         value = env.get(n)
         if isinstance(value, torch.Tensor):
-            found.append((n, value, value._version))
+            if not value.is_inference():  # inference tensors have no version counter
+                found.append((n, value, value._version))
         elif isinstance(value, (tuple, list)):
-            found.extend((n, t, t._version) for t in value if isinstance(t, torch.Tensor))
+            found.extend(
+                (n, t, t._version)
+                for t in value
+                if isinstance(t, torch.Tensor) and not t.is_inference()
+            )
     return found
+
+
+def _copy_if_on(t: torch.Tensor, key: _Key) -> torch.Tensor:
+    """A detached copy of ``t`` if it lives on storage ``key`` (keeping requires_grad)."""
+    if storage_key(t) != key:
+        return t
+    copy = t.detach().clone()
+    return copy.requires_grad_(True) if t.requires_grad else copy
 
 
 def _aliased_inputs(

@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import html
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.fx
 
+from fxviz.errors import UnknownNodeError
 from fxviz.record._summary import TensorSummary, dtype_name
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["NodeRecord", "Recording", "StoredValue"]
+__all__ = ["NodeRecord", "Recording", "StoredValue", "unknown_node_message"]
 
 
 class StoredValue:
@@ -169,13 +171,19 @@ class Recording(Mapping[str, NodeRecord]):
         self.error = error
 
     def __getitem__(self, key: str | int | torch.fx.Node) -> NodeRecord:  # type: ignore[override]
-        if isinstance(key, int):
+        if isinstance(key, int) and not isinstance(key, bool):
+            if not -len(self._records) <= key < len(self._records):
+                raise UnknownNodeError(f"record index {key} is out of range ({len(self)} nodes)")
             return self._records[key]
         name = key.name if isinstance(key, torch.fx.Node) else key
         try:
             return self._records[self._index[name]]
-        except KeyError:
-            raise KeyError(_unknown_node(name, self._index)) from None
+        except (KeyError, TypeError):
+            raise UnknownNodeError(unknown_node_message(name, self._index)) from None
+
+    def __contains__(self, key: object) -> bool:
+        name = key.name if isinstance(key, torch.fx.Node) else key
+        return isinstance(name, str) and name in self._index
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._index)
@@ -272,9 +280,8 @@ class Recording(Mapping[str, NodeRecord]):
         return f"<div><p><b>fxviz.Recording</b>: {html.escape(self.summary())}</p>{body}</div>"
 
 
-def _unknown_node(name: Any, known: Mapping[str, Any]) -> str:
-    import difflib
-
+def unknown_node_message(name: Any, known: Iterable[str]) -> str:
+    """``no node named 'linear3' in this graph; did you mean 'linear2', 'linear1'?``"""
     close = difflib.get_close_matches(str(name), list(known), n=3)
     hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
     return f"no node named {name!r} in this graph{hint}"

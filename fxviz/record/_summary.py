@@ -157,9 +157,12 @@ def _statistics(t: torch.Tensor) -> tuple[Any, ...]:
     if not (math.isfinite(mn) and math.isfinite(mx)):
         return (*_nonfinite_statistics(wide, exact), zeros)
     mean, std = _mean_std(total, norm * norm, numel)
-    if std is not None and mean * mean > 1e3 * std * std:
-        mean, std = _exact_mean_std(x, exact)  # sum of squares would cancel: do it exactly
-    return (mn, mx, mean, std, max(-mn, mx), *_NO_NONFINITE, zeros)
+    if not (math.isfinite(mean) and math.isfinite(std or 0.0)) or (
+        std is not None and mean * mean > 1e3 * std * std
+    ):
+        # the sums overflowed, or the sum of squares would cancel: do it exactly
+        mean, std = _exact_mean_std(x, exact)
+    return (mn, mx, mean, std, max(abs(mn), abs(mx)), *_NO_NONFINITE, zeros)
 
 
 def _dense(x: torch.Tensor) -> torch.Tensor:
@@ -185,12 +188,15 @@ def _read(exact: torch.dtype, *scalars: torch.Tensor) -> list[Any]:
 
 
 def _mean_std(total: float, squares: float, n: int) -> tuple[float, float | None]:
-    """Mean and Bessel-corrected standard deviation from a sum and a sum of squares."""
+    """Mean and Bessel-corrected standard deviation from a sum and a sum of squares
+    (``inf``/``nan`` when those overflowed: the caller then computes them exactly)."""
     mean = total / n
     if n < 2:
         return mean, None
-    variance = max(squares - n * mean * mean, 0.0) / (n - 1)
-    return mean, math.sqrt(variance)
+    variance = (squares - n * mean * mean) / (n - 1)
+    if math.isnan(variance):
+        return mean, math.nan
+    return mean, math.sqrt(max(variance, 0.0))
 
 
 def _exact_mean_std(x: torch.Tensor, exact: torch.dtype) -> tuple[float, float | None]:
@@ -222,6 +228,8 @@ def _nonfinite_statistics(x: torch.Tensor, exact: torch.dtype) -> tuple[Any, ...
     if n_finite == 0:
         return (None, None, None, None, None, nan, posinf, neginf)
     mean, std = _mean_std(total, norm * norm, n_finite)
-    if std is not None and mean * mean > 1e3 * std * std:
+    if not (math.isfinite(mean) and math.isfinite(std or 0.0)) or (
+        std is not None and mean * mean > 1e3 * std * std
+    ):
         mean, std = _exact_mean_std(x[torch.isfinite(x)], exact)
-    return (lo, hi, mean, std, max(-lo, hi), nan, posinf, neginf)
+    return (lo, hi, mean, std, max(abs(lo), abs(hi)), nan, posinf, neginf)

@@ -56,6 +56,7 @@ def written_locations(node: torch.fx.Node, submodules: Mapping[str, Any]) -> tup
         found.append(("kwarg", "out"))
     target = node.target
     if node.op == "call_function":
+        found.extend(_running_stats_writes(node))
         if isinstance(target, (OpOverload, OpOverloadPacket)):
             found.extend(_schema_writes(target))
         elif (
@@ -64,6 +65,9 @@ def written_locations(node: torch.fx.Node, submodules: Mapping[str, Any]) -> tup
             or _inplace_flag(target, node)
         ):
             found.append(("arg", 0))
+            first = _first_parameter(target)
+            if first is not None:
+                found.append(("kwarg", first))  # nn.init.normal_(tensor=y)
     elif node.op == "call_method":
         if isinstance(target, str) and (_inplace_name(target) or target == "__setitem__"):
             found.append(("arg", 0))
@@ -99,7 +103,59 @@ def _flat_tensors(value: Any) -> list[torch.Tensor]:
 
 
 def _inplace_name(name: str) -> bool:
-    return name.endswith("_") and not name.startswith("_")
+    """``add_``, ``relu_``, ``_foreach_mul_``; not dunders such as ``__iand__``'s kin."""
+    return name.endswith("_") and not name.startswith("__")
+
+
+@functools.cache
+def _first_parameter(target: Callable[..., Any]) -> str | None:
+    try:
+        params = list(inspect.signature(target).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    return params[0].name if params and params[0].kind is params[0].POSITIONAL_OR_KEYWORD else None
+
+
+# Ops that update running statistics in place without saying so in their schema and
+# without bumping Tensor._version: (positions of running_mean/var, the flag that turns the
+# update on, its position, its default).
+_ATEN_NORM = ((3, 4), 5, None)
+_HIDDEN_WRITERS: dict[str, tuple[tuple[int, int], int, bool | None]] = {
+    "aten::batch_norm": _ATEN_NORM,
+    "aten::native_batch_norm": _ATEN_NORM,
+    "aten::cudnn_batch_norm": _ATEN_NORM,
+    "aten::miopen_batch_norm": _ATEN_NORM,
+    "aten::instance_norm": _ATEN_NORM,
+    "torch.nn.functional.batch_norm": ((1, 2), 5, False),
+    "torch.nn.functional.instance_norm": ((1, 2), 5, True),
+}
+_FLAG_NAMES = ("training", "use_input_stats")
+
+
+def _running_stats_writes(node: torch.fx.Node) -> list[Location]:
+    """Running-statistics buffers that batch/instance norm update while training."""
+    target = node.target
+    if isinstance(target, OpOverload):
+        key = target._schema.name
+    elif isinstance(target, OpOverloadPacket):
+        key = target._qualified_op_name
+    else:
+        module = getattr(target, "__module__", None) or ""
+        name = getattr(target, "__name__", "")
+        key = f"aten::{name}" if module == "torch" else f"{module}.{name}"  # torch.batch_norm
+    spec = _HIDDEN_WRITERS.get(key)
+    if spec is None:
+        return []
+    positions, flag_at, default = spec
+    if flag_at < len(node.args):
+        flag = node.args[flag_at]
+    else:
+        flag = next((node.kwargs[k] for k in _FLAG_NAMES if k in node.kwargs), default)
+    if flag is False:
+        return []
+    return [("arg", i) for i in positions if i < len(node.args)] + [
+        ("kwarg", k) for k in ("running_mean", "running_var") if k in node.kwargs
+    ]
 
 
 @functools.cache
