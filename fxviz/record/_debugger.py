@@ -263,6 +263,13 @@ class Debugger:
         if not callable(predicate):
             raise TypeError(f"break_when takes a function of a NodeRecord, not {predicate!r}")
         name = getattr(predicate, "__name__", repr(predicate))
+        if not self._options["stats"] and self._options["keep"] == "stats":
+            warnings.warn(
+                f"break_when({name}): with stats=False and keep='stats' a record has neither "
+                "statistics nor a value, so predicates such as fxviz.nonfinite never fire",
+                FxvizWarning,
+                stacklevel=2,
+            )
         self._breakpoints.append(Breakpoint(name, after=predicate))
 
     def clear_breakpoints(self) -> None:
