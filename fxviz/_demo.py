@@ -40,6 +40,8 @@ def run_demo() -> int:
     print()
     print("Next:")
     print("  - in Python:  rec = fxviz.record(model, x); rec.table(); fxviz.Debugger(model, x)")
-    print("  - shapes:     fxviz shapes fxviz.examples:TwoLayerNet --input 'randn(64,1000)' --mode fake")
+    print(
+        "  - shapes:     fxviz shapes fxviz.examples:TwoLayerNet --input 'randn(64,1000)' --mode fake"
+    )
     print("  - README.md:  the API in ten lines, and what is coming (graphs, widget, reports)")
     return 0

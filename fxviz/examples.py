@@ -14,6 +14,7 @@ import torch.fx
 from torch import nn
 
 __all__ = [
+    "ForkJoinNet",
     "NegSigmSwapInterpreter",
     "NegSigmSwapXformer",
     "TwoLayerNet",
@@ -88,3 +89,34 @@ class NegSigmSwapXformer(torch.fx.Transformer):
             call_self, *args_tail = args
             return call_self.sigmoid(*args_tail, **kwargs)
         return super().call_method(target, args, kwargs)
+
+
+def _scaled_branch(x: torch.Tensor) -> torch.Tensor:
+    return torch.tanh(x) * 2
+
+
+class ForkJoinNet(nn.Module):
+    """A TorchScript-friendly model with ``torch.jit.fork``/``wait``, an ``if`` and a loop.
+
+    >>> import warnings
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore")
+    ...     scripted = torch.jit.script(ForkJoinNet())
+    >>> scripted(torch.ones(2, 4)).shape
+    torch.Size([2, 4])
+    """
+
+    def __init__(self, width: int = 4, repeats: int = 2) -> None:
+        super().__init__()
+        self.lin = nn.Linear(width, width)
+        self.scale = 0.5
+        self.repeats = repeats
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        future = torch.jit.fork(_scaled_branch, x)
+        y = self.lin(x).relu()
+        if bool(y.sum() > 0):
+            y = y + 1
+        for _ in range(self.repeats):
+            y = y * self.scale
+        return y + torch.jit.wait(future)

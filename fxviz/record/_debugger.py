@@ -145,6 +145,23 @@ class Debugger:
             return f"stopped at {name!r} ({type(self.error).__name__}: {_first_line(self.error)}) — {count}"
         return f"stopped at {name!r} ({self._reason}) — {count}"
 
+    def node_states(self) -> dict[str, list[str]]:
+        """Each node's states for drawing: ``done``, ``current``, ``pending``, ``error``,
+        and ``breakpoint`` where one is set."""
+        states: dict[str, list[str]] = {}
+        error = self.error is not None
+        for i, node in enumerate(self._nodes):
+            if i < self._pos:
+                state = ["done"]
+            elif i == self._pos:
+                state = ["error" if error else "current"]
+            else:
+                state = ["pending"]
+            if any(bp.before is not None and bp.before(node) for bp in self._breakpoints):
+                state.append("breakpoint")
+            states[node.name] = state
+        return states
+
     def value(self, name: str) -> Any:
         """The value node ``name`` produced, as it was when it ran."""
         record = self._ran(name)

@@ -1,0 +1,358 @@
+"""A :class:`DrawGraph` as Graphviz DOT: module clusters, collapsing, overlays, a legend.
+
+DOT is built with the ``graphviz`` package (which quotes every id and attribute) and is
+deterministic, so the same graph gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from collections.abc import Iterable, Sequence
+
+import graphviz
+
+from fxviz.render._model import DrawEdge, DrawGraph, DrawNode, dot_id
+from fxviz.render._overlays import Overlay, apply_overlays
+from fxviz.render._style import KIND_STYLES, html_label, palette_colour, tooltip_text
+
+__all__ = ["MAX_CLUSTER_CHILDREN", "render"]
+
+MAX_CLUSTER_CHILDREN = 500  # larger groups are split so no single layout is huge
+_INPUT_KINDS = ("placeholder", "get_attr", "parameter", "buffer", "constant")
+_FONT = "Helvetica,Arial,sans-serif"
+
+
+@dataclasses.dataclass
+class _Box:
+    """A collapsed module drawn as one node."""
+
+    id: str
+    path: str
+    members: list[DrawNode]
+
+
+def render(
+    draw: DrawGraph,
+    *,
+    depth: int | None = None,
+    expand: Iterable[str] = (),
+    overlays: Sequence[Overlay] = (),
+    legend: bool = True,
+    edge_labels: bool | None = None,
+    rankdir: str = "TB",
+    max_label: int = 40,
+    stub_fanout: int = 6,
+) -> graphviz.Digraph:
+    """DOT for ``draw``; see :func:`fxviz.to_dot` for the arguments."""
+    if depth is not None and depth < 1:
+        raise ValueError(f"depth must be >= 1 (or None for no collapsing), not {depth}")
+    expand = frozenset(expand)
+    unit = {n.id: _unit_path(n.module, depth, expand) for n in draw.nodes}
+    boxes: dict[str, _Box] = {}
+    for n in draw.nodes:
+        path = unit[n.id]
+        if path is not None:
+            box = boxes.setdefault(path, _Box(dot_id(path, "module__"), path, []))
+            box.members.append(n)
+    where = {n.id: (boxes[unit[n.id]].id if unit[n.id] is not None else n.id) for n in draw.nodes}
+
+    dot = graphviz.Digraph(
+        name=dot_id(draw.name),
+        graph_attr={
+            "rankdir": rankdir,
+            "fontname": _FONT,
+            "fontsize": "11",
+            "nodesep": "0.25",
+            "ranksep": "0.35",
+            "newrank": "true",
+            "tooltip": tooltip_text(draw.name),
+        },
+        node_attr={"fontname": _FONT, "fontsize": "11", "margin": "0.08,0.04", "height": "0.3"},
+        edge_attr={"fontname": _FONT, "fontsize": "9", "color": "#555555", "arrowsize": "0.6"},
+    )
+    label_edges = edge_labels if edge_labels is not None else len(draw.nodes) <= 400
+    stubs = _stubbed_inputs(draw, where, stub_fanout)
+
+    tree = _Tree()
+    for n in draw.nodes:
+        if unit[n.id] is None:
+            tree.add(_open_path(n), ("node", n))
+    for box in boxes.values():
+        tree.add(_parent(box.path), ("box", box))
+    for n in draw.nodes:
+        if n.cluster:
+            tree.extra[n.id] = n.cluster
+    statements = _Statements(draw, overlays, max_label, stubs)
+    tree.emit(dot, statements, draw)
+
+    seen: set[tuple[str, str]] = set()
+    kinds = {n.id: n for n in draw.nodes}
+    for edge in draw.edges:
+        src, dst = where.get(edge.src, edge.src), where.get(edge.dst, edge.dst)
+        if src == dst:
+            continue
+        if edge.src in stubs:
+            stub = f"{edge.src}__to__{dst}"
+            if (stub, dst) not in seen:
+                seen.add((stub, dst))
+                dot.edge(stub, dst, **_edge_attrs(edge, None, False))
+            continue
+        if (src, dst) in seen:
+            continue
+        seen.add((src, dst))
+        dot.edge(src, dst, **_edge_attrs(edge, kinds.get(edge.src), label_edges))
+    if legend:
+        _legend(dot, draw, boxes)
+    return dot
+
+
+def _unit_path(module: str, depth: int | None, expand: frozenset[str]) -> str | None:
+    """The module a node collapses into, or ``None`` when it is drawn itself."""
+    if depth is None or not module:
+        return None
+    parts = module.split(".")
+    if len(parts) < depth:
+        return None
+    cut = depth
+    while cut <= len(parts) and ".".join(parts[:cut]) in expand:
+        cut += 1
+    if cut > len(parts):
+        return None
+    return ".".join(parts[:cut])
+
+
+def _open_path(n: DrawNode) -> str:
+    return n.module
+
+
+def _parent(path: str) -> str:
+    return path.rpartition(".")[0]
+
+
+def _stubbed_inputs(draw: DrawGraph, where: dict[str, str], fanout: int) -> set[str]:
+    """Inputs used by many places (a causal mask, shared weights): drawn as a small copy
+    beside each user, because one node with edges to every layer makes ``dot`` explode."""
+    users: dict[str, set[str]] = collections.defaultdict(set)
+    for edge in draw.edges:
+        users[edge.src].add(where.get(edge.dst, edge.dst))
+    kinds = {n.id: n.kind for n in draw.nodes}
+    return {
+        src
+        for src, dsts in users.items()
+        if kinds.get(src) in _INPUT_KINDS and fanout and len(dsts) > fanout
+    }
+
+
+def _edge_attrs(edge: DrawEdge, source: DrawNode | None, label: bool) -> dict[str, str]:
+    attrs: dict[str, str] = {}
+    if label and source is not None and source.out_label:
+        attrs["label"] = tooltip_text(source.out_label)
+    if edge.label:
+        attrs["label"] = tooltip_text(edge.label)
+    if edge.style:
+        attrs["style"] = edge.style
+    return attrs
+
+
+class _Statements:
+    """Emits node statements (plain nodes, collapsed boxes, stubs) with their overlays."""
+
+    def __init__(
+        self, draw: DrawGraph, overlays: Sequence[Overlay], limit: int, stubs: set[str]
+    ) -> None:
+        self.draw = draw
+        self.overlays = overlays
+        self.limit = limit
+        self.stubs = stubs
+
+    def node(self, graph: graphviz.Digraph, n: DrawNode) -> None:
+        style, badges = apply_overlays(n, self.overlays)
+        shape, base, fill = KIND_STYLES.get(n.kind, KIND_STYLES["call_function"])
+        title = n.title
+        bold = n.name if n.name != n.title else ""
+        try:
+            label = html_label(title, [*n.lines, *badges], bold=bold, limit=self.limit)
+        except Exception:  # one bad label never blanks the graph
+            label = tooltip_text(n.name)
+        tooltip = n.tooltip + (f"\n{style.tooltip}" if style.tooltip else "")
+        attrs = {
+            "label": label,
+            "shape": shape,
+            "style": base,
+            "fillcolor": style.fill or fill or palette_colour(n.color_key or n.title),
+            "tooltip": tooltip_text(tooltip),
+            "class": " ".join(["fx-node", f"kind-{n.kind}", *style.classes]),
+        }
+        if style.border:
+            attrs["color"] = style.border
+        if style.penwidth:
+            attrs["penwidth"] = str(style.penwidth)
+        graph.node(n.id, **attrs)
+
+    def box(self, graph: graphviz.Digraph, box: _Box) -> None:
+        draw = self.draw
+        kind = draw.modules.get(box.path, "")
+        params = draw.params.get(box.path, 0)
+        outputs = [m.out_label for m in box.members if m.out_label]
+        lines = [f"{len(box.members)} nodes" + (f" · {_count(params)} params" if params else "")]
+        if outputs:
+            lines.append(f"→ {outputs[-1]}")
+        style, badges = apply_overlays(
+            DrawNode(box.id, box.path, "module", kind, module=box.path), self.overlays
+        )
+        inner = [apply_overlays(m, self.overlays) for m in box.members]
+        classes = {c for s, _ in inner for c in s.classes}
+        attrs = {
+            "label": html_label(
+                kind or box.path, [*lines, *badges], bold=box.path, limit=self.limit
+            ),
+            "shape": KIND_STYLES["module"][0],
+            "style": KIND_STYLES["module"][1],
+            "fillcolor": style.fill or KIND_STYLES["module"][2] or "",
+            "tooltip": tooltip_text(f"{box.path}: {kind}\n" + "\n".join(lines)),
+            "class": " ".join(["fx-module", *sorted(classes)]),
+        }
+        if any("state-error" in s.classes or "nonfinite" in s.classes for s, _ in inner):
+            attrs["color"], attrs["penwidth"] = "#c00000", "2.5"
+        graph.node(box.id, **attrs)
+
+    def stub(self, graph: graphviz.Digraph, src: DrawNode, dst: str) -> None:
+        graph.node(
+            f"{src.id}__to__{dst}",
+            label=html_label(src.name, [], limit=self.limit),
+            shape=KIND_STYLES["stub"][0],
+            style=KIND_STYLES["stub"][1],
+            fillcolor=KIND_STYLES["stub"][2] or "",
+            fontsize="9",
+            tooltip=tooltip_text(f"{src.name} (drawn again beside each user)\n{src.tooltip}"),
+            **{"class": f"fx-stub stub-of-{src.id}"},
+        )
+
+
+class _Tree:
+    """Module paths as nested clusters, with what sits directly in each."""
+
+    def __init__(self) -> None:
+        self.members: dict[str, list[tuple[str, object]]] = collections.defaultdict(list)
+        self.extra: dict[str, str] = {}
+
+    def add(self, path: str, item: tuple[str, object]) -> None:
+        self.members[path].append(item)
+        while path:
+            path = _parent(path)
+            self.members.setdefault(path, [])
+
+    def children(self, path: str) -> list[str]:
+        return sorted(p for p in self.members if p and _parent(p) == path)
+
+    def emit(self, dot: graphviz.Digraph, out: _Statements, draw: DrawGraph) -> None:
+        self._emit_level(dot, "", out, draw)
+        # stubs sit next to their users: in the same cluster is not needed for layout
+        by_id = {n.id: n for n in draw.nodes}
+        users: dict[str, set[str]] = collections.defaultdict(set)
+        for edge in draw.edges:
+            if edge.src in out.stubs:
+                users[edge.src].add(edge.dst)
+        done: set[str] = set()
+        for src in sorted(users):
+            for dst in sorted(users[src]):
+                stub_id = f"{src}__to__{dst}"
+                if stub_id not in done:
+                    done.add(stub_id)
+                    out.stub(dot, by_id[src], dst)
+
+    def _emit_level(
+        self, graph: graphviz.Digraph, path: str, out: _Statements, draw: DrawGraph
+    ) -> None:
+        items = self.members.get(path, [])
+        chunks = [
+            items[i : i + MAX_CLUSTER_CHILDREN] for i in range(0, len(items), MAX_CLUSTER_CHILDREN)
+        ]
+        for k, chunk in enumerate(chunks or [[]]):
+            if len(chunks) > 1 and path:
+                with graph.subgraph(name=f"cluster_{dot_id(path)}_part{k}") as part:
+                    part.attr(
+                        label=tooltip_text(f"{path} (part {k + 1}/{len(chunks)})"), style="dashed"
+                    )
+                    self._emit_items(part, chunk, out, draw)
+            else:
+                self._emit_items(graph, chunk, out, draw)
+        for child in self.children(path):
+            if draw.internal_paths:
+                label = draw.modules.get(child, child)
+            else:
+                label = f"{child} · {draw.modules.get(child, '')}".rstrip(" ·")
+            with graph.subgraph(name=f"cluster_{dot_id(child, 'm_')}") as sub:
+                sub.attr(
+                    label=tooltip_text(label),
+                    labeljust="l",
+                    style="rounded,dashed",
+                    color="#999999",
+                    fontsize="10",
+                    tooltip=tooltip_text(label),
+                )
+                self._emit_level(sub, child, out, draw)
+
+    def _emit_items(
+        self, graph: graphviz.Digraph, items: list, out: _Statements, draw: DrawGraph
+    ) -> None:
+        groups: dict[str, list] = collections.defaultdict(list)
+        for kind, item in items:
+            cluster = self.extra.get(item.id) if kind == "node" else None  # type: ignore[attr-defined]
+            groups[cluster or ""].append((kind, item))
+        for cluster in sorted(groups):
+            if not cluster:
+                for kind, item in groups[cluster]:
+                    (out.node if kind == "node" else out.box)(graph, item)  # type: ignore[operator]
+                continue
+            with graph.subgraph(name=f"cluster_{dot_id(cluster, 'c_')}") as sub:
+                sub.attr(
+                    label=tooltip_text(draw.clusters.get(cluster, cluster)),
+                    style="rounded,filled",
+                    fillcolor="#f7f7ff",
+                    color="#7777aa",
+                    fontsize="10",
+                )
+                for kind, item in groups[cluster]:
+                    (out.node if kind == "node" else out.box)(sub, item)  # type: ignore[operator]
+
+
+def _legend(dot: graphviz.Digraph, draw: DrawGraph, boxes: dict[str, _Box]) -> None:
+    present = list(dict.fromkeys(n.kind for n in draw.nodes))
+    if boxes:
+        present.append("module")
+    names = {
+        "placeholder": "input",
+        "output": "output",
+        "get_attr": "attribute",
+        "parameter": "parameter",
+        "buffer": "buffer",
+        "constant": "constant",
+        "call_function": "function",
+        "call_method": "method",
+        "call_module": "module call",
+        "module": "collapsed module",
+    }
+    with dot.subgraph(name="cluster__legend") as legend:
+        legend.attr(label="legend", fontsize="9", style="dotted", color="#aaaaaa")
+        for kind in present:
+            if kind not in KIND_STYLES:
+                continue
+            shape, style, fill = KIND_STYLES[kind]
+            legend.node(
+                f"_legend_{kind}",
+                label=names.get(kind, kind),
+                shape=shape,
+                style=style,
+                fillcolor=fill or "#dddddd",
+                fontsize="9",
+                **{"class": "fx-legend"},
+            )
+
+
+def _count(n: int) -> str:
+    for unit, size in (("B", 1e9), ("M", 1e6), ("k", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f}{unit}"
+    return str(n)

@@ -1,0 +1,165 @@
+"""FX graphs (and what was recorded about them) as a :class:`DrawGraph`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+import torch.fx
+
+from fxviz._nodes import module_path, source_line, target_text
+from fxviz.record._records import NodeRecord
+from fxviz.record._summary import dtype_name
+from fxviz.render._model import DrawEdge, DrawGraph, DrawNode, dot_id
+from fxviz.shapes._report import format_shape
+
+__all__ = ["draw_fx", "module_label"]
+
+_ABBREVIATIONS = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "float64": "f64"}
+
+
+def draw_fx(
+    gm: torch.nn.Module,
+    *,
+    records: Mapping[str, NodeRecord] | None = None,
+    kinds: Mapping[str, str] | None = None,
+    name: str | None = None,
+) -> DrawGraph:
+    """Turn ``gm.graph`` into a DrawGraph; ``records`` add shapes and statistics,
+    ``kinds`` re-labels placeholders (``parameter``, ``buffer``... for exported programs)."""
+    graph: torch.fx.Graph = gm.graph  # type: ignore[assignment]
+    records = records or {}
+    kinds = kinds or {}
+    modules = dict(gm.named_modules())
+    nodes, edges = [], []
+    seen_targets: dict[str, int] = {}
+    for node in graph.nodes:
+        record = records.get(node.name)
+        shape = _shape_text(node, record)
+        kind = kinds.get(node.name, node.op)
+        title = _title(node, modules, kind)
+        lines = [shape] if shape else []
+        nodes.append(
+            DrawNode(
+                id=dot_id(node.name),
+                name=node.name,
+                kind=kind,
+                title=title,
+                lines=lines,
+                module=module_path(node) if node.op not in ("placeholder", "output") else "",
+                tooltip=_tooltip(node, title, shape, record),
+                color_key=target_text(node) if node.op.startswith("call") else kind,
+                out_label=shape.split(" ")[0] if shape else "",
+                record=record,
+                align=_align_keys(node, seen_targets),
+            )
+        )
+        for source in node.all_input_nodes:
+            edges.append(DrawEdge(dot_id(source.name), dot_id(node.name)))
+    labels = {path: module_label(m) for path, m in modules.items() if path}
+    params = {path: sum(p.numel() for p in m.parameters()) for path, m in modules.items() if path}
+    return DrawGraph(name or type(gm).__name__, nodes, edges, labels, params)
+
+
+def _align_keys(node: torch.fx.Node, seen: dict[str, int]) -> tuple[str, ...]:
+    """How a diff finds this node in another graph: provenance, name, target and rank."""
+    sources = [getattr(s, "name", None) for s in node.meta.get("from_node") or ()]
+    target = f"{node.op}:{target_text(node)}"
+    rank = seen[target] = seen.get(target, -1) + 1
+    return (*(f"name:{s}" for s in sources if s), f"name:{node.name}", f"target:{target}#{rank}")
+
+
+def module_label(module: torch.nn.Module) -> str:
+    """``Linear(1000→100)``, ``Conv2d(3→64, k=7, s=2)``, ``Embedding(50257, 768)``;
+    other modules by class name."""
+    kind = type(module).__name__
+    if isinstance(module, torch.nn.Linear):
+        return f"{kind}({module.in_features}→{module.out_features})"
+    if isinstance(module, torch.nn.modules.conv._ConvNd):
+        k = "×".join(map(str, module.kernel_size))
+        s = "×".join(map(str, module.stride))
+        return f"{kind}({module.in_channels}→{module.out_channels}, k={k}, s={s})"
+    if isinstance(module, torch.nn.Embedding):
+        return f"{kind}({module.num_embeddings}, {module.embedding_dim})"
+    if isinstance(module, (torch.nn.LayerNorm, torch.nn.modules.batchnorm._NormBase)):
+        size = getattr(module, "normalized_shape", None) or (getattr(module, "num_features", ""),)
+        return f"{kind}({', '.join(map(str, size))})"
+    return kind
+
+
+def _title(node: torch.fx.Node, modules: Mapping[str, torch.nn.Module], kind: str) -> str:
+    if node.op == "call_module":
+        module = modules.get(str(node.target))
+        return module_label(module) if module is not None else str(node.target)
+    if node.op == "call_method":
+        return f".{node.target}()"
+    if node.op == "get_attr" or kind in ("parameter", "buffer", "constant"):
+        return str(node.target) if node.op == "get_attr" else node.name
+    if node.op == "placeholder":
+        return str(node.target)
+    return target_text(node)
+
+
+def _shape_text(node: torch.fx.Node, record: NodeRecord | None) -> str:
+    """``64×100 f32`` from the record, else from ShapeProp/export metadata."""
+    if record is not None and record.outputs:
+        first = record.outputs[0]
+        more = f" (+{len(record.outputs) - 1})" if len(record.outputs) > 1 else ""
+        return f"{format_shape(first.shape)} {_short(dtype_name(first.dtype))}{more}"
+    meta = node.meta.get("val", node.meta.get("tensor_meta"))
+    if isinstance(meta, (list, tuple)) and meta:
+        meta = meta[0]
+    shape, dtype = getattr(meta, "shape", None), getattr(meta, "dtype", None)
+    if shape is None or not isinstance(dtype, torch.dtype):
+        return ""
+    return f"{format_shape(tuple(d if isinstance(d, int) else str(d) for d in shape))} {_short(dtype_name(dtype))}"
+
+
+def _short(dtype: str) -> str:
+    return _ABBREVIATIONS.get(dtype, dtype)
+
+
+def _tooltip(node: torch.fx.Node, title: str, shape: str, record: NodeRecord | None) -> str:
+    lines = [f"{node.name}: {node.op} {title}"]
+    if node.op not in ("placeholder", "output", "get_attr"):
+        lines.append(f"target: {target_text(node)}")
+    if node.args:
+        lines.append(f"args: {_brief(node.args)}")
+    if node.kwargs:
+        lines.append(f"kwargs: {_brief(node.kwargs)}")
+    path = module_path(node)
+    if path:
+        lines.append(f"module: {path}")
+    if shape:
+        lines.append(f"output: {shape}")
+    if record is not None:
+        for summary in record.outputs[:4]:
+            if summary.mean is not None:
+                lines.append(
+                    f"{summary.path or 'value'}: min {summary.min:.4g} max {summary.max:.4g} "
+                    f"mean {summary.mean:.4g} std {summary.std if summary.std is None else format(summary.std, '.4g')}"
+                )
+            if summary.nonfinite:
+                lines.append(f"NaN {summary.nan}, +Inf {summary.posinf}, -Inf {summary.neginf}")
+        if record.error is not None:
+            lines.append(f"error: {type(record.error).__name__}: {record.error}")
+    source = source_line(node)
+    if source:
+        lines.append(f"source: {source}")
+    return "\n".join(lines)
+
+
+def _brief(value: Any, limit: int = 200) -> str:
+    text = repr(torch.fx.node.map_arg(value, lambda n: _Named(n.name)))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class _Named:
+    """Shows a node argument as its name in tooltips."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"%{self.name}"

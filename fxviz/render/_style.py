@@ -1,0 +1,66 @@
+"""Colours, shapes and label text for drawn nodes: stable, escaped, never failing."""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import re
+
+import graphviz
+
+__all__ = ["KIND_STYLES", "html_label", "palette_colour", "tooltip_text"]
+
+# Pastel fills that read in light and dark themes behind dark text.
+_PALETTE = (
+    "#cfe3f7", "#f9d9b8", "#d5ecc9", "#f3c9d3", "#e1d5f2", "#f6efb4",
+    "#c8ece9", "#f2d4c4", "#dfe7c1", "#d9dcf5", "#f0cfe8", "#cde8dc",
+)  # fmt: skip
+
+# kind -> (shape, base style, fill when the kind, not the target, decides the colour)
+KIND_STYLES: dict[str, tuple[str, str, str | None]] = {
+    "placeholder": ("house", "filled", "#c7eac2"),
+    "output": ("invhouse", "filled", "#c7eac2"),
+    "get_attr": ("box", "rounded,filled,dashed", "#eeeeee"),
+    "parameter": ("box", "rounded,filled,dashed", "#eeeeee"),
+    "buffer": ("box", "rounded,filled,dashed", "#e4e4e4"),
+    "constant": ("box", "rounded,filled,dotted", "#f4f4f4"),
+    "call_function": ("box", "rounded,filled", None),
+    "call_method": ("box", "rounded,filled,diagonals", None),
+    "call_module": ("box3d", "filled", None),
+    "module": ("folder", "filled", "#fdf3d6"),  # a collapsed module
+    "stub": ("note", "filled,dashed", "#f4f4f4"),  # a copy of a widely used input
+}
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def palette_colour(key: str) -> str:
+    """The same key always gets the same pastel colour."""
+    digest = hashlib.sha1(key.encode("utf-8", "surrogatepass")).digest()
+    return _PALETTE[digest[0] % len(_PALETTE)]
+
+
+def _clean(text: str, limit: int) -> str:
+    text = _CONTROL.sub("?", str(text)).replace("\r", "")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def html_label(title: str, lines: list[str], *, bold: str = "", limit: int = 40) -> str:
+    """An HTML-like DOT label; every piece of text is escaped (quotes, ``<``, ``\\l``...)."""
+    parts = []
+    if bold:
+        parts.append(f"<B>{_escape_lines(bold, limit)}</B>")
+    parts.append(_escape_lines(title, limit))
+    parts.extend(f'<FONT POINT-SIZE="10">{_escape_lines(line, limit)}</FONT>' for line in lines)
+    return "<" + "<BR/>".join(parts) + ">"
+
+
+def _escape_lines(text: str, limit: int) -> str:
+    return "<BR/>".join(html.escape(_clean(line, limit)) for line in str(text).split("\n")[:4])
+
+
+def tooltip_text(text: str, limit: int = 2000) -> str:
+    """A DOT string attribute: backslashes escaped (no ``\\N``/``\\l`` surprises), newlines
+    kept as line breaks, quoting left to the graphviz package."""
+    clean = _CONTROL.sub("?", str(text)).replace("\r", "")[:limit]
+    return graphviz.nohtml(graphviz.escape(clean).replace("\n", "\\n"))
