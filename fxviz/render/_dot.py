@@ -53,8 +53,12 @@ def render(
     for n in draw.nodes:
         path = unit[n.id]
         if path is not None:
-            box = boxes.setdefault(path, _Box(dot_id(path, "module__"), path, []))
+            box = boxes.setdefault(path, _Box(_path_id(path, "module__"), path, []))
             box.members.append(n)
+    for path, box in list(boxes.items()):
+        if len(box.members) == 1:  # a box around one node (a leaf module call): the node
+            unit[box.members[0].id] = None
+            del boxes[path]
     where = {n.id: (boxes[unit[n.id]].id if unit[n.id] is not None else n.id) for n in draw.nodes}
 
     dot = graphviz.Digraph(
@@ -105,6 +109,11 @@ def render(
     if legend:
         _legend(dot, draw, boxes)
     return dot
+
+
+def _path_id(path: str, prefix: str) -> str:
+    """``layers.0`` -> ``module__layers__0`` (readable ids for module boxes and clusters)."""
+    return dot_id(path.replace(".", "__"), prefix)
 
 
 def _unit_path(module: str, depth: int | None, expand: frozenset[str]) -> str | None:
@@ -271,7 +280,7 @@ class _Tree:
         ]
         for k, chunk in enumerate(chunks or [[]]):
             if len(chunks) > 1 and path:
-                with graph.subgraph(name=f"cluster_{dot_id(path)}_part{k}") as part:
+                with graph.subgraph(name=f"cluster_{_path_id(path, 'm_')}_part{k}") as part:
                     part.attr(
                         label=tooltip_text(f"{path} (part {k + 1}/{len(chunks)})"), style="dashed"
                     )
@@ -283,7 +292,7 @@ class _Tree:
                 label = draw.modules.get(child, child)
             else:
                 label = f"{child} · {draw.modules.get(child, '')}".rstrip(" ·")
-            with graph.subgraph(name=f"cluster_{dot_id(child, 'm_')}") as sub:
+            with graph.subgraph(name=f"cluster_{_path_id(child, 'm_')}") as sub:
                 sub.attr(
                     label=tooltip_text(label),
                     labeljust="l",

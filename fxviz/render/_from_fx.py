@@ -57,9 +57,28 @@ def draw_fx(
         )
         for source in node.all_input_nodes:
             edges.append(DrawEdge(dot_id(source.name), dot_id(node.name)))
-    labels = {path: module_label(m) for path, m in modules.items() if path}
+    labels = _stack_types(graph)
+    labels |= {path: module_label(m) for path, m in modules.items() if path and _is_real(m)}
     params = {path: sum(p.numel() for p in m.parameters()) for path, m in modules.items() if path}
     return DrawGraph(name or type(gm).__name__, nodes, edges, labels, params)
+
+
+def _stack_types(graph: torch.fx.Graph) -> dict[str, str]:
+    """Module class names by path, from ``nn_module_stack`` (a traced GraphModule replaces
+    container modules with plain ``nn.Module`` objects, so their classes live only there)."""
+    found: dict[str, str] = {}
+    for node in graph.nodes:
+        for path, kind in (node.meta.get("nn_module_stack") or {}).values():
+            if isinstance(path, str) and path:
+                found[path] = (
+                    kind.__name__ if isinstance(kind, type) else str(kind).rsplit(".", 1)[-1]
+                )
+    return found
+
+
+def _is_real(module: torch.nn.Module) -> bool:
+    """Not one of the plain ``nn.Module`` placeholders a GraphModule makes for containers."""
+    return type(module) is not torch.nn.Module
 
 
 def _align_keys(node: torch.fx.Node, seen: dict[str, int]) -> tuple[str, ...]:

@@ -56,11 +56,17 @@ def html_label(title: str, lines: list[str], *, bold: str = "", limit: int = 40)
 
 
 def _escape_lines(text: str, limit: int) -> str:
-    return "<BR/>".join(html.escape(_clean(line, limit)) for line in str(text).split("\n")[:4])
+    # Graphviz expands \N, \G, \l... even inside HTML labels (entities too), so a
+    # backslash is shown as the look-alike U+29F5; tooltips keep the exact text.
+    return "<BR/>".join(
+        html.escape(_clean(line, limit).replace("\\", "\u29f5"))
+        for line in str(text).split("\n")[:4]
+    )
 
 
 def tooltip_text(text: str, limit: int = 2000) -> str:
-    """A DOT string attribute: backslashes escaped (no ``\\N``/``\\l`` surprises), newlines
-    kept as line breaks, quoting left to the graphviz package."""
-    clean = _CONTROL.sub("?", str(text)).replace("\r", "")[:limit]
-    return graphviz.nohtml(graphviz.escape(clean).replace("\n", "\\n"))
+    """A DOT string attribute: newlines kept as line breaks, quoting left to the graphviz
+    package. Graphviz expands ``\\N``/``\\G`` even when the backslash is escaped, so a
+    backslash is shown as the look-alike U+29F5 (the exact text stays in Python)."""
+    clean = _CONTROL.sub("?", str(text)).replace("\r", "")[:limit].replace("\\", "\u29f5")
+    return graphviz.nohtml(clean.replace("\n", "\\n"))
