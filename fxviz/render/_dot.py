@@ -288,6 +288,12 @@ class _Tree:
             else:
                 self._emit_items(graph, chunk, out, draw)
         for child in self.children(path):
+            items = self.members.get(child, [])
+            if len(items) == 1 and not self.children(child) and items[0][0] == "node":
+                node = items[0][1]
+                if node.kind == "call_module":  # a leaf module: its one call needs no frame
+                    out.node(graph, node)  # type: ignore[arg-type]
+                    continue
             if draw.internal_paths:
                 label = draw.modules.get(child, child)
             else:
