@@ -56,12 +56,48 @@ from fxviz.shapes import (
 
 __version__ = "0.1.0"
 
+_WIDGETS = ("DebuggerApp", "GraphView", "debug", "show")
+
+
+def __getattr__(name: str) -> object:
+    """Widgets load on first use, so ``import fxviz`` stays fast and works headless."""
+    if name in _WIDGETS:
+        from fxviz import widgets
+
+        return getattr(widgets, name)
+    raise AttributeError(f"module 'fxviz' has no attribute {name!r}")
+
+
+def _register_notebook_display() -> None:
+    """In IPython, ``display(dbg)`` shows the debugger app (a static table elsewhere)."""
+    import sys
+
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    if shell is None:
+        return
+
+    def app_bundle(dbg: Debugger, include: object = None, exclude: object = None) -> object:
+        try:
+            from fxviz.widgets import DebuggerApp
+
+            return DebuggerApp(dbg)._repr_mimebundle_(include=include, exclude=exclude)
+        except Exception:
+            return {"text/html": dbg._repr_html_()}
+
+    shell.display_formatter.mimebundle_formatter.for_type(Debugger, app_bundle)
+
+
+_register_notebook_display()
+
 __all__ = [
     "Debugger",
+    "DebuggerApp",
     "DebuggerError",
     "FxvizError",
     "FxvizWarning",
     "GraphDiff",
+    "GraphView",
     "InputError",
     "NodeError",
     "NodeRecord",
@@ -80,6 +116,7 @@ __all__ = [
     "UnknownNodeError",
     "__version__",
     "bytes_heat",
+    "debug",
     "debugger_state",
     "diff",
     "dtype_changed",
@@ -89,6 +126,7 @@ __all__ = [
     "recording_class",
     "shapes",
     "shapes_diff",
+    "show",
     "spec",
     "time_heat",
     "to_dot",

@@ -289,6 +289,21 @@ class Debugger:
             )
         self._breakpoints.append(Breakpoint(name, after=predicate))
 
+    def toggle_breakpoint(self, name: str) -> bool:
+        """Set a breakpoint at node ``name``, or remove it; returns whether one is set now."""
+        node = self._node(name)
+        description = f"at {node.name}"
+        before = len(self._breakpoints)
+        self._breakpoints = [b for b in self._breakpoints if b.description != description]
+        if len(self._breakpoints) < before:
+            return False
+        self.break_at(node.name)
+        return True
+
+    def remove_breakpoint(self, description: str) -> None:
+        """Remove the breakpoints listed as ``description`` in :attr:`breakpoints`."""
+        self._breakpoints = [b for b in self._breakpoints if b.description != description]
+
     def clear_breakpoints(self) -> None:
         """Remove every breakpoint."""
         self._breakpoints.clear()

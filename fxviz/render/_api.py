@@ -37,6 +37,10 @@ def draw(obj: Any) -> DrawGraph:
         return _draw_exported(obj)
     if isinstance(obj, torch.fx.GraphModule):
         return draw_fx(obj)
+    from fxviz.render._diff import GraphDiff
+
+    if isinstance(obj, GraphDiff):
+        return obj.merged()
     from fxviz.render import _torchscript
 
     if _torchscript.is_torchscript(obj):
@@ -56,6 +60,7 @@ def to_dot(
     *,
     depth: int | None = None,
     expand: Iterable[str] = (),
+    collapse: Iterable[str] = (),
     overlay: Overlay | Sequence[Overlay] | None = None,
     legend: bool = True,
     edge_labels: bool | None = None,
@@ -72,6 +77,7 @@ def to_dot(
         depth: collapse every module deeper than this into one box (``None``: draw all
             nodes, grouped into nested module clusters).
         expand: module paths to open although ``depth`` would collapse them.
+        collapse: module paths to draw as one box whatever ``depth`` says.
         overlay: a rule or list of rules ``node -> fxviz.Style`` applied in order, after
             the defaults (errors and NaN/Inf for recordings, debugger states).
         legend: draw a legend of the node kinds.
@@ -96,6 +102,7 @@ def to_dot(
         draw(obj),
         depth=depth,
         expand=expand,
+        collapse=collapse,
         overlays=overlays,
         legend=legend,
         edge_labels=edge_labels,
@@ -127,6 +134,10 @@ def to_svg(obj: Any, **options: Any) -> str:
 
 
 def _default_overlays(obj: Any) -> list[Overlay]:
+    from fxviz.render._diff import GraphDiff
+
+    if isinstance(obj, GraphDiff):
+        return [obj.overlay()]
     if isinstance(obj, (Recording, ShapeReport)) or _debugger_recording(obj) is not None:
         overlays: list[Overlay] = [errors, nonfinite_values]
         states = getattr(obj, "node_states", None)

@@ -37,6 +37,7 @@ def render(
     *,
     depth: int | None = None,
     expand: Iterable[str] = (),
+    collapse: Iterable[str] = (),
     overlays: Sequence[Overlay] = (),
     legend: bool = True,
     edge_labels: bool | None = None,
@@ -47,8 +48,8 @@ def render(
     """DOT for ``draw``; see :func:`fxviz.to_dot` for the arguments."""
     if depth is not None and depth < 1:
         raise ValueError(f"depth must be >= 1 (or None for no collapsing), not {depth}")
-    expand = frozenset(expand)
-    unit = {n.id: _unit_path(n.module, depth, expand) for n in draw.nodes}
+    expand, collapse = frozenset(expand), frozenset(collapse)
+    unit = {n.id: _unit_path(n.module, depth, expand, collapse) for n in draw.nodes}
     boxes: dict[str, _Box] = {}
     for n in draw.nodes:
         path = unit[n.id]
@@ -116,11 +117,18 @@ def _path_id(path: str, prefix: str) -> str:
     return dot_id(path.replace(".", "__"), prefix)
 
 
-def _unit_path(module: str, depth: int | None, expand: frozenset[str]) -> str | None:
+def _unit_path(
+    module: str, depth: int | None, expand: frozenset[str], collapse: frozenset[str] = frozenset()
+) -> str | None:
     """The module a node collapses into, or ``None`` when it is drawn itself."""
-    if depth is None or not module:
+    if not module:
         return None
     parts = module.split(".")
+    for cut in range(1, len(parts) + 1):  # an explicitly collapsed module wins
+        if ".".join(parts[:cut]) in collapse:
+            return ".".join(parts[:cut])
+    if depth is None:
+        return None
     if len(parts) < depth:
         return None
     cut = depth

@@ -1,0 +1,108 @@
+"""The debugger app: a GraphView with a stepping toolbar, an inspector, a table and status."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fxviz.errors import FxvizError
+from fxviz.record import Debugger, nonfinite
+from fxviz.widgets._graph_view import GraphView
+from fxviz.widgets._inspect import inspector_data, table_rows
+
+__all__ = ["DebuggerApp"]
+
+
+class DebuggerApp(GraphView):
+    """Step a :class:`fxviz.Debugger` in the notebook: ``fxviz.debug(model, x)``.
+
+    Toolbar actions travel as messages (``step``, ``back``, ``step10``, ``continue``,
+    ``restart``, ``run_to_selected``, ``toggle_breakpoint``, ``break_nan``); the graph is
+    laid out once and node states change as CSS classes. Keys: ``n`` step, ``b`` back,
+    ``c`` continue, ``/`` search.
+
+    Example:
+        >>> import torch, fxviz
+        >>> app = fxviz.debug(torch.nn.Sequential(torch.nn.Linear(4, 2)), torch.ones(1, 4))
+        >>> app.handle({"type": "step"}); app.status
+        "stopped at '_0' (step) — 1/3 nodes"
+    """
+
+    def __init__(self, debugger: Debugger, *, depth: int | None = None, **kwargs: Any) -> None:
+        self.debugger = debugger
+        super().__init__(_labelled(debugger), depth=depth, mode="debugger", **kwargs)
+        self._refresh()
+
+    def handle(self, content: dict[str, Any]) -> None:
+        """Act on one toolbar message; debugger errors go to the status line."""
+        dbg = self.debugger
+        actions = {
+            "step": lambda: dbg.step(),
+            "step10": lambda: dbg.step(10),
+            "back": lambda: dbg.back(),
+            "continue": dbg.continue_,
+            "restart": dbg.restart,
+            "run_to_selected": lambda: dbg.run_to(self._require_selection()),
+            "toggle_breakpoint": lambda: dbg.toggle_breakpoint(self._require_selection()),
+            "break_nan": self._toggle_nan_breakpoint,
+        }
+        kind = content.get("type")
+        if kind not in actions:
+            super().handle(content)
+            return
+        try:
+            actions[kind]()
+            self.error = ""
+        except FxvizError as e:
+            self.error = str(e).splitlines()[0]
+        except KeyboardInterrupt:
+            self.error = "interrupted"
+        self._refresh()
+
+    def _toggle_nan_breakpoint(self) -> None:
+        if "nonfinite" in self.debugger.breakpoints:
+            self.debugger.remove_breakpoint("nonfinite")
+        else:
+            self.debugger.break_when(nonfinite)
+
+    def _require_selection(self) -> str:
+        if not self.selected:
+            raise FxvizError("select a node first (click it in the graph or the table)")
+        return self.selected
+
+    def _refresh(self) -> None:
+        dbg = self.debugger
+        states = dbg.node_states()
+        recording = dbg.recording
+        for record in recording.values():
+            if record.nonfinite:
+                states[record.name].append("nonfinite")
+        self.node_states = states
+        breakpoints = ", ".join(dbg.breakpoints) or "none"
+        self.status = f"{dbg.status} · breakpoints: {breakpoints}"
+        self.rows = table_rows(recording.records())
+        if not self.selected and dbg.current is not None:
+            self._show(dbg.current.name)
+        elif self.selected:
+            self._show(self.selected)
+
+    def _on_select(self, change: Any) -> None:
+        self._show(change["new"])
+
+    def _show(self, name: str) -> None:
+        recording = self.debugger.recording
+        node = next((n for n in self.debugger.graph.nodes if n.name == name), None)
+        record = recording.get(name, None)
+        self.inspector = inspector_data(name, node, record) if node is not None else {}
+
+    def __repr__(self) -> str:
+        return f"<fxviz.DebuggerApp: {self.debugger.status}>"
+
+
+def _labelled(debugger: Debugger) -> Any:
+    """What to draw: the graph with shapes from a fake-tensor pass when one works."""
+    from fxviz.shapes import shapes
+
+    try:
+        return shapes(debugger.graph_module, *debugger._inputs, mode="fake", progress=False)
+    except Exception:  # labels without shapes are still a graph
+        return debugger.graph_module

@@ -1,0 +1,226 @@
+"""GraphView: a graph laid out in the browser (WebAssembly Graphviz), stepping-ready."""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Any
+
+import anywidget
+import traitlets
+
+from fxviz.errors import FxvizError
+from fxviz.render._api import draw, to_dot
+from fxviz.render._dot import _unit_path
+
+__all__ = ["BIG_GRAPH", "GraphView", "static_file"]
+
+BIG_GRAPH = 300  # visible nodes above which a view opens collapsed by module
+_STATIC = pathlib.Path(__file__).resolve().parent.parent / "static"
+
+
+def static_file(name: str) -> pathlib.Path:
+    """A file of the built front end; a clear error when the bundle was never built."""
+    path = _STATIC / name
+    if not path.is_file():
+        raise FxvizError(
+            f"the fxviz front end is not built ({path} is missing). Build it with "
+            "`npm install && npm run build` (Node.js needed), or reinstall fxviz from a wheel."
+        )
+    return path
+
+
+class GraphView(anywidget.AnyWidget):
+    """A graph in the notebook: pan/zoom, click to inspect, search, collapse modules.
+
+    Traits (synced with the browser):
+        dot: the DOT being shown (laid out in the browser, never in the kernel).
+        selected: name of the selected node.
+        node_states: ``{node: ["done" | "current" | "pending" | "error" | "breakpoint" |
+            "nonfinite", ...]}``, applied as CSS classes without re-layout.
+        units: ``{node: title of what draws it}`` (a collapsed module's box, or itself).
+        depth / expanded / collapsed: how modules are collapsed; clicking a box expands
+            it, double-clicking a module's frame collapses it.
+        inspector, rows, status, error: what the side panel, table, status line and error
+            area show. render_ms: the browser's last layout + paint time.
+
+    Example:
+        >>> import torch, fxviz
+        >>> view = fxviz.GraphView(fxviz.trace(torch.nn.Linear(4, 2)))
+        >>> view.dot.startswith("digraph")
+        True
+    """
+
+    _esm = static_file("widget.js") if (_STATIC / "widget.js").is_file() else "export default {}"
+    _css = static_file("widget.css") if (_STATIC / "widget.css").is_file() else ""
+
+    mode = traitlets.Unicode("graph").tag(sync=True)
+    dot = traitlets.Unicode("").tag(sync=True)
+    selected = traitlets.Unicode("").tag(sync=True)
+    node_states = traitlets.Dict().tag(sync=True)
+    units = traitlets.Dict().tag(sync=True)
+    depth = traitlets.Int(None, allow_none=True).tag(sync=True)
+    expanded = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    collapsed = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    inspector = traitlets.Dict().tag(sync=True)
+    rows = traitlets.List().tag(sync=True)
+    status = traitlets.Unicode("").tag(sync=True)
+    error = traitlets.Unicode("").tag(sync=True)
+    render_ms = traitlets.Float(0.0).tag(sync=True)
+    layout_timeout_s = traitlets.Float(30.0).tag(sync=True)
+
+    def __init__(self, obj: Any, *, depth: int | None = None, **kwargs: Any) -> None:
+        unknown = set(kwargs) - set(self.class_trait_names())
+        if unknown:
+            raise TypeError(
+                f"GraphView() got unexpected keyword arguments: {', '.join(sorted(unknown))}"
+            )
+        super().__init__(**kwargs)
+        self._obj = obj
+        self._draw = draw(obj)
+        self._names = {n.id: n.name for n in self._draw.nodes}
+        self.depth = depth if depth is not None else self._opening_depth()
+        self.observe(self._redraw, names=["depth", "expanded", "collapsed"])
+        self.observe(self._on_select, names=["selected"])
+        self.on_msg(self._on_message)
+        self._redraw()
+        self.rows = self._rows()
+
+    # -- what to draw ---------------------------------------------------------------------
+    def _opening_depth(self) -> int | None:
+        """None (everything) for small graphs; else the deepest collapse that stays small."""
+        if len(self._draw.nodes) <= BIG_GRAPH:
+            return None
+        for depth in (4, 3, 2):
+            units = {_unit_path(n.module, depth, frozenset()) or n.id for n in self._draw.nodes}
+            if len(units) <= BIG_GRAPH:
+                return depth
+        return 1
+
+    def _redraw(self, _change: Any = None) -> None:
+        try:
+            digraph = to_dot(
+                self._obj,
+                depth=self.depth,
+                expand=self.expanded,
+                collapse=self.collapsed,
+                overlay=[],
+            )
+        except Exception as e:  # never a blank view: say what failed
+            self.error = f"could not draw the graph: {type(e).__name__}: {e}"
+            return
+        self.units = self._units()
+        self.dot = digraph.source
+
+    def _units(self) -> dict[str, str]:
+        from fxviz.render._dot import _path_id
+
+        units: dict[str, str] = {}
+        counts: dict[str, int] = {}
+        paths = {}
+        for n in self._draw.nodes:
+            path = self._unit(n.module)
+            paths[n.id] = path
+            if path is not None:
+                counts[path] = counts.get(path, 0) + 1
+        for n in self._draw.nodes:
+            path = paths[n.id]
+            units[n.name] = _path_id(path, "module__") if path and counts[path] > 1 else n.id
+        return units
+
+    def _rows(self) -> list[dict[str, Any]]:
+        from fxviz.widgets._inspect import table_rows
+
+        records = [n.record for n in self._draw.nodes if n.record is not None]
+        if records:
+            return table_rows(records)
+        return [
+            {"name": n.name, "op": n.kind, "target": n.title, "shape": n.out_label}
+            for n in self._draw.nodes
+        ]
+
+    # -- browser events ----------------------------------------------------------------------
+    def _on_message(self, _widget: Any, content: dict[str, Any], _buffers: Any) -> None:
+        try:
+            self.handle(content)
+        except Exception as e:  # shown in the widget, never swallowed
+            self.error = f"{type(e).__name__}: {e}"
+
+    def handle(self, content: dict[str, Any]) -> None:
+        """Act on one message from the browser (also callable from Python, for tests)."""
+        kind = content.get("type")
+        if kind == "toggle_module":
+            self._toggle(content.get("unit", ""))
+        elif kind == "collapse_cluster":
+            self._collapse(content.get("cluster", ""))
+        elif kind == "layout_failed":
+            if self.depth is None or self.depth > 1:
+                self.error = (
+                    f"{content.get('message', 'layout failed')}: showing a collapsed view instead"
+                )
+                self.depth = 1 if self.depth is None else self.depth - 1
+
+    def _unit(self, module: str) -> str | None:
+        return _unit_path(module, self.depth, frozenset(self.expanded), frozenset(self.collapsed))
+
+    def expand(self, path: str) -> None:
+        """Open a collapsed module."""
+        self.collapsed = [p for p in self.collapsed if p != path]
+        if self._unit_of_path(path) == path:
+            self.expanded = [*self.expanded, path]
+
+    def collapse(self, path: str) -> None:
+        """Draw a module as one box."""
+        self.expanded = [p for p in self.expanded if p != path and not p.startswith(path + ".")]
+        self.collapsed = [*self.collapsed, path]
+
+    def _unit_of_path(self, path: str) -> str | None:
+        node = next(
+            (n for n in self._draw.nodes if n.module == path or n.module.startswith(path + ".")),
+            None,
+        )
+        return self._unit(node.module) if node is not None else None
+
+    def _toggle(self, unit: str) -> None:
+        for name, title in self.units.items():
+            if title == unit:
+                node = next(n for n in self._draw.nodes if n.name == name)
+                path = self._unit(node.module)
+                if path:
+                    self.expand(path)
+                return
+
+    def _collapse(self, cluster: str) -> None:
+        from fxviz.render._dot import _path_id
+
+        paths = {p for n in self._draw.nodes for p in _prefixes(n.module)}
+        for path in sorted(paths):
+            if f"cluster_{_path_id(path, 'm_')}" == cluster:
+                self.collapse(path)
+                return
+
+    def _on_select(self, change: Any) -> None:
+        from fxviz.widgets._inspect import inspector_data
+
+        name = change["new"]
+        node = next((n for n in self._draw.nodes if n.name == name), None)
+        if node is None:
+            self.inspector = {}
+            return
+        fx_node = _fx_node(self._obj, name)
+        self.inspector = inspector_data(name, fx_node, node.record)
+
+    def __repr__(self) -> str:
+        return f"<fxviz.GraphView: {len(self._draw.nodes)} nodes, depth={self.depth}>"
+
+
+def _prefixes(module: str) -> list[str]:
+    parts = module.split(".") if module else []
+    return [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
+
+
+def _fx_node(obj: Any, name: str) -> Any:
+    gm = getattr(obj, "graph_module", obj)
+    graph = getattr(gm, "graph", None)
+    if graph is None or not hasattr(graph, "nodes"):
+        return None
+    return next((n for n in graph.nodes if n.name == name), None)

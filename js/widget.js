@@ -1,0 +1,266 @@
+// fxviz notebook front end (anywidget): lays DOT out in the browser, then only restyles it.
+// State comes from Python as traits; actions go back as custom messages.
+import svgPanZoom from "svg-pan-zoom";
+import { layout } from "./layout.js";
+
+// The synced traits, named as in fxviz/widgets/_graph_view.py.
+const T = {
+  dot: "dot",
+  mode: "mode",
+  selected: "selected",
+  states: "node_states",
+  units: "units",
+  inspector: "inspector",
+  rows: "rows",
+  status: "status",
+  error: "error",
+  renderMs: "render_ms",
+  layoutTimeout: "layout_timeout_s",
+};
+const STATE_PREFIX = "fxviz-";
+const ACTIONS = [
+  ["restart", "⏮", "restart"],
+  ["back", "◀", "back one node (b)"],
+  ["step", "▶", "step one node (n)"],
+  ["step10", "▶▶", "step 10 nodes"],
+  ["continue", "⏵ continue", "run to the next breakpoint (c)"],
+  ["run_to_selected", "run to selected", "run until the selected node is next"],
+  ["toggle_breakpoint", "● breakpoint", "toggle a breakpoint on the selected node"],
+  ["break_nan", "break on NaN/Inf", "stop after the first node that produces NaN or Inf"],
+];
+
+function h(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (key === "class") node.className = value;
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, value);
+  }
+  for (const child of children) node.append(child);
+  return node;
+}
+
+function render({ model, el }) {
+  const send = (message) => model.send(message);
+  const root = h("div", { class: "fxviz", tabindex: "0" });
+  const toolbar = h("div", { class: "fxviz-toolbar" });
+  const search = h("input", { class: "fxviz-search", type: "search", placeholder: "search nodes (/)" });
+  const graph = h("div", { class: "fxviz-graph" }, h("div", { class: "fxviz-message" }, "laying out…"));
+  const inspector = h("div", { class: "fxviz-inspector" });
+  const table = h("div", { class: "fxviz-table" });
+  const status = h("div", { class: "fxviz-status" });
+  const errors = h("pre", { class: "fxviz-error" });
+  for (const [action, label, title] of ACTIONS) {
+    toolbar.append(h("button", { class: `fxviz-btn fxviz-${action}`, title, "data-action": action, onclick: () => send({ type: action }) }, label));
+  }
+  const fit = h("button", { class: "fxviz-btn", title: "fit the whole graph", onclick: () => panZoom?.fit() && panZoom.center() }, "fit");
+  const prev = h("button", { class: "fxviz-btn", title: "previous match", onclick: () => jump(-1) }, "↑");
+  const next = h("button", { class: "fxviz-btn", title: "next match", onclick: () => jump(1) }, "↓");
+  const tools = h("div", { class: "fxviz-search-bar" }, search, prev, next, fit);
+  root.append(toolbar, tools, h("div", { class: "fxviz-main" }, graph, inspector), table, status, errors);
+  el.append(root);
+
+  let svg = null;
+  let panZoom = null;
+  let byTitle = new Map();
+  let matches = [];
+  let matchIndex = -1;
+  let layoutRun = 0;
+
+  const showError = (text) => { errors.textContent = text || ""; errors.style.display = text ? "block" : "none"; };
+  const debuggerMode = () => model.get(T.mode) === "debugger";
+
+  async function draw() {
+    const dot = model.get(T.dot);
+    if (!dot) return;
+    const run = ++layoutRun;
+    const started = performance.now();
+    graph.querySelector(".fxviz-message")?.replaceChildren("laying out…");
+    let text;
+    try {
+      text = await layout(dot, { timeoutMs: 1000 * (model.get(T.layoutTimeout) || 30) });
+    } catch (error) {
+      if (run !== layoutRun) return;
+      showError(`${error.message}. Collapse modules (a smaller depth) to draw this graph.`);
+      send({ type: "layout_failed", message: error.message });
+      return;
+    }
+    if (run !== layoutRun) return; // a newer DOT arrived meanwhile
+    panZoom?.destroy();
+    graph.innerHTML = text;
+    svg = graph.querySelector("svg");
+    svg.removeAttribute("width");
+    svg.removeAttribute("height");
+    byTitle = new Map();
+    for (const g of svg.querySelectorAll("g.node")) {
+      const title = g.querySelector("title")?.textContent;
+      if (title) byTitle.set(title, g);
+    }
+    panZoom = svgPanZoom(svg, { zoomEnabled: true, controlIconsEnabled: false, fit: true, center: true, minZoom: 0.02, maxZoom: 40, dblClickZoomEnabled: false });
+    if (byTitle.size > 150) focusOn(currentTitle() || firstTitle(), 1.0);
+    applyStates();
+    showError(model.get(T.error));
+    model.set(T.renderMs, performance.now() - started);
+    model.save_changes();
+  }
+
+  function unitOf(name) {
+    return (model.get(T.units) || {})[name] ?? name;
+  }
+
+  function currentTitle() {
+    const states = model.get(T.states) || {};
+    const name = Object.keys(states).find((n) => states[n].includes("current") || states[n].includes("error"));
+    return name === undefined ? null : unitOf(name);
+  }
+
+  function firstTitle() {
+    return byTitle.keys().next().value ?? null;
+  }
+
+  function focusOn(title, zoom) {
+    const g = title && byTitle.get(title);
+    if (!g || !panZoom) return;
+    const box = g.getBBox();
+    const sizes = panZoom.getSizes();
+    if (zoom) panZoom.zoom(Math.max(sizes.realZoom, zoom) / sizes.realZoom * panZoom.getZoom());
+    const s = panZoom.getSizes();
+    const ctm = g.getCTM();
+    const viewport = svg.querySelector(".svg-pan-zoom_viewport").getCTM();
+    const local = ctm && viewport ? viewport.inverse().multiply(ctm) : null;
+    const x = (local ? local.e : 0) + box.x + box.width / 2;
+    const y = (local ? local.f : 0) + box.y + box.height / 2;
+    panZoom.pan({ x: s.width / 2 - x * s.realZoom, y: s.height / 2 - y * s.realZoom });
+  }
+
+  function applyStates() {
+    if (!svg) return;
+    for (const g of byTitle.values()) {
+      for (const c of [...g.classList]) if (c.startsWith(STATE_PREFIX)) g.classList.remove(c);
+    }
+    const states = model.get(T.states) || {};
+    for (const [name, list] of Object.entries(states)) {
+      const g = byTitle.get(unitOf(name));
+      if (!g) continue;
+      for (const state of list) g.classList.add(`${STATE_PREFIX}${state}`);
+    }
+    const selected = model.get(T.selected);
+    if (selected) byTitle.get(unitOf(selected))?.classList.add(`${STATE_PREFIX}selected`);
+    status.textContent = model.get(T.status) || "";
+    toolbar.style.display = debuggerMode() ? "flex" : "none";
+    renderInspector();
+    renderTable();
+  }
+
+  function renderInspector() {
+    const info = model.get(T.inspector) || {};
+    inspector.replaceChildren();
+    if (!info.name) {
+      inspector.append(h("div", { class: "fxviz-hint" }, "click a node to inspect it"));
+      return;
+    }
+    inspector.append(h("div", { class: "fxviz-title" }, info.name));
+    const dl = h("dl");
+    for (const [key, value] of info.fields || []) dl.append(h("dt", {}, key), h("dd", {}, String(value)));
+    inspector.append(dl);
+    if (info.histogram?.counts?.length) inspector.append(histogram(info.histogram));
+    if (info.preview) inspector.append(h("pre", { class: "fxviz-preview" }, info.preview));
+    if (info.error) inspector.append(h("pre", { class: "fxviz-node-error" }, info.error));
+  }
+
+  function histogram({ counts, low, high }) {
+    const width = 220, height = 48, top = Math.max(...counts, 1), bar = width / counts.length;
+    const ns = "http://www.w3.org/2000/svg";
+    const chart = document.createElementNS(ns, "svg");
+    chart.setAttribute("class", "fxviz-histogram");
+    chart.setAttribute("viewBox", `0 0 ${width} ${height + 12}`);
+    counts.forEach((count, i) => {
+      const r = document.createElementNS(ns, "rect");
+      const barHeight = (count / top) * height;
+      r.setAttribute("x", i * bar);
+      r.setAttribute("y", height - barHeight);
+      r.setAttribute("width", Math.max(bar - 1, 1));
+      r.setAttribute("height", barHeight);
+      chart.append(r);
+    });
+    for (const [x, text, anchor] of [[0, low, "start"], [width, high, "end"]]) {
+      const t = document.createElementNS(ns, "text");
+      t.setAttribute("x", x);
+      t.setAttribute("y", height + 11);
+      t.setAttribute("text-anchor", anchor);
+      t.textContent = Number(text).toPrecision(3);
+      chart.append(t);
+    }
+    return chart;
+  }
+
+  function renderTable() {
+    const rows = model.get(T.rows) || [];
+    if (!rows.length) { table.replaceChildren(); return; }
+    const columns = Object.keys(rows[0]);
+    const selected = model.get(T.selected);
+    const body = rows.map((row) =>
+      h("tr", { class: row.name === selected ? "fxviz-row-selected" : "", "data-name": row.name, onclick: () => select(row.name) },
+        ...columns.map((c) => h("td", {}, row[c] == null ? "" : String(row[c])))),
+    );
+    table.replaceChildren(h("table", {}, h("thead", {}, h("tr", {}, ...columns.map((c) => h("th", {}, c)))), h("tbody", {}, ...body)));
+  }
+
+  function select(name) {
+    model.set(T.selected, name);
+    model.save_changes();
+  }
+
+  graph.addEventListener("click", (event) => {
+    const g = event.target.closest?.("g.node");
+    if (!g) return;
+    const title = g.querySelector("title")?.textContent;
+    if (!title) return;
+    if (g.classList.contains("fx-module")) {
+      send({ type: "toggle_module", unit: title });
+      return;
+    }
+    const units = model.get(T.units) || {};
+    const name = Object.keys(units).find((n) => units[n] === title) ?? title;
+    select(name);
+  });
+  graph.addEventListener("dblclick", (event) => {
+    const cluster = event.target.closest?.("g.cluster");
+    const title = cluster?.querySelector("title")?.textContent;
+    if (title) send({ type: "collapse_cluster", cluster: title });
+  });
+
+  function jump(direction) {
+    if (!matches.length) return;
+    matchIndex = (matchIndex + direction + matches.length) % matches.length;
+    select(matches[matchIndex]);
+    focusOn(unitOf(matches[matchIndex]), 1.0);
+  }
+  search.addEventListener("keydown", (event) => {
+    event.stopPropagation();
+    if (event.key === "Enter") jump(event.shiftKey ? -1 : 1);
+  });
+  search.addEventListener("input", () => {
+    const query = search.value.trim().toLowerCase();
+    const rows = model.get(T.rows) || [];
+    matches = query ? rows.filter((r) => `${r.name} ${r.target ?? ""}`.toLowerCase().includes(query)).map((r) => r.name) : [];
+    matchIndex = -1;
+    for (const g of byTitle.values()) g.classList.remove(`${STATE_PREFIX}match`);
+    for (const name of matches) byTitle.get(unitOf(name))?.classList.add(`${STATE_PREFIX}match`);
+  });
+  root.addEventListener("keydown", (event) => {
+    if (event.target === search) return;
+    const keys = { n: "step", b: "back", c: "continue" };
+    if (event.key === "/") { event.preventDefault(); search.focus(); return; }
+    if (keys[event.key] && debuggerMode()) { event.preventDefault(); send({ type: keys[event.key] }); }
+  });
+
+  model.on(`change:${T.dot}`, draw);
+  for (const trait of [T.states, T.selected, T.inspector, T.rows, T.status, T.units]) model.on(`change:${trait}`, applyStates);
+  model.on(`change:${T.error}`, () => showError(model.get(T.error)));
+  model.on(`change:${T.states}`, () => { if (byTitle.size > 150) focusOn(currentTitle(), null); });
+  draw();
+  return () => { panZoom?.destroy(); layoutRun++; };
+}
+
+export default { render };

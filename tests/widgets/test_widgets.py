@@ -1,0 +1,110 @@
+"""Widgets at the Python level: traits and message handlers on real models (the browser
+side is tested in tests/browser)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import fxviz
+from fxviz.examples import TwoLayerNet
+
+
+@pytest.fixture
+def app():
+    return fxviz.debug(TwoLayerNet(), torch.randn(4, 1000))
+
+
+def test_graph_view_traits_and_unknown_kwargs():
+    view = fxviz.GraphView(fxviz.trace(TwoLayerNet()))
+    assert view.dot.startswith("digraph")
+    assert view.units["linear1"] == "linear1"
+    assert [r["name"] for r in view.rows] == ["x", "linear1", "clamp", "linear2", "output"]
+    assert view.depth is None
+    with pytest.raises(TypeError, match="unexpected keyword arguments: colour"):
+        fxviz.GraphView(fxviz.trace(TwoLayerNet()), colour="red")
+
+
+def test_selecting_a_node_fills_the_inspector():
+    rec = fxviz.record(TwoLayerNet(), torch.randn(4, 1000))
+    view = fxviz.show(rec)
+    view.selected = "clamp"
+    fields = dict(view.inspector["fields"])
+    assert fields["output"] == "float32 4×100 on cpu"
+    assert fields["input linear1"] == "float32 4×100"
+    assert sum(view.inspector["histogram"]["counts"]) == 400
+    assert view.inspector["preview"].startswith("[")
+
+
+def test_stepping_through_messages_moves_the_states(app):
+    assert app.node_states["x"] == ["current"]
+    app.handle({"type": "step"})
+    assert app.node_states["x"] == ["done"]
+    assert app.node_states["linear1"] == ["current"]
+    assert app.status.startswith("stopped at 'linear1' (step) — 1/5 nodes")
+    app.handle({"type": "step10"})
+    assert app.debugger.done
+    app.handle({"type": "back"})
+    assert app.node_states["output"] == ["current"]
+    app.handle({"type": "continue"})
+    app.handle({"type": "continue"})  # past the end: said in the widget, not raised
+    assert "already finished" in app.error
+
+
+def test_breakpoints_run_to_and_nan_from_the_toolbar():
+    def f(x):
+        y = x * 2
+        z = torch.log(y)
+        return z + 1
+
+    app = fxviz.debug(f, torch.tensor([1.0, -1.0]))
+    app.handle({"type": "run_to_selected"})
+    assert "select a node first" in app.error
+    app.selected = "add"
+    app.handle({"type": "toggle_breakpoint"})
+    assert "breakpoint" in app.node_states["add"]
+    app.handle({"type": "toggle_breakpoint"})
+    assert "breakpoint" not in app.node_states["add"]
+    app.handle({"type": "break_nan"})
+    app.handle({"type": "continue"})
+    assert app.debugger.stop_reason == "nonfinite"
+    assert "nonfinite" in app.node_states["log"]
+    app.handle({"type": "restart"})
+    app.selected = "add"
+    app.handle({"type": "run_to_selected"})
+    assert app.debugger.current.name == "add"
+
+
+def test_errors_show_in_the_inspector(app):
+    bad = fxviz.debug(TwoLayerNet(), torch.randn(2, 999))
+    bad.handle({"type": "continue"})
+    assert bad.node_states["linear1"] == ["error"]
+    bad.selected = "linear1"
+    assert bad.inspector["error"].startswith("RuntimeError: mat1 and mat2")
+
+
+def test_big_graphs_open_collapsed_and_modules_toggle():
+    model = nn.Sequential(
+        *[nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 4), nn.ReLU()) for _ in range(100)]
+    )
+    view = fxviz.show(fxviz.trace(model))
+    assert view.depth == 1
+    assert view.units["_0_0"] == "module__0"
+    view.handle({"type": "toggle_module", "unit": "module__3"})
+    assert view.expanded == ["3"]
+    assert view.units["_3_0"] == "_3_0"
+    assert "\tmodule__3 [" not in view.dot
+    view.handle({"type": "collapse_cluster", "cluster": "cluster_m_3"})
+    assert view.units["_3_0"] == "module__3"
+    view.handle({"type": "layout_failed", "message": "layout took longer than 30 s"})
+    assert "collapsed view" in view.error
+
+
+def test_show_picks_the_view():
+    gm = fxviz.trace(TwoLayerNet())
+    dbg = fxviz.Debugger(gm, torch.randn(2, 1000))
+    assert isinstance(fxviz.show(dbg), fxviz.DebuggerApp)
+    d = fxviz.diff(gm, gm)
+    assert "diff-same" in fxviz.show(d).dot
+    assert isinstance(fxviz.show(fxviz.shapes(gm, torch.randn(2, 1000))), fxviz.GraphView)
