@@ -23,8 +23,9 @@ class DebuggerApp(GraphView):
     Example:
         >>> import torch, fxviz
         >>> app = fxviz.debug(torch.nn.Sequential(torch.nn.Linear(4, 2)), torch.ones(1, 4))
-        >>> app.handle({"type": "step"}); app.status
-        "stopped at '_0' (step) — 1/3 nodes"
+        >>> app.handle({"type": "step"})
+        >>> app.status
+        "stopped at '_0' (step) — 1/3 nodes · breakpoints: none"
     """
 
     def __init__(self, debugger: Debugger, *, depth: int | None = None, **kwargs: Any) -> None:

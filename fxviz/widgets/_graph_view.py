@@ -153,11 +153,12 @@ class GraphView(anywidget.AnyWidget):
         elif kind == "collapse_cluster":
             self._collapse(content.get("cluster", ""))
         elif kind == "layout_failed":
+            message = content.get("message", "layout failed")
             if self.depth is None or self.depth > 1:
-                self.error = (
-                    f"{content.get('message', 'layout failed')}: showing a collapsed view instead"
-                )
+                self.error = f"{message}: showing a collapsed view instead"
                 self.depth = 1 if self.depth is None else self.depth - 1
+            else:
+                self.error = f"{message}, even with every module collapsed"
 
     def _unit(self, module: str) -> str | None:
         return _unit_path(module, self.depth, frozenset(self.expanded), frozenset(self.collapsed))
