@@ -98,7 +98,12 @@ def test_big_graphs_open_collapsed_and_modules_toggle():
     view.handle({"type": "collapse_cluster", "cluster": "cluster_m_3"})
     assert view.units["_3_0"] == "module__3"
     view.handle({"type": "layout_failed", "message": "layout took longer than 30 s"})
-    assert "collapsed view" in view.error
+    assert view.error.endswith("even with every module collapsed")
+    full = fxviz.show(fxviz.trace(model), depth=None)
+    full.depth = None
+    full.handle({"type": "layout_failed", "message": "layout took longer than 30 s"})
+    assert full.depth == 1
+    assert "showing a collapsed view instead" in full.error
 
 
 def test_show_picks_the_view():
