@@ -19,11 +19,11 @@ const T = {
 };
 const STATE_PREFIX = "fxviz-";
 const ACTIONS = [
-  ["restart", "⏮", "restart"],
-  ["back", "◀", "back one node (b)"],
-  ["step", "▶", "step one node (n)"],
-  ["step10", "▶▶", "step 10 nodes"],
-  ["continue", "⏵ continue", "run to the next breakpoint (c)"],
+  ["restart", "restart", "start again from the first node"],
+  ["back", "◀ back", "back one node (b)"],
+  ["step", "step ▶", "step one node (n)"],
+  ["step10", "step 10", "step 10 nodes"],
+  ["continue", "continue", "run to the next breakpoint (c)"],
   ["run_to_selected", "run to selected", "run until the selected node is next"],
   ["toggle_breakpoint", "● breakpoint", "toggle a breakpoint on the selected node"],
   ["break_nan", "break on NaN/Inf", "stop after the first node that produces NaN or Inf"],

@@ -73,7 +73,7 @@ def render(
             "newrank": "true",
             "tooltip": tooltip_text(draw.name),
         },
-        node_attr={"fontname": _FONT, "fontsize": "11", "margin": "0.08,0.04", "height": "0.3"},
+        node_attr={"fontname": _FONT, "fontsize": "11", "margin": "0.12,0.05", "height": "0.3"},
         edge_attr={"fontname": _FONT, "fontsize": "9", "color": "#555555", "arrowsize": "0.6"},
     )
     label_edges = edge_labels if edge_labels is not None else len(draw.nodes) <= 400
@@ -145,6 +145,10 @@ def _open_path(n: DrawNode) -> str:
 
 def _parent(path: str) -> str:
     return path.rpartition(".")[0]
+
+
+def _natural(path: str) -> list[tuple[int, int | str]]:
+    return [(0, int(p)) if p.isdigit() else (1, p) for p in path.split(".")]
 
 
 def _stubbed_inputs(draw: DrawGraph, where: dict[str, str], fanout: int) -> set[str]:
@@ -252,16 +256,22 @@ class _Tree:
 
     def __init__(self) -> None:
         self.members: dict[str, list[tuple[str, object]]] = collections.defaultdict(list)
+        self.kids: dict[str, set[str]] = collections.defaultdict(set)
         self.extra: dict[str, str] = {}
 
     def add(self, path: str, item: tuple[str, object]) -> None:
         self.members[path].append(item)
         while path:
-            path = _parent(path)
+            parent = _parent(path)
+            if path in self.kids[parent]:
+                break  # the rest of the chain is known already
+            self.kids[parent].add(path)
             self.members.setdefault(path, [])
+            path = parent
 
     def children(self, path: str) -> list[str]:
-        return sorted(p for p in self.members if p and _parent(p) == path)
+        """Child module paths in natural order (``layers.2`` before ``layers.10``)."""
+        return sorted(self.kids.get(path, ()), key=_natural)
 
     def emit(self, dot: graphviz.Digraph, out: _Statements, draw: DrawGraph) -> None:
         self._emit_level(dot, "", out, draw)

@@ -59,7 +59,12 @@ def draw_fx(
             edges.append(DrawEdge(dot_id(source.name), dot_id(node.name)))
     labels = _stack_types(graph)
     labels |= {path: module_label(m) for path, m in modules.items() if path and _is_real(m)}
-    params = {path: sum(p.numel() for p in m.parameters()) for path, m in modules.items() if path}
+    params: dict[str, int] = {}
+    for name, p in gm.named_parameters():
+        parts = name.split(".")[:-1]
+        for i in range(1, len(parts) + 1):
+            path = ".".join(parts[:i])
+            params[path] = params.get(path, 0) + p.numel()
     return DrawGraph(name or type(gm).__name__, nodes, edges, labels, params)
 
 

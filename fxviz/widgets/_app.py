@@ -93,7 +93,14 @@ class DebuggerApp(GraphView):
         recording = self.debugger.recording
         node = next((n for n in self.debugger.graph.nodes if n.name == name), None)
         record = recording.get(name, None)
-        self.inspector = inspector_data(name, node, record) if node is not None else {}
+        if node is None:
+            self.inspector = {}
+            return
+        data = inspector_data(name, node, record)
+        drawn = next((n for n in self._draw.nodes if n.name == name), None)
+        if record is None and drawn is not None and drawn.lines:
+            data["fields"].append(["expected output", drawn.lines[0]])  # from the fake pass
+        self.inspector = data
 
     def __repr__(self) -> str:
         return f"<fxviz.DebuggerApp: {self.debugger.status}>"

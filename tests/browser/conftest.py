@@ -1,0 +1,163 @@
+"""A real JupyterLab and a real headless Chromium (Debian's, driven by Playwright).
+
+Tests here are marked ``browser``; they are skipped, loudly, where Chromium is missing,
+and fail under CI (which installs it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+FLAGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+]
+ASSETS = Path(__file__).resolve().parents[2] / "assets"
+
+
+def pytest_collection_modifyitems(config, items):
+    if Path(CHROMIUM).exists():
+        return
+    if os.environ.get("CI"):
+        raise pytest.UsageError(
+            "CI must install chromium (apt-get install chromium) for @browser tests"
+        )
+    skip = pytest.mark.skip(reason="needs /usr/bin/chromium (apt-get install chromium)")
+    for item in items:
+        item.add_marker(skip)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def lab(tmp_path_factory) -> Iterator[dict]:
+    """A JupyterLab server on a free loopback port, serving a temporary folder."""
+    root = tmp_path_factory.mktemp("lab")
+    settings = Path(sys.prefix) / "share" / "jupyter" / "lab" / "settings"
+    settings.mkdir(parents=True, exist_ok=True)
+    overrides = settings / "overrides.json"
+    if not overrides.exists():
+        overrides.write_text(
+            json.dumps(
+                {
+                    "@jupyterlab/apputils-extension:notification": {
+                        "fetchNews": "false",
+                        "checkForUpdates": False,
+                    }
+                }
+            )
+        )
+    port = _free_port()
+    log = open(root / "lab.log", "w")  # noqa: SIM115 (closed at teardown)
+    server = subprocess.Popen(
+        [
+            sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+            "--ServerApp.token=", "--ServerApp.password=", "--allow-root",
+            f"--ServerApp.root_dir={root}", "--LabApp.expose_app_in_browser=True",
+            "--ServerApp.disable_check_xsrf=True",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "JUPYTER_PLATFORM_DIRS": "1"},
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(f"{url}/api/status", timeout=2)
+            break
+        except OSError:
+            if server.poll() is not None:
+                raise RuntimeError((root / "lab.log").read_text()) from None
+            time.sleep(0.5)
+    else:
+        server.kill()
+        raise RuntimeError("JupyterLab did not start in 90 s:\n" + (root / "lab.log").read_text())
+    yield {"url": url, "root": root}
+    server.terminate()
+    try:
+        server.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        server.kill()
+    log.close()
+
+
+@pytest.fixture(scope="session")
+def browser(tmp_path_factory):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(
+            str(tmp_path_factory.mktemp("profile")),
+            executable_path=CHROMIUM,
+            headless=True,
+            args=FLAGS,
+            viewport={"width": 1400, "height": 1000},
+        )
+        context.set_default_timeout(60_000)
+        yield context
+        context.close()
+
+
+def write_notebook(root: Path, name: str, cells: list[str]) -> None:
+    import nbformat
+
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell(code) for code in cells]
+    notebook.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nbformat.write(notebook, root / name)
+
+
+def open_and_run(browser, lab: dict, name: str):
+    """Open a notebook in JupyterLab, wait for its kernel, run every cell."""
+    page = browser.new_page()
+    page.goto(f"{lab['url']}/lab/tree/{name}?reset")
+    page.wait_for_function(
+        "window.jupyterapp && window.jupyterapp.shell.currentWidget && window.jupyterapp.shell.currentWidget.sessionContext && window.jupyterapp.shell.currentWidget.sessionContext.session && window.jupyterapp.shell.currentWidget.sessionContext.session.kernel && window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.status === 'idle'",
+        timeout=90_000,
+    )
+    page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+    return page
+
+
+def screenshot(page, locator, name: str) -> Path:
+    ASSETS.mkdir(exist_ok=True)
+    path = ASSETS / name
+    locator.screenshot(path=str(path))
+    return path
+
+
+def run_in_kernel(page, code: str) -> None:
+    """Execute ``code`` in the open notebook's kernel (as a cell would, without one)."""
+    page.evaluate(
+        "async (code) => { const kernel = window.jupyterapp.shell.currentWidget"
+        ".sessionContext.session.kernel; await kernel.requestExecute({ code }).done; }",
+        code,
+    )

@@ -1,0 +1,126 @@
+"""The widget in a real JupyterLab: drawn, clicked, stepped, collapsed; big graphs stay usable."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.browser.conftest import open_and_run, run_in_kernel, screenshot, write_notebook
+
+pytestmark = pytest.mark.browser
+
+
+def _node(page, name: str):
+    return page.locator(".fxviz-graph g.node").filter(has=page.locator(f"title:text-is('{name}')"))
+
+
+def test_debugger_draws_inspects_and_steps(browser, lab):
+    write_notebook(
+        lab["root"],
+        "debug.ipynb",
+        [
+            "import torch, fxviz\nfrom fxviz.examples import TwoLayerNet\ntorch.manual_seed(0)",
+            "app = fxviz.debug(TwoLayerNet(), torch.randn(64, 1000))\napp",
+        ],
+    )
+    page = open_and_run(browser, lab, "debug.ipynb")
+    widget = page.locator(".fxviz").first
+    _node(page, "linear1").wait_for()
+    assert page.locator(".fxviz-graph g.fxviz-current title").text_content() == "x"
+
+    _node(page, "linear1").click()
+    inspector = page.locator(".fxviz-inspector")
+    page.wait_for_function(
+        "document.querySelector('.fxviz-inspector .fxviz-title')?.textContent === 'linear1'"
+    )
+    assert "64×100 f32" in inspector.inner_text()  # the shape, before it even ran
+
+    page.locator("button[data-action=step]").click()
+    page.wait_for_function(
+        "document.querySelector('.fxviz-graph g.fxviz-current title')?.textContent === 'linear1'"
+    )
+    assert (
+        page.locator(".fxviz-status")
+        .inner_text()
+        .startswith("stopped at 'linear1' (step) — 1/5 nodes")
+    )
+
+    widget.focus()
+    page.keyboard.press("n")  # keyboard: step
+    page.wait_for_function(
+        "document.querySelector('.fxviz-graph g.fxviz-current title')?.textContent === 'clamp'"
+    )
+    assert "2/5 nodes" in page.locator(".fxviz-status").inner_text()
+    _node(page, "linear1").click()
+    page.wait_for_function(
+        "document.querySelector('.fxviz-inspector')?.textContent.includes('mean')"
+    )
+    assert page.locator(".fxviz-histogram rect").count() == 20
+    screenshot(page, widget, "debugger.png")
+
+
+def test_nan_breakpoint_and_collapsing_modules(browser, lab):
+    write_notebook(
+        lab["root"],
+        "nan.ipynb",
+        [
+            "import torch, fxviz\nfrom torch import nn\n"
+            "class Block(nn.Module):\n"
+            "    def __init__(self):\n        super().__init__(); self.lin = nn.Linear(8, 8)\n"
+            "    def forward(self, x):\n        return torch.log(self.lin(x))\n"
+            "model = nn.Sequential(*[Block() for _ in range(3)])",
+            "app = fxviz.debug(model, torch.randn(4, 8), depth=1)\napp",
+        ],
+    )
+    page = open_and_run(browser, lab, "nan.ipynb")
+    box = _node(page, "module__0")
+    box.wait_for()
+    assert page.locator(".fxviz-graph g.fx-module").count() == 3
+    page.locator("button[data-action=break_nan]").click()
+    page.wait_for_function(
+        "document.querySelector('.fxviz-status')?.textContent.includes('breakpoints: nonfinite')"
+    )
+    page.locator("button[data-action=continue]").click()
+    page.wait_for_function(
+        "document.querySelector('.fxviz-status')?.textContent.includes('(nonfinite)')"
+    )
+    assert page.locator(".fxviz-graph g.fxviz-nonfinite").count() >= 1  # the box holding log
+    box.click()  # expand the first module: its nodes are drawn, the others stay boxes
+    _node(page, "_0_lin").wait_for()
+    assert page.locator(".fxviz-graph g.fx-module").count() == 2
+    assert page.locator(".fxviz-graph g.fxviz-nonfinite title").first.text_content() == "log"
+    screenshot(page, page.locator(".fxviz").first, "nan-breakpoint.png")
+
+
+def test_a_3000_node_graph_lays_out_without_freezing_the_page(browser, lab):
+    write_notebook(
+        lab["root"],
+        "big.ipynb",
+        [
+            "import torch, fxviz\nfrom torch import nn\n"
+            "class Block(nn.Module):\n"
+            "    def __init__(self):\n        super().__init__()\n"
+            "        self.a = nn.Linear(4, 4); self.b = nn.Linear(4, 4); self.n = nn.LayerNorm(4)\n"
+            "    def forward(self, x):\n"
+            "        h = torch.relu(self.a(x)) * 2 + 1\n"
+            "        return self.n(x + torch.tanh(self.b(h)) - 0.5)\n"
+            "gm = fxviz.trace(nn.Sequential(*[Block() for _ in range(340)]))\n"
+            "view = fxviz.show(gm)\nview",
+            "len(gm.graph.nodes), view.depth",
+        ],
+    )
+    page = open_and_run(browser, lab, "big.ipynb")
+    page.locator(".fxviz-graph g.fx-module").first.wait_for()
+    assert page.locator(".fxviz-graph g.fx-module").count() == 340  # opened collapsed
+    page.evaluate(
+        "window.__gaps = []; window.__last = performance.now();"
+        "window.__beat = setInterval(() => { const now = performance.now();"
+        " window.__gaps.push(now - window.__last); window.__last = now; }, 50);"
+    )
+    run_in_kernel(page, "view.depth = None  # draw all ~3,000 nodes")
+    page.wait_for_function(
+        "document.querySelectorAll('.fxviz-graph g.node').length > 3000", timeout=180_000
+    )
+    longest = page.evaluate("clearInterval(window.__beat); Math.max(...window.__gaps)")
+    print(f"3,000-node layout: longest main-thread gap {longest:.0f} ms")
+    assert page.locator(".fxviz-graph g.fx-module").count() == 0
+    screenshot(page, page.locator(".fxviz").first, "big-graph.png")
