@@ -44,6 +44,7 @@ from fxviz.render import (
     to_dot,
     to_svg,
 )
+from fxviz.report import report
 from fxviz.shapes import (
     ShapeError,
     ShapeReport,
@@ -124,6 +125,7 @@ __all__ = [
     "nonfinite_values",
     "record",
     "recording_class",
+    "report",
     "shapes",
     "shapes_diff",
     "show",

@@ -8,7 +8,7 @@ from typing import Any
 
 from fxviz.errors import FxvizError, NodeError
 
-__all__ = ["run_shapes"]
+__all__ = ["run_report", "run_shapes"]
 
 _PAGE = """<!doctype html>
 <html><head><meta charset="utf-8"><title>{title}</title>
@@ -36,6 +36,37 @@ def run_shapes(target: str, inputs: list[str], mode: str, fmt: str, device: str 
     except FxvizError as e:
         return _fail(e, code=2)
     print(_render(report, fmt, f"fxviz shapes {target}"))
+    return 0
+
+
+def run_report(target: str, inputs: list[str], mode: str, output: str) -> int:
+    """``fxviz report``: record a model (or propagate shapes) and write one HTML file."""
+    from fxviz._targets import load_target
+    from fxviz.record import record
+    from fxviz.report import report
+    from fxviz.shapes import parse_spec, shapes
+
+    try:
+        model = load_target(target)
+        specs = [parse_spec(text) for text in inputs]
+    except FxvizError as e:
+        return _fail(e, code=2)
+    try:
+        if mode == "real":
+            tensors = [s.materialize() for s in specs]
+            obj: Any = record(model, *tensors)
+        else:
+            obj = shapes(model, *specs, mode=mode)  # type: ignore[arg-type]
+    except NodeError as e:
+        partial = getattr(e, "report", None) or e.recording
+        if partial is not None:
+            report(partial, output, title=f"fxviz report {target} (failed at {e.node})")
+            print(f"wrote {output} with everything recorded before the failure", file=sys.stderr)
+        return _fail(e, code=1)
+    except FxvizError as e:
+        return _fail(e, code=2)
+    report(obj, output, title=f"fxviz report {target}")
+    print(f"wrote {output}: open it in any browser (it works offline)")
     return 0
 
 

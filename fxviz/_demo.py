@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pathlib
+
 import pandas as pd
 import torch
 
@@ -20,8 +22,8 @@ def demo_table(recording: fxviz.Recording) -> pd.DataFrame:
     return table
 
 
-def run_demo() -> int:
-    """Trace, record and step the TwoLayerNet; print the table and where to go next."""
+def run_demo(output: str = "fxviz-demo.html") -> int:
+    """Trace, record and step the TwoLayerNet; print the table, write a replay report."""
     torch.manual_seed(0)
     model = TwoLayerNet()
     x = two_layer_net_inputs()
@@ -37,11 +39,15 @@ def run_demo() -> int:
     dbg.break_at("linear2")
     dbg.continue_()
     print("debugger: ", dbg.status)
+    fxviz.report(recording, output, title="fxviz demo: TwoLayerNet")
+    path = pathlib.Path(output).resolve()
+    print(f"report:    {path} (open it in any browser; it works offline: step through the run)")
     print()
     print("Next:")
     print("  - in Python:  rec = fxviz.record(model, x); rec.table(); fxviz.Debugger(model, x)")
     print(
         "  - shapes:     fxviz shapes fxviz.examples:TwoLayerNet --input 'randn(64,1000)' --mode fake"
     )
-    print("  - README.md:  the API in ten lines, and what is coming (graphs, widget, reports)")
+    print("  - notebook:   fxviz.debug(model, x) in JupyterLab (.venv/bin/jupyter lab notebooks/)")
+    print("  - README.md:  the API in ten lines")
     return 0

@@ -24,9 +24,11 @@ def _parser() -> argparse.ArgumentParser:
         description="A visual debugger for PyTorch computation graphs.",
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    commands.add_parser(
-        "demo", help="record the built-in example (TwoLayerNet) and print its per-node table"
+    demo = commands.add_parser(
+        "demo",
+        help="record the built-in example (TwoLayerNet), print its table, write a replay report",
     )
+    demo.add_argument("-o", "--output", default="fxviz-demo.html", help="the report to write")
     shapes = commands.add_parser(
         "shapes",
         help="print every node's output shape and dtype",
@@ -48,6 +50,16 @@ def _parser() -> argparse.ArgumentParser:
     shapes.add_argument(
         "--device", default=None, help="with --mode fake: pretend the model lives here (cuda)"
     )
+    rep = commands.add_parser(
+        "report",
+        help="record a model and write a self-contained HTML report (a replay of the run)",
+        description="Record a model on the inputs (or propagate shapes in fake/meta mode) "
+        "and write one HTML file that opens offline.",
+    )
+    rep.add_argument("target", metavar="TARGET", help=_TARGET_HELP)
+    rep.add_argument("--input", "-i", action="append", default=[], metavar="SPEC", help=_INPUT_HELP)
+    rep.add_argument("--mode", choices=("real", "fake", "meta"), default="real")
+    rep.add_argument("-o", "--output", default="fxviz-report.html", help="the HTML file to write")
     return parser
 
 
@@ -61,13 +73,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "demo":
         from fxviz._demo import run_demo
 
-        return run_demo()
+        return run_demo(args.output)
     if args.command == "shapes":
         if args.device is not None and args.mode != "fake":
             parser.error("--device needs --mode fake")
         from fxviz._commands import run_shapes
 
         return run_shapes(args.target, args.input, args.mode, args.fmt, args.device)
+    if args.command == "report":
+        from fxviz._commands import run_report
+
+        return run_report(args.target, args.input, args.mode, args.output)
     return 2  # pragma: no cover (argparse rejects unknown commands)
 
 

@@ -25,6 +25,15 @@ async function buildOnce() {
     target: "es2020",
     define: { FXVIZ_WORKER_SOURCE: JSON.stringify(worker.outputFiles[0].text) },
   });
+  await esbuild.build({
+    entryPoints: ["js/report.js"],
+    bundle: true,
+    format: "iife",
+    minify: !watch,
+    outfile: `${out}/report.js`,
+    target: "es2020",
+    define: { FXVIZ_WORKER_SOURCE: JSON.stringify(worker.outputFiles[0].text) },
+  });
   await copyFile("js/widget.css", `${out}/widget.css`);
   console.log(`fxviz front end built into ${out}/`);
 }

@@ -10,9 +10,12 @@ import pytest
 from fxviz.cli import main
 
 
-def test_demo_prints_the_recorded_table_and_next_steps(capsys):
-    assert main(["demo"]) == 0
+def test_demo_prints_the_recorded_table_and_writes_a_report(capsys, tmp_path):
+    page = tmp_path / "demo.html"
+    assert main(["demo", "-o", str(page)]) == 0
     out = capsys.readouterr().out
+    assert f"report:    {page}" in out
+    assert page.read_text().startswith("<!doctype html>")
     for name in ("x", "linear1", "clamp", "linear2", "output"):
         assert f"\n{name} " in out
     assert "(64, 100)" in out
@@ -86,3 +89,32 @@ def test_shapes_errors_are_one_clear_line_with_exit_codes(capsys):
     with pytest.raises(SystemExit) as info:
         main(["shapes", "fxviz.examples:TwoLayerNet", "-i", "randn(2,1000)", "--device", "cuda"])
     assert info.value.code == 2
+
+
+def test_report_writes_a_replay_and_keeps_partial_runs(tmp_path, capsys):
+    page = tmp_path / "run.html"
+    args = ["report", "fxviz.examples:TwoLayerNet", "-i", "randn(4,1000)", "-o", str(page)]
+    assert main(args) == 0
+    assert "open it in any browser" in capsys.readouterr().out
+    text = page.read_text()
+    assert '"replay":true' in text
+    assert "fxviz report fxviz.examples:TwoLayerNet" in text
+    failed = tmp_path / "failed.html"
+    args = ["report", "fxviz.examples:TwoLayerNet", "-i", "randn(4,999)", "-o", str(failed)]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert "everything recorded before the failure" in err
+    assert "failed at linear1" in failed.read_text()
+    meta = tmp_path / "meta.html"
+    args = [
+        "report",
+        "fxviz.examples:TwoLayerNet",
+        "-i",
+        "randn(4,1000)",
+        "--mode",
+        "meta",
+        "-o",
+        str(meta),
+    ]
+    assert main(args) == 0
+    assert '"replay":false' in meta.read_text()

@@ -60,8 +60,8 @@ def draw_fx(
     labels = _stack_types(graph)
     labels |= {path: module_label(m) for path, m in modules.items() if path and _is_real(m)}
     params: dict[str, int] = {}
-    for name, p in gm.named_parameters():
-        parts = name.split(".")[:-1]
+    for qualified, p in gm.named_parameters():
+        parts = qualified.split(".")[:-1]
         for i in range(1, len(parts) + 1):
             path = ".".join(parts[:i])
             params[path] = params.get(path, 0) + p.numel()

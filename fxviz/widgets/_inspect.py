@@ -37,7 +37,12 @@ def table_rows(records: list[NodeRecord]) -> list[dict[str, Any]]:
 
 
 def inspector_data(
-    name: str, node: Any, record: NodeRecord | None, source: str = ""
+    name: str,
+    node: Any,
+    record: NodeRecord | None,
+    source: str = "",
+    *,
+    max_preview: int = _PREVIEW_VALUES,
 ) -> dict[str, Any]:
     """Fields, a histogram and a capped preview of the node's value, and its error."""
     fields: list[tuple[str, str]] = []
@@ -85,7 +90,7 @@ def inspector_data(
     value = _first_tensor(record.value) if record is not None and record.kept else None
     if value is not None:
         data["histogram"] = _histogram(value)
-        data["preview"] = _preview(value)
+        data["preview"] = _preview(value, max_preview)
     if record is not None and record.error is not None:
         data["error"] = f"{type(record.error).__name__}: {record.error}"
     return data
@@ -117,10 +122,10 @@ def _histogram(t: torch.Tensor) -> dict[str, Any] | None:
     return {"counts": [int(c) for c in counts.tolist()], "low": low, "high": high}
 
 
-def _preview(t: torch.Tensor) -> str:
+def _preview(t: torch.Tensor, limit: int = _PREVIEW_VALUES) -> str:
     if t.is_meta:
         return ""
-    flat = t.detach().flatten()[:_PREVIEW_VALUES]
+    flat = t.detach().flatten()[:limit]
     values = ", ".join(f"{v:.4g}" if isinstance(v, float) else str(v) for v in flat.tolist())
     more = f", … ({t.numel() - flat.numel():,} more)" if t.numel() > flat.numel() else ""
     return f"[{values}{more}]"
