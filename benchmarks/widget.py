@@ -232,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
             " === 'idle'", timeout=120_000,
         )  # fmt: skip
         page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
-        page.locator(".jupyter-widgets.widget-output").wait_for(timeout=120_000)
+        page.locator(".widget-output").wait_for(state="attached", timeout=120_000)
         print(f"JupyterLab {kernel(page, 'import jupyterlab', 'jupyterlab.__version__')}, "
               f"{browser.browser.version if browser.browser else 'Chromium'}, fxviz "
               f"{kernel(page, '', 'fxviz.__version__')}, {os.cpu_count()} CPUs"
