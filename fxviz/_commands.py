@@ -21,12 +21,10 @@ td, th {{ padding: 2px 8px; border-bottom: 1px solid #ddd; }}</style></head>
 
 def run_shapes(target: str, inputs: list[str], mode: str, fmt: str, device: str | None) -> int:
     """``fxviz shapes``: print a model's per-node shape table."""
-    from fxviz._targets import load_target
-    from fxviz.shapes import parse_spec, shapes
+    from fxviz.shapes import shapes
 
     try:
-        model = load_target(target)
-        specs = [parse_spec(text) for text in inputs]
+        model, specs = _load(target, inputs)
     except FxvizError as e:
         return _fail(e, code=2)
     try:
@@ -41,14 +39,12 @@ def run_shapes(target: str, inputs: list[str], mode: str, fmt: str, device: str 
 
 def run_report(target: str, inputs: list[str], mode: str, output: str) -> int:
     """``fxviz report``: record a model (or propagate shapes) and write one HTML file."""
-    from fxviz._targets import load_target
     from fxviz.record import record
     from fxviz.report import report
-    from fxviz.shapes import parse_spec, shapes
+    from fxviz.shapes import shapes
 
     try:
-        model = load_target(target)
-        specs = [parse_spec(text) for text in inputs]
+        model, specs = _load(target, inputs)
     except FxvizError as e:
         return _fail(e, code=2)
     try:
@@ -68,6 +64,14 @@ def run_report(target: str, inputs: list[str], mode: str, output: str) -> int:
     report(obj, output, title=f"fxviz report {target}")
     print(f"wrote {output}: open it in any browser (it works offline)")
     return 0
+
+
+def _load(target: str, inputs: list[str]) -> tuple[Any, list[Any]]:
+    """The model TARGET names and the parsed input specs (FxvizError when either is bad)."""
+    from fxviz._targets import load_target
+    from fxviz.shapes import parse_spec
+
+    return load_target(target), [parse_spec(text) for text in inputs]
 
 
 def _render(report: Any, fmt: str, title: str) -> str:

@@ -47,30 +47,34 @@ def neg_sigmoid(x: torch.Tensor) -> torch.Tensor:
     return torch.sigmoid(x).neg()
 
 
-class NegSigmSwapInterpreter(torch.fx.Interpreter):
-    """The docs' Interpreter that swaps ``torch.sigmoid`` and ``neg``.
-
-    Written correctly: the hooks take ``(target, args, kwargs)`` and pass those on.
-
-        >>> gm = torch.fx.symbolic_trace(neg_sigmoid)
-        >>> x = torch.randn(3, 4)
-        >>> torch.equal(NegSigmSwapInterpreter(gm).run(x), torch.neg(x).sigmoid())
-        True
-    """
+class _NegSigmSwap:
+    """The docs' swap of ``torch.sigmoid`` and ``neg``, written correctly: the hooks take
+    ``(target, args, kwargs)`` and pass those on. The same hooks serve an Interpreter (which
+    runs the graph) and a Transformer (which writes a new one)."""
 
     def call_function(self, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if target is torch.sigmoid:
             return torch.neg(*args, **kwargs)
-        return super().call_function(target, args, kwargs)
+        return super().call_function(target, args, kwargs)  # type: ignore[misc]
 
     def call_method(self, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if target == "neg":
             call_self, *args_tail = args
             return call_self.sigmoid(*args_tail, **kwargs)
-        return super().call_method(target, args, kwargs)
+        return super().call_method(target, args, kwargs)  # type: ignore[misc]
 
 
-class NegSigmSwapXformer(torch.fx.Transformer):
+class NegSigmSwapInterpreter(_NegSigmSwap, torch.fx.Interpreter):
+    """The docs' Interpreter that swaps ``torch.sigmoid`` and ``neg`` while running.
+
+    >>> gm = torch.fx.symbolic_trace(neg_sigmoid)
+    >>> x = torch.randn(3, 4)
+    >>> torch.equal(NegSigmSwapInterpreter(gm).run(x), torch.neg(x).sigmoid())
+    True
+    """
+
+
+class NegSigmSwapXformer(_NegSigmSwap, torch.fx.Transformer):
     """The docs' Transformer that swaps ``torch.sigmoid`` and ``neg`` in a new graph.
 
     >>> gm = NegSigmSwapXformer(torch.fx.symbolic_trace(neg_sigmoid)).transform()
@@ -78,17 +82,6 @@ class NegSigmSwapXformer(torch.fx.Transformer):
     >>> torch.equal(gm(x), torch.neg(x).sigmoid())
     True
     """
-
-    def call_function(self, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if target is torch.sigmoid:
-            return torch.neg(*args, **kwargs)
-        return super().call_function(target, args, kwargs)
-
-    def call_method(self, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if target == "neg":
-            call_self, *args_tail = args
-            return call_self.sigmoid(*args_tail, **kwargs)
-        return super().call_method(target, args, kwargs)
 
 
 def _scaled_branch(x: torch.Tensor) -> torch.Tensor:

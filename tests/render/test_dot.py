@@ -200,16 +200,18 @@ HOSTILE = [
 ]
 
 
+def _hostile_graph(name: str) -> torch.fx.GraphModule:
+    """x -> relu (named ``name``) -> neg -> output."""
+    graph = torch.fx.Graph()
+    node = graph.call_function(torch.relu, (graph.placeholder("x"),))
+    node.name = name
+    graph.output(graph.call_method("neg", (node,)))
+    return torch.fx.GraphModule(nn.Module(), graph)
+
+
 @pytest.mark.parametrize("name", HOSTILE)
 def test_hostile_names_are_escaped(name):
-    graph = torch.fx.Graph()
-    x = graph.placeholder("x")
-    node = graph.call_function(torch.relu, (x,))
-    node.name = name
-    out = graph.call_method("neg", (node,))
-    graph.output(out)
-    gm = torch.fx.GraphModule(nn.Module(), graph)
-    rec = fxviz.record(gm, torch.randn(2))
+    rec = fxviz.record(_hostile_graph(name), torch.randn(2))
     source = fxviz.to_dot(rec).source
     label = next(line for line in source.splitlines() if "torch.relu<BR/>" in line)
     assert "<script>" not in label.split("tooltip=")[0]  # HTML labels are escaped
@@ -221,14 +223,7 @@ def test_hostile_names_are_escaped(name):
 @pytest.mark.dot
 @pytest.mark.parametrize("name", HOSTILE)
 def test_hostile_names_lay_out_and_stay_escaped_in_svg(name):
-    graph = torch.fx.Graph()
-    x = graph.placeholder("x")
-    node = graph.call_function(torch.relu, (x,))
-    node.name = name
-    graph.output(graph.call_method("neg", (node,)))
-    root = nn.Module()
-    gm = torch.fx.GraphModule(root, graph)
-    svg = _valid(fxviz.to_dot(fxviz.record(gm, torch.randn(2))).source)
+    svg = _valid(fxviz.to_dot(fxviz.record(_hostile_graph(name), torch.randn(2))).source)
     assert "<script>" not in svg
     assert "<svg" in svg
     if "\\" in name:
