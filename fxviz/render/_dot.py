@@ -12,6 +12,8 @@ from collections.abc import Iterable, Sequence
 
 import graphviz
 
+from fxviz.render._collapse import module_id as _path_id
+from fxviz.render._collapse import unit_path as _unit_path
 from fxviz.render._model import DrawEdge, DrawGraph, DrawNode, dot_id
 from fxviz.render._overlays import Overlay, apply_overlays
 from fxviz.render._style import KIND_STYLES, html_label, palette_colour, tooltip_text
@@ -110,33 +112,6 @@ def render(
     if legend:
         _legend(dot, draw, boxes)
     return dot
-
-
-def _path_id(path: str, prefix: str) -> str:
-    """``layers.0`` -> ``module__layers__0`` (readable ids for module boxes and clusters)."""
-    return dot_id(path.replace(".", "__"), prefix)
-
-
-def _unit_path(
-    module: str, depth: int | None, expand: frozenset[str], collapse: frozenset[str] = frozenset()
-) -> str | None:
-    """The module a node collapses into, or ``None`` when it is drawn itself."""
-    if not module:
-        return None
-    parts = module.split(".")
-    for cut in range(1, len(parts) + 1):  # an explicitly collapsed module wins
-        if ".".join(parts[:cut]) in collapse:
-            return ".".join(parts[:cut])
-    if depth is None:
-        return None
-    if len(parts) < depth:
-        return None
-    cut = depth
-    while cut <= len(parts) and ".".join(parts[:cut]) in expand:
-        cut += 1
-    if cut > len(parts):
-        return None
-    return ".".join(parts[:cut])
 
 
 def _open_path(n: DrawNode) -> str:

@@ -16,14 +16,15 @@ from typing import Any
 
 import torch
 
+from fxviz._static import static_file
 from fxviz.record._records import Recording
 from fxviz.render._api import draw, to_dot
+from fxviz.render._collapse import opening_depth, units
 from fxviz.render._diff import GraphDiff
 from fxviz.shapes._report import ShapeReport
 
 __all__ = ["report"]
 
-_STATIC = pathlib.Path(__file__).resolve().parent.parent / "static"
 _PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -88,18 +89,15 @@ def report(
 
 def _data(obj: Any, max_preview: int) -> dict[str, Any]:
     from fxviz.record import Debugger
-    from fxviz.widgets._graph_view import GraphView
-    from fxviz.widgets._inspect import inspector_data, table_rows
+    from fxviz.render._inspect import inspector_data, table_rows
 
     recording = obj.recording if isinstance(obj, (Debugger, ShapeReport)) else obj
     replay = isinstance(obj, (Recording, Debugger))
     drawn_from = obj.recording if isinstance(obj, Debugger) else obj
-    view = GraphView.__new__(GraphView)  # only its collapse logic: no widget is created
-    view._draw = draw(drawn_from)
-    depth = GraphView._opening_depth(view)
+    drawing = draw(drawn_from)
+    depth = opening_depth(drawing)
     dot = to_dot(drawn_from, depth=depth).source
-    units = _units(view._draw, depth)
-    nodes = {n.name: n for n in view._draw.nodes}
+    nodes = {n.name: n for n in drawing.nodes}
     fx_nodes = _fx_nodes(obj)
     records = dict(recording.items()) if isinstance(recording, Recording) else {}
     inspectors = {}
@@ -122,7 +120,7 @@ def _data(obj: Any, max_preview: int) -> dict[str, Any]:
     )
     return {
         "dot": dot,
-        "units": units,
+        "units": units(drawing, depth),
         "rows": rows,
         "inspectors": inspectors,
         "order": order,
@@ -131,24 +129,8 @@ def _data(obj: Any, max_preview: int) -> dict[str, Any]:
             for r in records.values()
         },
         "replay": replay and bool(order),
-        "model": view._draw.name,
+        "model": drawing.name,
         "status": "",
-    }
-
-
-def _units(drawn: Any, depth: int | None) -> dict[str, str]:
-    from fxviz.render._dot import _path_id, _unit_path
-
-    paths = {n.name: _unit_path(n.module, depth, frozenset()) for n in drawn.nodes}
-    counts: dict[str, int] = {}
-    for p in paths.values():
-        if p:
-            counts[p] = counts.get(p, 0) + 1
-    return {
-        n.name: _path_id(paths[n.name], "module__")
-        if paths[n.name] and counts[paths[n.name]] > 1
-        else n.id
-        for n in drawn.nodes
     }
 
 
@@ -202,6 +184,4 @@ def _diff_table(diff: GraphDiff) -> str:
 
 
 def _read(name: str) -> str:
-    from fxviz.widgets._graph_view import static_file
-
     return static_file(name).read_text(encoding="utf-8")

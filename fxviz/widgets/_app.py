@@ -6,8 +6,8 @@ from typing import Any
 
 from fxviz.errors import FxvizError
 from fxviz.record import Debugger, nonfinite
+from fxviz.render._inspect import inspector_data, table_rows
 from fxviz.widgets._graph_view import GraphView
-from fxviz.widgets._inspect import inspector_data, table_rows
 
 __all__ = ["DebuggerApp"]
 

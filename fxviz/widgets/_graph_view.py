@@ -2,31 +2,16 @@
 
 from __future__ import annotations
 
-import pathlib
 from typing import Any
 
 import anywidget
 import traitlets
 
-from fxviz.errors import FxvizError
+from fxviz._static import STATIC
 from fxviz.render._api import draw, to_dot
-from fxviz.render._dot import _unit_path
+from fxviz.render._collapse import BIG_GRAPH, module_id, opening_depth, unit_path, units
 
-__all__ = ["BIG_GRAPH", "GraphView", "static_file"]
-
-BIG_GRAPH = 300  # visible nodes above which a view opens collapsed by module
-_STATIC = pathlib.Path(__file__).resolve().parent.parent / "static"
-
-
-def static_file(name: str) -> pathlib.Path:
-    """A file of the built front end; a clear error when the bundle was never built."""
-    path = _STATIC / name
-    if not path.is_file():
-        raise FxvizError(
-            f"the fxviz front end is not built ({path} is missing). Build it with "
-            "`npm install && npm run build` (Node.js needed), or reinstall fxviz from a wheel."
-        )
-    return path
+__all__ = ["BIG_GRAPH", "GraphView"]
 
 
 class GraphView(anywidget.AnyWidget):
@@ -50,8 +35,8 @@ class GraphView(anywidget.AnyWidget):
         True
     """
 
-    _esm = static_file("widget.js") if (_STATIC / "widget.js").is_file() else "export default {}"
-    _css = static_file("widget.css") if (_STATIC / "widget.css").is_file() else ""
+    _esm = STATIC / "widget.js" if (STATIC / "widget.js").is_file() else "export default {}"
+    _css = STATIC / "widget.css" if (STATIC / "widget.css").is_file() else ""
 
     mode = traitlets.Unicode("graph").tag(sync=True)
     dot = traitlets.Unicode("").tag(sync=True)
@@ -78,7 +63,7 @@ class GraphView(anywidget.AnyWidget):
         self._obj = obj
         self._draw = draw(obj)
         self._names = {n.id: n.name for n in self._draw.nodes}
-        self.depth = depth if depth is not None else self._opening_depth()
+        self.depth = depth if depth is not None else opening_depth(self._draw)
         self.observe(self._redraw, names=["depth", "expanded", "collapsed"])
         self.observe(self._on_select, names=["selected"])
         self.on_msg(self._on_message)
@@ -86,16 +71,6 @@ class GraphView(anywidget.AnyWidget):
         self.rows = self._rows()
 
     # -- what to draw ---------------------------------------------------------------------
-    def _opening_depth(self) -> int | None:
-        """None (everything) for small graphs; else the deepest collapse that stays small."""
-        if len(self._draw.nodes) <= BIG_GRAPH:
-            return None
-        for depth in (4, 3, 2):
-            units = {_unit_path(n.module, depth, frozenset()) or n.id for n in self._draw.nodes}
-            if len(units) <= BIG_GRAPH:
-                return depth
-        return 1
-
     def _redraw(self, _change: Any = None) -> None:
         try:
             digraph = to_dot(
@@ -112,23 +87,10 @@ class GraphView(anywidget.AnyWidget):
         self.dot = digraph.source
 
     def _units(self) -> dict[str, str]:
-        from fxviz.render._dot import _path_id
-
-        units: dict[str, str] = {}
-        counts: dict[str, int] = {}
-        paths = {}
-        for n in self._draw.nodes:
-            path = self._unit(n.module)
-            paths[n.id] = path
-            if path is not None:
-                counts[path] = counts.get(path, 0) + 1
-        for n in self._draw.nodes:
-            path = paths[n.id]
-            units[n.name] = _path_id(path, "module__") if path and counts[path] > 1 else n.id
-        return units
+        return units(self._draw, self.depth, frozenset(self.expanded), frozenset(self.collapsed))
 
     def _rows(self) -> list[dict[str, Any]]:
-        from fxviz.widgets._inspect import table_rows
+        from fxviz.render._inspect import table_rows
 
         records = [n.record for n in self._draw.nodes if n.record is not None]
         if records:
@@ -161,7 +123,7 @@ class GraphView(anywidget.AnyWidget):
                 self.error = f"{message}, even with every module collapsed"
 
     def _unit(self, module: str) -> str | None:
-        return _unit_path(module, self.depth, frozenset(self.expanded), frozenset(self.collapsed))
+        return unit_path(module, self.depth, frozenset(self.expanded), frozenset(self.collapsed))
 
     def expand(self, path: str) -> None:
         """Open a collapsed module."""
@@ -191,16 +153,14 @@ class GraphView(anywidget.AnyWidget):
                 return
 
     def _collapse(self, cluster: str) -> None:
-        from fxviz.render._dot import _path_id
-
         paths = {p for n in self._draw.nodes for p in _prefixes(n.module)}
         for path in sorted(paths):
-            if f"cluster_{_path_id(path, 'm_')}" == cluster:
+            if f"cluster_{module_id(path, 'm_')}" == cluster:
                 self.collapse(path)
                 return
 
     def _on_select(self, change: Any) -> None:
-        from fxviz.widgets._inspect import inspector_data
+        from fxviz.render._inspect import inspector_data
 
         name = change["new"]
         node = next((n for n in self._draw.nodes if n.name == name), None)
