@@ -100,8 +100,11 @@ function render({ model, el }) {
     if (byTitle.size > 150) focusOn(currentTitle() || firstTitle(), 1.0);
     applyStates();
     showError(model.get(T.error));
-    model.set(T.renderMs, performance.now() - started);
-    model.save_changes();
+    // time to the first frame showing the new graph, not just to its insertion
+    requestAnimationFrame(() => setTimeout(() => {
+      model.set(T.renderMs, performance.now() - started);
+      model.save_changes();
+    }, 0));
   }
 
   function unitOf(name) {
@@ -133,6 +136,13 @@ function render({ model, el }) {
     panZoom.pan({ x: s.width / 2 - x * s.realZoom, y: s.height / 2 - y * s.realZoom });
   }
 
+  let statesQueued = false;
+  function queueStates() {
+    if (statesQueued) return;
+    statesQueued = true;
+    requestAnimationFrame(() => { statesQueued = false; applyStates(); });
+  }
+
   function applyStates() {
     if (!svg) return;
     for (const g of byTitle.values()) {
@@ -149,7 +159,12 @@ function render({ model, el }) {
     status.textContent = model.get(T.status) || "";
     toolbar.style.display = debuggerMode() ? "flex" : "none";
     renderInspector();
-    renderTable();
+    markTableSelection();
+  }
+
+  function markTableSelection() {
+    const selected = model.get(T.selected);
+    for (const tr of table.querySelectorAll("tr[data-name]")) tr.classList.toggle("fxviz-row-selected", tr.dataset.name === selected);
   }
 
   function renderInspector() {
@@ -256,9 +271,11 @@ function render({ model, el }) {
   });
 
   model.on(`change:${T.dot}`, draw);
-  for (const trait of [T.states, T.selected, T.inspector, T.rows, T.status, T.units]) model.on(`change:${trait}`, applyStates);
+  for (const trait of [T.states, T.selected, T.inspector, T.status]) model.on(`change:${trait}`, queueStates);
+  model.on(`change:${T.rows}`, () => { renderTable(); markTableSelection(); });
   model.on(`change:${T.error}`, () => showError(model.get(T.error)));
-  model.on(`change:${T.states}`, () => { if (byTitle.size > 150) focusOn(currentTitle(), null); });
+  model.on(`change:${T.states}`, () => { if (byTitle.size > 150) requestAnimationFrame(() => focusOn(currentTitle(), null)); });
+  renderTable();
   draw();
   return () => { panZoom?.destroy(); layoutRun++; };
 }

@@ -71,6 +71,10 @@ class DebuggerApp(GraphView):
         return self.selected
 
     def _refresh(self) -> None:
+        with self.hold_sync():  # states, status, table and inspector travel together
+            self._publish()
+
+    def _publish(self) -> None:
         dbg = self.debugger
         states = dbg.node_states()
         recording = dbg.recording

@@ -83,8 +83,9 @@ class GraphView(anywidget.AnyWidget):
         except Exception as e:  # never a blank view: say what failed
             self.error = f"could not draw the graph: {type(e).__name__}: {e}"
             return
-        self.units = self._units()
-        self.dot = digraph.source
+        with self.hold_sync():  # one message: the browser never sees new units on an old SVG
+            self.units = self._units()
+            self.dot = digraph.source
 
     def _units(self) -> dict[str, str]:
         return units(self._draw, self.depth, frozenset(self.expanded), frozenset(self.collapsed))
