@@ -50,7 +50,7 @@ def run_report(target: str, inputs: list[str], mode: str, output: str) -> int:
     try:
         if mode == "real":
             tensors = [s.materialize() for s in specs]
-            obj: Any = record(model, *tensors)
+            obj: Any = record(model, *tensors, progress=None)
         else:
             obj = shapes(model, *specs, mode=mode)  # type: ignore[arg-type]
     except NodeError as e:

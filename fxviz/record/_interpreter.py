@@ -42,6 +42,7 @@ class RecordingMixin:
     """
 
     _fxviz_recorder: Recorder | None = None
+    fxviz_progress: Any = None  # a tqdm bar to advance once a node, when set
     _fxviz_options: dict[str, Any] = {"keep": "all", "stats": True}  # noqa: RUF012 (read-only default)
 
     def fxviz_configure(self, *, keep: Keep = "all", stats: bool = True) -> None:
@@ -99,7 +100,10 @@ class RecordingMixin:
         recorder = self._fxviz_recorder
         if recorder is None:  # Transformer.transform() bypasses run(): start lazily
             recorder = self.fxviz_start()
-        return recorder.run_node(n, recorder.next_run_node)
+        value = recorder.run_node(n, recorder.next_run_node)
+        if self.fxviz_progress is not None:
+            self.fxviz_progress.update()
+        return value
 
 
 class RecordingInterpreter(RecordingMixin, torch.fx.Interpreter):
@@ -178,6 +182,7 @@ def record(
     interpreter: type[torch.fx.Interpreter] | torch.fx.Interpreter | None = None,
     keep: Keep = "all",
     stats: bool = True,
+    progress: bool | None = False,
 ) -> Recording:
     """Run a graph node by node and record what every node produced.
 
@@ -192,6 +197,7 @@ def record(
         keep: ``"all"`` keeps every value; ``"stats"`` only statistics; an ``int`` keeps
             values up to that many bytes, then drops values (keeping statistics) and warns.
         stats: take statistics of every output (off: shapes, dtypes and timing only).
+        progress: show a progress bar (``None``: only when the run takes over a second).
 
     Returns:
         A :class:`Recording`; ``rec.output`` is identical to ``gm(*inputs)``.
@@ -215,7 +221,18 @@ def record(
     if isinstance(instance, torch.fx.Transformer):
         return _record_transformer(instance, inputs)
     check_inputs(gm, inputs)
-    instance.run(*inputs)
+    if progress is False:
+        instance.run(*inputs)
+        return instance.recording
+    from tqdm.auto import tqdm
+
+    total = len(gm.graph.nodes)  # type: ignore[arg-type]
+    with tqdm(total=total, desc="fxviz record", unit="node", delay=0 if progress else 1.0) as bar:
+        instance.fxviz_progress = bar
+        try:
+            instance.run(*inputs)
+        finally:
+            instance.fxviz_progress = None
     return instance.recording
 
 
