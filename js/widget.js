@@ -40,6 +40,56 @@ function h(tag, attrs = {}, ...children) {
   return node;
 }
 
+// An overview of big graphs: the whole layout as a small image, the visible part framed;
+// a click there centres the view on that point.
+function overview(container, getPanZoom) {
+  const box = h("div", { class: "fxviz-minimap", title: "overview: click to move there" });
+  const image = h("img", { alt: "" });
+  const frame = h("div", { class: "fxviz-minimap-frame" });
+  box.append(image, frame);
+  let url = null;
+  const geometry = () => {
+    const pz = getPanZoom();
+    if (!pz || !image.naturalWidth) return null;
+    const s = pz.getSizes();
+    const scale = Math.min(box.clientWidth / s.viewBox.width, box.clientHeight / s.viewBox.height);
+    const left = (box.clientWidth - s.viewBox.width * scale) / 2;
+    const top = (box.clientHeight - s.viewBox.height * scale) / 2;
+    return { pz, s, scale, left, top };
+  };
+  box.addEventListener("click", (event) => {
+    const g = geometry();
+    if (!g) return;
+    const rect = box.getBoundingClientRect();
+    const x = (event.clientX - rect.left - g.left) / g.scale;
+    const y = (event.clientY - rect.top - g.top) / g.scale;
+    g.pz.pan({ x: g.s.width / 2 - x * g.s.realZoom, y: g.s.height / 2 - y * g.s.realZoom });
+  });
+  return {
+    show(svgText) {
+      if (url) URL.revokeObjectURL(url);
+      url = null;
+      box.remove();
+      if (!svgText) return;
+      url = URL.createObjectURL(new Blob([svgText], { type: "image/svg+xml" }));
+      image.onload = () => this.update();
+      image.src = url;
+      container.append(box);
+    },
+    update() {
+      const g = geometry();
+      if (!g) return;
+      const pan = g.pz.getPan();
+      Object.assign(frame.style, {
+        left: `${g.left + (-pan.x / g.s.realZoom) * g.scale}px`,
+        top: `${g.top + (-pan.y / g.s.realZoom) * g.scale}px`,
+        width: `${(g.s.width / g.s.realZoom) * g.scale}px`,
+        height: `${(g.s.height / g.s.realZoom) * g.scale}px`,
+      });
+    },
+  };
+}
+
 function render({ model, el }) {
   const send = (message) => model.send(message);
   const root = h("div", { class: "fxviz", tabindex: "0" });
@@ -62,6 +112,7 @@ function render({ model, el }) {
 
   let svg = null;
   let panZoom = null;
+  const minimap = overview(graph, () => panZoom);
   let byTitle = new Map();
   let matches = [];
   let matchIndex = -1;
@@ -87,6 +138,7 @@ function render({ model, el }) {
     }
     if (run !== layoutRun) return; // a newer DOT arrived meanwhile
     panZoom?.destroy();
+    minimap.show(null);
     graph.innerHTML = text;
     svg = graph.querySelector("svg");
     svg.removeAttribute("width");
@@ -96,7 +148,11 @@ function render({ model, el }) {
       const title = g.querySelector("title")?.textContent;
       if (title) byTitle.set(title, g);
     }
-    panZoom = svgPanZoom(svg, { zoomEnabled: true, controlIconsEnabled: false, fit: true, center: true, minZoom: 0.02, maxZoom: 40, dblClickZoomEnabled: false });
+    panZoom = svgPanZoom(svg, {
+      zoomEnabled: true, controlIconsEnabled: false, fit: true, center: true, minZoom: 0.02, maxZoom: 40,
+      dblClickZoomEnabled: false, onPan: () => minimap.update(), onZoom: () => minimap.update(),
+    });
+    minimap.show(byTitle.size > 150 ? text : null);
     if (byTitle.size > 150) focusOn(currentTitle() || firstTitle(), 1.0);
     applyStates();
     showError(model.get(T.error));

@@ -19,7 +19,7 @@ import torch
 import torch.fx
 
 from fxviz._nodes import module_path, source_line, target_text
-from fxviz._torch_compat import graph_tail, storage_id, tree_map_only_tensors
+from fxviz._torch_compat import graph_tail, shares_storage, tree_map_only_tensors
 from fxviz.errors import FxvizWarning
 from fxviz.record._records import NodeRecord, Recording, StoredValue
 from fxviz.record._summary import TensorSummary, iter_tensors, summarize
@@ -380,14 +380,19 @@ def _copy_if_on(t: torch.Tensor, key: _Key) -> torch.Tensor:
     return copy.requires_grad_(True) if t.requires_grad else copy
 
 
-def _aliased_inputs(
-    value: Any, inputs: list[tuple[torch.fx.Node, torch.Tensor, int]]
-) -> tuple[str, ...]:
+def _aliased_inputs(value: Any, inputs: list[tuple[torch.fx.Node, torch.Tensor, int]]) -> tuple[str, ...]:
     """Inputs whose storage a node's output shares: it is a view of them, or wrote into them."""
-    outputs = {storage_id(t) for t in _tensors(value)}
+    outputs = _tensors(value)
     if not outputs:
         return ()
-    return tuple(dict.fromkeys(n.name for n, t, _ in inputs if storage_id(t) in outputs))
+    found: list[str] = []
+    for node, t, _ in inputs:
+        for out in outputs:
+            if shares_storage(out, t):
+                if node.name not in found:
+                    found.append(node.name)
+                break
+    return tuple(found)
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:
