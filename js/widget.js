@@ -148,11 +148,14 @@ function render({ model, el }) {
       const title = g.querySelector("title")?.textContent;
       if (title) byTitle.set(title, g);
     }
+    // read before svg-pan-zoom takes the viewBox over
+    const [, , width, height] = (svg.getAttribute("viewBox") || "0 0 1 1").trim().split(/[\s,]+/).map(Number);
+    const elongated = !(Math.max(width / height, height / width) <= 12); // a hairline as an image
     panZoom = svgPanZoom(svg, {
-      zoomEnabled: true, controlIconsEnabled: false, fit: true, center: true, minZoom: 0.02, maxZoom: 40,
+      zoomEnabled: true, controlIconsEnabled: false, fit: true, center: true, minZoom: 0.2, maxZoom: 5000,
       dblClickZoomEnabled: false, onPan: () => minimap.update(), onZoom: () => minimap.update(),
     });
-    minimap.show(byTitle.size > 150 ? text : null);
+    minimap.show(byTitle.size > 150 && !elongated ? text : null);
     if (byTitle.size > 150) focusOn(currentTitle() || firstTitle(), 1.0);
     applyStates();
     showError(model.get(T.error));
