@@ -380,7 +380,9 @@ def _copy_if_on(t: torch.Tensor, key: _Key) -> torch.Tensor:
     return copy.requires_grad_(True) if t.requires_grad else copy
 
 
-def _aliased_inputs(value: Any, inputs: list[tuple[torch.fx.Node, torch.Tensor, int]]) -> tuple[str, ...]:
+def _aliased_inputs(
+    value: Any, inputs: list[tuple[torch.fx.Node, torch.Tensor, int]]
+) -> tuple[str, ...]:
     """Inputs whose storage a node's output shares: it is a view of them, or wrote into them."""
     outputs = _tensors(value)
     if not outputs:
