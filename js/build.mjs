@@ -16,24 +16,11 @@ async function buildOnce() {
     write: false,
     target: "es2020",
   });
-  await esbuild.build({
-    entryPoints: ["js/widget.js"],
-    bundle: true,
-    format: "esm",
-    minify: !watch,
-    outfile: `${out}/widget.js`,
-    target: "es2020",
-    define: { FXVIZ_WORKER_SOURCE: JSON.stringify(worker.outputFiles[0].text) },
-  });
-  await esbuild.build({
-    entryPoints: ["js/report.js"],
-    bundle: true,
-    format: "iife",
-    minify: !watch,
-    outfile: `${out}/report.js`,
-    target: "es2020",
-    define: { FXVIZ_WORKER_SOURCE: JSON.stringify(worker.outputFiles[0].text) },
-  });
+  const define = { FXVIZ_WORKER_SOURCE: JSON.stringify(worker.outputFiles[0].text) };
+  const bundle = (entry, format) =>
+    esbuild.build({ entryPoints: [`js/${entry}.js`], bundle: true, format, minify: !watch, outfile: `${out}/${entry}.js`, target: "es2020", define });
+  await bundle("widget", "esm"); // the anywidget module
+  await bundle("report", "iife"); // inlined into HTML reports
   await copyFile("js/widget.css", `${out}/widget.css`);
   console.log(`fxviz front end built into ${out}/`);
 }

@@ -51,9 +51,11 @@ def test_replay_report_offline(offline, tmp_path):
     page.wait_for_function(f"{current} === 'clamp'")
     page.locator(".fxviz-graph g.node").filter(has=page.locator("title:text-is('linear1')")).click()
     page.wait_for_function(
-        "document.querySelector('.fxviz-inspector')?.textContent.includes('64×100')"
+        "document.querySelector('.fxviz-inspector .fxviz-title')?.textContent === 'linear1'"
     )
-    assert "mean" in page.locator(".fxviz-inspector").inner_text()
+    inspector = page.locator(".fxviz-inspector").inner_text()
+    assert "float32 64×100" in inspector  # the recorded output
+    assert "mean" in inspector
     page.locator("button[data-action=back]").click()
     page.wait_for_function(f"{current} === 'linear1'")
     page.locator(".fxviz-timeline").fill("5")  # the timeline: to the end
