@@ -264,3 +264,46 @@ def test_to_svg_without_dot_says_the_widget_needs_none(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(fxviz.RenderError, match="need no 'dot' at all"):
         fxviz.to_svg(fxviz.trace(TwoLayerNet()))
+
+
+class Residual(nn.Module):
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(channels)
+        self.conv2 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(channels)
+        self.relu = nn.ReLU(inplace=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.relu(self.bn1(self.conv1(x)))
+        return self.relu(x + self.bn2(self.conv2(h)))
+
+
+def resnet_like() -> nn.Module:
+    return nn.Sequential(
+        nn.Conv2d(3, 8, 7, stride=2, padding=3),
+        nn.BatchNorm2d(8),
+        nn.ReLU(inplace=True),
+        *[Residual(8) for _ in range(4)],
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(8, 10),
+    ).eval()
+
+
+@pytest.mark.dot
+def test_resnet_style_cnn_draws_with_shapes_and_collapses():
+    model = resnet_like()
+    rec = fxviz.record(model, torch.randn(2, 3, 32, 32))
+    full = fxviz.to_dot(rec).source
+    assert "Conv2d(3→8, k=7×7, s=2×2)" in full
+    assert "2×8×16×16 f32" in full
+    collapsed = fxviz.to_dot(rec, depth=1).source
+    assert collapsed.count("class=fx-module") + collapsed.count('class="fx-module') == 4
+    for source in (
+        full,
+        collapsed,
+        fxviz.to_dot(torch.export.export(model, (torch.randn(2, 3, 32, 32),))).source,
+    ):
+        assert "<svg" in _valid(source)
