@@ -84,7 +84,7 @@ def render(
     tree = _Tree()
     for n in draw.nodes:
         if unit[n.id] is None:
-            tree.add(_open_path(n), ("node", n))
+            tree.add(n.module, ("node", n))
     for box in boxes.values():
         tree.add(_parent(box.path), ("box", box))
     for n in draw.nodes:
@@ -112,10 +112,6 @@ def render(
     if legend:
         _legend(dot, draw, boxes)
     return dot
-
-
-def _open_path(n: DrawNode) -> str:
-    return n.module
 
 
 def _parent(path: str) -> str:
