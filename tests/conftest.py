@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -23,19 +27,25 @@ def x20() -> torch.Tensor:
     return two_layer_net_inputs(batch=5, d_in=20)
 
 
-def pytest_collection_modifyitems(config, items):
-    """Tests marked ``dot`` need the Graphviz binary: skipped (visibly) where it is
-    missing, and an error under CI, which installs it."""
-    import os
-    import shutil
+# marker -> (is the tool there?, what to install)
+_NEEDS = {
+    "dot": (lambda: shutil.which("dot") is not None, "Graphviz 'dot' (apt-get install graphviz)"),
+    "browser": (
+        lambda: Path(shutil.which("chromium") or "/usr/bin/chromium").exists(),
+        "/usr/bin/chromium (apt-get install chromium)",
+    ),
+}
 
-    if shutil.which("dot") is not None:
-        return
-    if os.environ.get("CI"):
-        raise pytest.UsageError(
-            "CI must install Graphviz (apt-get install graphviz) for @dot tests"
-        )
-    skip = pytest.mark.skip(reason="needs the Graphviz 'dot' binary (apt-get install graphviz)")
-    for item in items:
-        if "dot" in item.keywords:
-            item.add_marker(skip)
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``dot`` or ``browser`` need those tools: skipped (visibly) where one is
+    missing, and an error under CI, which installs them."""
+    for marker, (present, install) in _NEEDS.items():
+        if present():
+            continue
+        if os.environ.get("CI"):
+            raise pytest.UsageError(f"CI must install {install} for the @{marker} tests")
+        skip = pytest.mark.skip(reason=f"needs {install}")
+        for item in items:
+            if marker in item.keywords:
+                item.add_marker(skip)

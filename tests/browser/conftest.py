@@ -1,7 +1,7 @@
 """A real JupyterLab and a real headless Chromium (Debian's, driven by Playwright).
 
-Tests here are marked ``browser``; they are skipped, loudly, where Chromium is missing,
-and fail under CI (which installs it).
+Tests here are marked ``browser``; tests/conftest.py skips them, loudly, where Chromium
+is missing, and fails under CI (which installs it).
 """
 
 from __future__ import annotations
@@ -32,18 +32,6 @@ FLAGS = [
     "--disable-dev-shm-usage",
 ]
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
-
-
-def pytest_collection_modifyitems(config, items):
-    if Path(CHROMIUM).exists():
-        return
-    if os.environ.get("CI"):
-        raise pytest.UsageError(
-            "CI must install chromium (apt-get install chromium) for @browser tests"
-        )
-    skip = pytest.mark.skip(reason="needs /usr/bin/chromium (apt-get install chromium)")
-    for item in items:
-        item.add_marker(skip)
 
 
 def _free_port() -> int:
