@@ -7,9 +7,16 @@ search and compare it.
     >>> rec = fxviz.record(torch.nn.Linear(4, 2), torch.ones(3, 4))
     >>> rec["linear"].shape
     (3, 2)
+
+The facade is lazy: ``import fxviz`` imports neither torch nor the widgets; each public
+name loads its module on first use (so ``fxviz --help`` answers at once).
 """
 
-from fxviz.capture import trace
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from fxviz.errors import (
     DebuggerError,
     FxvizError,
@@ -20,57 +27,104 @@ from fxviz.errors import (
     TraceError,
     UnknownNodeError,
 )
-from fxviz.record import (
-    Debugger,
-    NodeRecord,
-    Recording,
-    RecordingInterpreter,
-    RecordingMixin,
-    TensorSummary,
-    dtype_changed,
-    nonfinite,
-    record,
-    recording_class,
-)
-from fxviz.render import (
-    GraphDiff,
-    RenderError,
-    Style,
-    bytes_heat,
-    debugger_state,
-    diff,
-    nonfinite_values,
-    time_heat,
-    to_dot,
-    to_svg,
-)
-from fxviz.report import report
-from fxviz.shapes import (
-    ShapeError,
-    ShapeReport,
-    SpecError,
-    TensorSpec,
-    shapes,
-    shapes_diff,
-    spec,
-)
 
 __version__ = "0.1.0"
 
-_WIDGETS = ("DebuggerApp", "GraphView", "debug", "show")
+# Public name -> the private module that defines it (loaded on first attribute access).
+_LAZY: dict[str, str] = {
+    "trace": "fxviz.capture",
+    "Debugger": "fxviz._record",
+    "NodeRecord": "fxviz._record",
+    "Recording": "fxviz._record",
+    "RecordingInterpreter": "fxviz._record",
+    "RecordingMixin": "fxviz._record",
+    "TensorSummary": "fxviz._record",
+    "dtype_changed": "fxviz._record",
+    "nonfinite": "fxviz._record",
+    "record": "fxviz._record",
+    "recording_class": "fxviz._record",
+    "GraphDiff": "fxviz.render",
+    "RenderError": "fxviz.render",
+    "Style": "fxviz.render",
+    "bytes_heat": "fxviz.render",
+    "debugger_state": "fxviz.render",
+    "diff": "fxviz.render",
+    "nonfinite_values": "fxviz.render",
+    "time_heat": "fxviz.render",
+    "to_dot": "fxviz.render",
+    "to_svg": "fxviz.render",
+    "report": "fxviz._report",
+    "ShapeError": "fxviz._shapes",
+    "ShapeReport": "fxviz._shapes",
+    "SpecError": "fxviz._shapes",
+    "TensorSpec": "fxviz._shapes",
+    "shapes": "fxviz._shapes",
+    "shapes_diff": "fxviz._shapes",
+    "spec": "fxviz._shapes",
+    "DebuggerApp": "fxviz.widgets",
+    "GraphView": "fxviz.widgets",
+    "debug": "fxviz.widgets",
+    "show": "fxviz.widgets",
+}
+
+if TYPE_CHECKING:  # static checkers and IDEs see the real objects
+    from fxviz._record import (
+        Debugger,
+        NodeRecord,
+        Recording,
+        RecordingInterpreter,
+        RecordingMixin,
+        TensorSummary,
+        dtype_changed,
+        nonfinite,
+        record,
+        recording_class,
+    )
+    from fxviz._report import report
+    from fxviz._shapes import (
+        ShapeError,
+        ShapeReport,
+        SpecError,
+        TensorSpec,
+        shapes,
+        shapes_diff,
+        spec,
+    )
+    from fxviz.capture import trace
+    from fxviz.render import (
+        GraphDiff,
+        RenderError,
+        Style,
+        bytes_heat,
+        debugger_state,
+        diff,
+        nonfinite_values,
+        time_heat,
+        to_dot,
+        to_svg,
+    )
+    from fxviz.widgets import DebuggerApp, GraphView, debug, show
 
 
-def __getattr__(name: str) -> object:
-    """Widgets load on first use, so ``import fxviz`` stays fast and works headless."""
-    if name in _WIDGETS:
-        from fxviz import widgets
+def __getattr__(name: str) -> Any:
+    """Load a public name's module on first use and cache the name here."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'fxviz' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
-        return getattr(widgets, name)
-    raise AttributeError(f"module 'fxviz' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
 
 
 def _register_notebook_display() -> None:
-    """In IPython, ``display(dbg)`` shows the debugger app (a static table elsewhere)."""
+    """In IPython, ``display(dbg)`` shows the debugger app (a static table elsewhere).
+
+    Registered by type name, so nothing is imported until a Debugger is displayed.
+    """
     import sys
 
     ipython = sys.modules.get("IPython")
@@ -78,7 +132,7 @@ def _register_notebook_display() -> None:
     if shell is None:
         return
 
-    def app_bundle(dbg: Debugger, include: object = None, exclude: object = None) -> object:
+    def app_bundle(dbg: Any, include: object = None, exclude: object = None) -> object:
         try:
             from fxviz.widgets import DebuggerApp
 
@@ -86,7 +140,9 @@ def _register_notebook_display() -> None:
         except Exception:
             return {"text/html": dbg._repr_html_()}
 
-    shell.display_formatter.mimebundle_formatter.for_type(Debugger, app_bundle)
+    shell.display_formatter.mimebundle_formatter.for_type_by_name(
+        "fxviz._record._debugger", "Debugger", app_bundle
+    )
 
 
 _register_notebook_display()

@@ -21,7 +21,7 @@ td, th {{ padding: 2px 8px; border-bottom: 1px solid #ddd; }}</style></head>
 
 def run_shapes(target: str, inputs: list[str], mode: str, fmt: str, device: str | None) -> int:
     """``fxviz shapes``: print a model's per-node shape table."""
-    from fxviz.shapes import shapes
+    from fxviz._shapes import shapes
 
     try:
         model, specs = _load(target, inputs)
@@ -39,9 +39,9 @@ def run_shapes(target: str, inputs: list[str], mode: str, fmt: str, device: str 
 
 def run_report(target: str, inputs: list[str], mode: str, output: str) -> int:
     """``fxviz report``: record a model (or propagate shapes) and write one HTML file."""
-    from fxviz.record import record
-    from fxviz.report import report
-    from fxviz.shapes import shapes
+    from fxviz._record import record
+    from fxviz._report import report
+    from fxviz._shapes import shapes
 
     try:
         model, specs = _load(target, inputs)
@@ -68,8 +68,8 @@ def run_report(target: str, inputs: list[str], mode: str, output: str) -> int:
 
 def _load(target: str, inputs: list[str]) -> tuple[Any, list[Any]]:
     """The model TARGET names and the parsed input specs (FxvizError when either is bad)."""
+    from fxviz._shapes import parse_spec
     from fxviz._targets import load_target
-    from fxviz.shapes import parse_spec
 
     return load_target(target), [parse_spec(text) for text in inputs]
 

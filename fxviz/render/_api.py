@@ -10,13 +10,13 @@ import graphviz
 import torch
 import torch.fx
 
+from fxviz._record._records import Recording
+from fxviz._shapes._report import ShapeReport
 from fxviz.errors import FxvizError
-from fxviz.record._records import Recording
 from fxviz.render._dot import render
 from fxviz.render._from_fx import draw_fx
 from fxviz.render._model import DrawGraph
 from fxviz.render._overlays import Overlay, errors, nonfinite_values
-from fxviz.shapes._report import ShapeReport
 
 __all__ = ["RenderError", "draw", "to_dot", "to_svg"]
 
@@ -158,7 +158,7 @@ def _as_list(overlay: Overlay | Sequence[Overlay] | None) -> list[Overlay]:
 
 
 def _debugger_recording(obj: Any) -> Recording | None:
-    from fxviz.record import Debugger
+    from fxviz._record import Debugger
 
     return obj.recording if isinstance(obj, Debugger) else None
 

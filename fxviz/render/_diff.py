@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from fxviz.record._records import Recording
+from fxviz._record._records import Recording
 from fxviz.render._model import DrawEdge, DrawGraph, DrawNode
 from fxviz.render._overlays import Style
 
@@ -230,7 +230,7 @@ def diff(
     gm_before, gm_after = trace(before, *inputs), trace(after, *inputs)
     records_before = records_after = None
     if inputs:
-        from fxviz.record import record
+        from fxviz._record import record
 
         records_before = record(gm_before, *inputs)
         records_after = record(gm_after, *inputs)

@@ -9,10 +9,10 @@ import torch
 import torch.fx
 
 from fxviz._nodes import module_path, source_line, target_text
-from fxviz.record._records import NodeRecord
-from fxviz.record._summary import dtype_name
+from fxviz._record._records import NodeRecord
+from fxviz._record._summary import dtype_name
+from fxviz._shapes._report import format_shape
 from fxviz.render._model import DrawEdge, DrawGraph, DrawNode, dot_id
-from fxviz.shapes._report import format_shape
 
 __all__ = ["draw_fx", "module_label"]
 

@@ -6,9 +6,9 @@ from typing import Any
 
 import torch
 
-from fxviz.record._records import NodeRecord
-from fxviz.record._summary import dtype_name
-from fxviz.shapes._report import format_shape
+from fxviz._record._records import NodeRecord
+from fxviz._record._summary import dtype_name
+from fxviz._shapes._report import format_shape
 
 __all__ = ["inspector_data", "table_rows"]
 

@@ -18,7 +18,7 @@ def debug(model_or_gm: Any, *inputs: Any, depth: int | None = None, **options: A
 
     ``options`` go to :class:`fxviz.Debugger` (``interpreter``, ``keep``, ``stats``).
     """
-    from fxviz.record import Debugger
+    from fxviz._record import Debugger
 
     return DebuggerApp(Debugger(model_or_gm, *inputs, **options), depth=depth)
 
@@ -26,7 +26,7 @@ def debug(model_or_gm: Any, *inputs: Any, depth: int | None = None, **options: A
 def show(obj: Any, *, depth: int | None = None) -> GraphView:
     """The right view for a GraphModule, Recording, ShapeReport, GraphDiff, Debugger,
     ExportedProgram or TorchScript object."""
-    from fxviz.record import Debugger
+    from fxviz._record import Debugger
 
     if isinstance(obj, Debugger):
         return DebuggerApp(obj, depth=depth)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from fxviz._record import Debugger, nonfinite
 from fxviz.errors import FxvizError
-from fxviz.record import Debugger, nonfinite
 from fxviz.render._inspect import inspector_data, table_rows
 from fxviz.widgets._graph_view import GraphView
 
@@ -112,7 +112,7 @@ class DebuggerApp(GraphView):
 
 def _labelled(debugger: Debugger) -> Any:
     """What to draw: the graph with shapes from a fake-tensor pass when one works."""
-    from fxviz.shapes import shapes
+    from fxviz._shapes import shapes
 
     try:
         return shapes(debugger.graph_module, *debugger._inputs, mode="fake", progress=False)

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from fxviz.record._summary import summarize
+from fxviz._record._summary import summarize
 
 
 def _reference(t: torch.Tensor) -> dict[str, float]:

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import fxviz
-from fxviz.shapes import parse_spec
+from fxviz._shapes import parse_spec
 
 
 @pytest.mark.parametrize(

@@ -9,12 +9,12 @@ from typing import Any
 import torch
 import torch.fx
 
+from fxviz._record._explain import describe_failure
+from fxviz._record._recorder import Keep, Recorder
+from fxviz._record._records import Recording
 from fxviz._torch_compat import has_plain_codegen, input_spec_mismatch
 from fxviz.capture import trace
 from fxviz.errors import InputError, NodeError, RecordingInterrupted
-from fxviz.record._explain import describe_failure
-from fxviz.record._recorder import Keep, Recorder
-from fxviz.record._records import Recording
 
 __all__ = [
     "RecordingInterpreter",

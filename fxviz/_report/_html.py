@@ -16,12 +16,12 @@ from typing import Any
 
 import torch
 
+from fxviz._record._records import Recording
+from fxviz._shapes._report import ShapeReport
 from fxviz._static import static_file
-from fxviz.record._records import Recording
 from fxviz.render._api import draw, to_dot
 from fxviz.render._collapse import opening_depth, units
 from fxviz.render._diff import GraphDiff
-from fxviz.shapes._report import ShapeReport
 
 __all__ = ["report"]
 
@@ -88,7 +88,7 @@ def report(
 
 
 def _data(obj: Any, max_preview: int) -> dict[str, Any]:
-    from fxviz.record import Debugger
+    from fxviz._record import Debugger
     from fxviz.render._inspect import inspector_data, table_rows
 
     recording = obj.recording if isinstance(obj, (Debugger, ShapeReport)) else obj

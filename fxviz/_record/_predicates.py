@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import torch
 
-from fxviz.record._records import NodeRecord
-from fxviz.record._summary import iter_tensors
+from fxviz._record._records import NodeRecord
+from fxviz._record._summary import iter_tensors
 
 __all__ = ["dtype_changed", "nonfinite"]
 

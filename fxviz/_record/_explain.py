@@ -6,8 +6,8 @@ from typing import Any
 
 import torch
 
-from fxviz.record._records import NodeRecord
-from fxviz.record._summary import dtype_name
+from fxviz._record._records import NodeRecord
+from fxviz._record._summary import dtype_name
 
 __all__ = ["describe_failure", "describe_input"]
 

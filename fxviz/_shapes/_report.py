@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.fx
 
-from fxviz.record._records import NodeRecord, Recording
-from fxviz.record._summary import TensorSummary, dtype_name
+from fxviz._record._records import NodeRecord, Recording
+from fxviz._record._summary import TensorSummary, dtype_name
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -9,14 +9,14 @@ from typing import Any, Literal
 import torch
 import torch.fx
 
+from fxviz._record import RecordingInterpreter
+from fxviz._record._interpreter import check_inputs
+from fxviz._record._summary import iter_tensors
+from fxviz._shapes._report import ShapeReport
+from fxviz._shapes._spec import TensorSpec
 from fxviz._torch_compat import extract_tensor_metadata, fake_tensor, reparametrize
 from fxviz.capture import trace
 from fxviz.errors import FxvizError, NodeError
-from fxviz.record import RecordingInterpreter
-from fxviz.record._interpreter import check_inputs
-from fxviz.record._summary import iter_tensors
-from fxviz.shapes._report import ShapeReport
-from fxviz.shapes._spec import TensorSpec
 
 __all__ = ["Mode", "ShapeError", "shapes"]
 

@@ -19,11 +19,11 @@ import torch
 import torch.fx
 
 from fxviz._nodes import module_path, source_line, target_text
+from fxviz._record._records import NodeRecord, Recording, StoredValue
+from fxviz._record._summary import TensorSummary, iter_tensors, summarize
+from fxviz._record._writes import storage_key, written_locations, written_tensors
 from fxviz._torch_compat import graph_tail, shares_storage, tree_map_only_tensors
 from fxviz.errors import FxvizWarning
-from fxviz.record._records import NodeRecord, Recording, StoredValue
-from fxviz.record._summary import TensorSummary, iter_tensors, summarize
-from fxviz.record._writes import storage_key, written_locations, written_tensors
 
 __all__ = ["Keep", "Recorder", "check_keep"]
 

@@ -1,5 +1,5 @@
 """Self-contained HTML reports of graphs and recorded runs."""
 
-from fxviz.report._html import report
+from fxviz._report._html import report
 
 __all__ = ["report"]

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.fx
 
+from fxviz._record._summary import TensorSummary, dtype_name
 from fxviz.errors import UnknownNodeError
-from fxviz.record._summary import TensorSummary, dtype_name
 
 if TYPE_CHECKING:
     import pandas as pd
