@@ -10,7 +10,8 @@ Every error is an :class:`FxvizError` and also subclasses the matching builtin, 
 
 from __future__ import annotations
 
-from typing import Any
+import threading
+from typing import Any, TypeVar
 
 __all__ = [
     "DebuggerError",
@@ -21,7 +22,11 @@ __all__ = [
     "RecordingInterrupted",
     "TraceError",
     "UnknownNodeError",
+    "node_error_type",
 ]
+
+
+_E = TypeVar("_E", bound="NodeError")
 
 
 class FxvizError(Exception):
@@ -39,15 +44,74 @@ class InputError(FxvizError, TypeError):
 class NodeError(FxvizError, RuntimeError):
     """A node raised while the graph ran.
 
+    The error raised is also an instance of the node's own exception type, so code
+    that catches what plain torch raises keeps working (see :func:`node_error_type`)::
+
+        >>> import torch, fxviz
+        >>> try:
+        ...     fxviz.record(lambda x: x + "a", torch.ones(1))
+        ... except TypeError as e:
+        ...     print(type(e).__name__, isinstance(e, fxviz.NodeError), e.node)
+        NodeError[TypeError] True add
+
     Attributes:
         node: name of the FX node that raised.
         recording: everything recorded up to and including the failing node.
     """
 
     def __init__(self, message: str, *, node: str, recording: Any = None) -> None:
-        super().__init__(message)
+        # Not super().__init__: a NodeError made for another exception type (see
+        # node_error_type) must not run that type's own __init__ with our message.
+        BaseException.__init__(self, message)
         self.node = node
         self.recording = recording
+
+    def __str__(self) -> str:  # a NodeError[KeyError] would show its message quoted
+        return str(self.args[0]) if self.args else ""
+
+
+_TYPED: dict[tuple[type, type], type] = {}
+_TYPED_LOCK = threading.Lock()
+
+
+def node_error_type(base: type[_E], error_type: type[BaseException]) -> type[_E]:
+    """``base`` (``NodeError`` or a subclass), made also a subclass of ``error_type``.
+
+    One class per pair, created once: ``NodeError[TypeError]`` is both a
+    :class:`NodeError` and a ``TypeError``. Returns ``base`` itself when it already is
+    an ``error_type``, or when no class can derive from both.
+
+        >>> cls = node_error_type(NodeError, ValueError)
+        >>> issubclass(cls, ValueError), issubclass(cls, NodeError), cls.__name__
+        (True, True, 'NodeError[ValueError]')
+        >>> cls is node_error_type(NodeError, ValueError)
+        True
+    """
+    if issubclass(base, error_type) or not issubclass(error_type, Exception):
+        return base
+    key = (base, error_type)
+    with _TYPED_LOCK:
+        cls = _TYPED.get(key)
+        if cls is None:
+            name = f"{base.__name__}[{error_type.__name__}]"
+            cls = _derive(name, base, error_type)
+            _TYPED[key] = cls
+    return cls  # type: ignore[return-value]
+
+
+def _derive(name: str, base: type, error_type: type[BaseException]) -> type:
+    def __new__(cls: type, *args: Any, **kwargs: Any) -> Any:
+        # the instance layout is error_type's (an OSError has more fields than a
+        # RuntimeError), so error_type allocates it; keyword arguments are ours
+        return error_type.__new__(cls, *args)  # type: ignore[call-overload]
+
+    namespace = {"__module__": base.__module__, "__qualname__": name, "__new__": __new__}
+    try:
+        cls = type(name, (base, error_type), namespace)
+        cls.__new__(cls, "")  # some types cannot be made this way: find out now
+    except Exception:  # incompatible layouts, an inconsistent MRO, a strict __new__
+        return base
+    return cls
 
 
 class UnknownNodeError(FxvizError, KeyError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 from typing import Any
@@ -10,11 +11,11 @@ import torch
 import torch.fx
 
 from fxviz._record._explain import describe_failure
-from fxviz._record._recorder import Keep, Recorder
+from fxviz._record._recorder import Keep, Recorder, check_keep
 from fxviz._record._records import Recording
 from fxviz._torch_compat import has_plain_codegen, input_spec_mismatch
 from fxviz.capture import trace
-from fxviz.errors import InputError, NodeError, RecordingInterrupted
+from fxviz.errors import InputError, NodeError, RecordingInterrupted, node_error_type
 
 __all__ = [
     "RecordingInterpreter",
@@ -38,27 +39,42 @@ class RecordingMixin:
                       +-- placeholder() / get_attr() / call_function()
                           call_method() / call_module() / output()   <- yours or torch's
 
-    After a run, ``self.recording`` is the :class:`Recording`.
+    Everything ``torch.fx.Interpreter`` does stays as it is: the constructor and its
+    arguments, ``run(*args, initial_env=..., enable_io_processing=...)``, ``boxed_run``,
+    ``run_node``, the ``env`` (collected after each value's last use when
+    ``garbage_collect_values`` is true), ``extra_traceback``. Only two things are added:
+
+    - ``self.recording``, the :class:`Recording` of the latest run. When the interpreter
+      collects values (``garbage_collect_values=True``, torch's default) the recording
+      drops them too and keeps their statistics, as ``keep="stats"`` does; with
+      ``garbage_collect_values=False`` it keeps every value. ``fxviz_configure`` chooses.
+    - A node that raises reaches the caller as a :class:`fxviz.NodeError` that is also an
+      instance of the node's own exception type (``except TypeError`` still catches it),
+      with the partial recording on ``err.recording`` and the original on ``__cause__``.
     """
 
     _fxviz_recorder: Recorder | None = None
     fxviz_progress: Any = None  # a tqdm bar to advance once a node, when set
-    _fxviz_options: dict[str, Any] = {"keep": "all", "stats": True}  # noqa: RUF012 (read-only default)
+    _fxviz_options: dict[str, Any] = {"keep": None, "stats": True}  # noqa: RUF012 (read-only default)
 
-    def fxviz_configure(self, *, keep: Keep = "all", stats: bool = True) -> None:
-        """Set what later runs keep: ``keep="all" | "stats" | <bytes>``; ``stats`` on/off."""
-        interp: Any = self
+    def fxviz_configure(self, *, keep: Keep | None = None, stats: bool = True) -> None:
+        """Set what later runs keep: ``keep="all" | "stats" | <bytes>`` (``None``: follow
+        ``garbage_collect_values``); ``stats`` on/off. The interpreter's own behaviour
+        (its ``env`` included) is not changed."""
+        if keep is not None:
+            check_keep(keep)
         self._fxviz_options = {"keep": keep, "stats": stats}
-        if isinstance(interp, torch.fx.Transformer):
-            interp.garbage_collect_values = False
-            return
-        interp.garbage_collect_values = keep != "all"
-        if interp.garbage_collect_values and not hasattr(interp, "user_to_last_uses"):
-            interp.user_to_last_uses = _last_uses(interp.graph)
 
     def fxviz_start(self) -> Recorder:
         """Begin a fresh recording (called by ``run``; the Debugger calls it directly)."""
-        recorder = Recorder(self, **self._fxviz_options)  # type: ignore[arg-type]
+        interp: Any = self
+        keep = self._fxviz_options["keep"]
+        if keep is None:
+            collects = interp.garbage_collect_values and not isinstance(
+                interp, torch.fx.Transformer
+            )
+            keep = "stats" if collects else "all"
+        recorder = Recorder(self, keep=keep, stats=self._fxviz_options["stats"])
         recorder.next_run_node = super().run_node  # type: ignore[misc]  # bound once a run
         self._fxviz_recorder = recorder
         return recorder
@@ -72,8 +88,6 @@ class RecordingMixin:
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
         recorder = self.fxviz_start()
-        interp: Any = self
-        interp.extra_traceback = False  # fxviz's NodeError carries the node context
         try:
             output = super().run(*args, **kwargs)  # type: ignore[misc]
         except KeyboardInterrupt as interrupt:
@@ -83,57 +97,95 @@ class RecordingMixin:
                 recording=recorder.recording(),
             ) from interrupt
         except Exception as error:
-            failed = recorder.records[-1] if recorder.entries else None
-            if failed is None or failed.error is not error:
+            wrapped = wrap_node_failure(recorder, error, self.module)  # type: ignore[attr-defined]
+            if wrapped is None:
                 raise  # not a node's failure (bad inputs, the user's own run())
-            wrapped = NodeError(
-                describe_failure(failed, interp.module),
-                node=failed.name,
-                recording=recorder.recording(error=error),
-            )
-            recorder.error = wrapped
             raise wrapped from error
         recorder.finish(output)
         return output
 
     def run_node(self, n: torch.fx.Node) -> Any:
+        interp: Any = self
         recorder = self._fxviz_recorder
-        if recorder is None:  # Transformer.transform() bypasses run(): start lazily
+        if recorder is None or (recorder.env is not None and recorder.env is not interp.env):
+            # a run that bypassed our run(): Transformer.transform() and
+            # ShapeProp.propagate() call Interpreter.run directly; each run starts with
+            # a fresh env, which tells one run from the next
             recorder = self.fxviz_start()
+        if recorder.env is None:
+            recorder.env = interp.env
         value = recorder.run_node(n, recorder.next_run_node)
+        if n.op == "output" and not recorder.complete:
+            recorder.output, recorder.complete = value, True  # run() may still process it
         if self.fxviz_progress is not None:
             self.fxviz_progress.update()
         return value
 
 
+def wrap_node_failure(
+    recorder: Recorder, error: BaseException, module: torch.nn.Module
+) -> NodeError | None:
+    """The :class:`NodeError` for ``error`` if the node being recorded raised it (torch
+    may have turned a ``KeyError`` into a ``RuntimeError`` on the way), else ``None``.
+
+    Its class is also the original exception's (``NodeError[TypeError]``)."""
+    failed = recorder.records[-1] if recorder.entries else None
+    if failed is None or failed.error is None:
+        return None
+    original = failed.error
+    if error is not original and error.__cause__ is not original:
+        return None
+    cls = node_error_type(NodeError, type(original))
+    if not issubclass(cls, type(original)):  # no class can be both: raise the original
+        with contextlib.suppress(AttributeError):  # with the recording on it, if it can
+            original.recording = recorder.recording()  # type: ignore[attr-defined]
+            original.add_note(describe_failure(failed, module).splitlines()[0])
+        return None
+    wrapped = cls.__new__(cls, "")
+    # attributes the original carries (an OSError's errno, a custom error's fields)
+    vars(wrapped).update(getattr(original, "__dict__", {}))
+    NodeError.__init__(wrapped, describe_failure(failed, module), node=failed.name)
+    recorder.error = wrapped
+    wrapped.recording = recorder.recording()
+    return wrapped
+
+
 class RecordingInterpreter(RecordingMixin, torch.fx.Interpreter):
     """A ``torch.fx.Interpreter`` that records every node it runs.
 
+    A drop-in for ``torch.fx.Interpreter``: the same arguments, ``run``, ``boxed_run``,
+    ``run_node``, ``env`` and exceptions (see :class:`RecordingMixin`).
+
     Args:
         module: the ``GraphModule`` to run.
-        keep: ``"all"`` keeps every value (``garbage_collect_values=False``), ``"stats"``
-            keeps statistics only, an ``int`` keeps values up to that many bytes.
-        stats: take statistics (min/max/mean/std/NaN counts) of every output.
+        garbage_collect_values: as for ``torch.fx.Interpreter``: free each value from
+            ``env`` after its last use. The recording then keeps statistics and drops
+            values too (``keep="stats"``), unless ``keep`` says otherwise.
         graph: run this graph instead of ``module.graph``.
+        keep: ``"all"`` keeps every value in the recording, ``"stats"`` statistics only,
+            an ``int`` values up to that many bytes; default: ``"stats"`` when
+            ``garbage_collect_values`` else ``"all"``. It never changes ``env``.
+        stats: take statistics (min/max/mean/std/NaN counts) of every output.
 
     Example:
         >>> import torch, fxviz
         >>> gm = fxviz.trace(torch.nn.Linear(3, 2))
-        >>> interp = fxviz.RecordingInterpreter(gm)
+        >>> interp = fxviz.RecordingInterpreter(gm, garbage_collect_values=False)
         >>> out = interp.run(torch.ones(4, 3))
-        >>> interp.recording["linear"].shape
-        (4, 2)
+        >>> interp.recording["linear"].shape, interp.recording["linear"].kept
+        ((4, 2), True)
     """
 
     def __init__(
         self,
         module: torch.nn.Module,
-        *,
-        keep: Keep = "all",
-        stats: bool = True,
+        garbage_collect_values: bool = True,
         graph: torch.fx.Graph | None = None,
+        *,
+        keep: Keep | None = None,
+        stats: bool = True,
     ) -> None:
-        super().__init__(module, garbage_collect_values=keep != "all", graph=graph)
+        super().__init__(module, garbage_collect_values=garbage_collect_values, graph=graph)
         self.fxviz_configure(keep=keep, stats=stats)
 
 
@@ -158,21 +210,31 @@ def as_recording_interpreter(
     stats: bool,
 ) -> Any:
     """An interpreter instance that records: fxviz's own, the user's class, or a copy of
-    the user's instance (the original is left untouched)."""
+    the user's instance (the original is left untouched).
+
+    It is private to ``record`` and the Debugger, so it is set up for them: ``env`` keeps
+    every value when ``keep="all"`` (``Recording.env``) and frees them otherwise, and
+    torch's "While executing" text is not added to the node's exception (the NodeError
+    says where it happened)."""
     if interpreter is None:
-        return RecordingInterpreter(gm, keep=keep, stats=stats)
-    if isinstance(interpreter, torch.fx.Interpreter):
+        instance: Any = RecordingInterpreter(gm, keep=keep, stats=stats)
+    elif isinstance(interpreter, torch.fx.Interpreter):
         if interpreter.graph is not gm.graph:
             raise TypeError(
                 f"this {type(interpreter).__name__} instance was made for another graph; pass "
                 f"its class (interpreter={type(interpreter).__name__}) or an instance made for "
                 "this GraphModule"
             )
-        instance: Any = copy.copy(interpreter)
+        instance = copy.copy(interpreter)
         instance.__class__ = recording_class(type(interpreter))
     else:
         instance = recording_class(interpreter)(gm)
     instance.fxviz_configure(keep=keep, stats=stats)
+    instance.extra_traceback = False
+    if not isinstance(instance, torch.fx.Transformer):
+        instance.garbage_collect_values = keep != "all"
+        if instance.garbage_collect_values and not hasattr(instance, "user_to_last_uses"):
+            instance.user_to_last_uses = _last_uses(instance.graph)
     return instance
 
 

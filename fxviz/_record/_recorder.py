@@ -86,6 +86,7 @@ class Recorder:
         self._dropped = 0
         self._transformer = isinstance(interpreter, torch.fx.Transformer)
         self.next_run_node: Callable[[torch.fx.Node], Any] = interpreter.run_node
+        self.env: dict[torch.fx.Node, Any] | None = None  # the env of the run being recorded
 
     # -- the hot path --------------------------------------------------------------------
     def run_node(self, node: torch.fx.Node, run: Callable[[torch.fx.Node], Any]) -> Any:

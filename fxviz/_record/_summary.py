@@ -40,7 +40,7 @@ class TensorSummary:
     shape: tuple[int | str, ...]
     dtype: torch.dtype
     device: str
-    stride: tuple[int, ...] | None
+    stride: tuple[int | str, ...] | None
     requires_grad: bool
     numel: int
     nbytes: int
@@ -94,14 +94,20 @@ def summarize(value: Any, stats: bool = True) -> tuple[TensorSummary, ...]:
 
 
 def _summarize_tensor(path: str, t: torch.Tensor, stats: bool) -> TensorSummary:
-    numel = t.numel()
-    strided = t.layout == torch.strided
+    # Nothing here may guard on a size: a fake tensor's sizes can be unbacked symbols
+    # (``u0`` after ``nonzero``), and comparing one raises GuardOnDataDependentSymNode.
+    # Only plain tensors (whose sizes are ints) are measured; the rest keep their
+    # shape, dtype and symbolic sizes as text.
     plain = type(t) in _STATS_TYPES
+    strided = t.layout == torch.strided
+    numel = t.numel()
+    known = isinstance(numel, int)
     measured = (
         stats
-        and strided
-        and numel != 0
         and plain
+        and strided
+        and known
+        and numel != 0
         and not (t.is_meta or t.is_complex() or t.is_quantized)
     )
     return TensorSummary(
@@ -109,10 +115,10 @@ def _summarize_tensor(path: str, t: torch.Tensor, stats: bool) -> TensorSummary:
         tuple(t.shape) if plain else tuple(_dim(d) for d in t.shape),
         t.dtype,
         str(t.device),
-        t.stride() if strided else None,
+        (t.stride() if plain else tuple(_dim(s) for s in t.stride())) if strided else None,  # type: ignore[misc]
         t.requires_grad,
-        numel if isinstance(numel, int) else -1,
-        numel * t.element_size() if isinstance(numel, int) else -1,
+        numel if known else -1,
+        numel * t.element_size() if known else -1,
         *(_measure(t) if measured else ()),
     )
 

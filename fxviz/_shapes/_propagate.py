@@ -16,7 +16,7 @@ from fxviz._shapes._report import ShapeReport
 from fxviz._shapes._spec import TensorSpec
 from fxviz._torch_compat import extract_tensor_metadata, fake_tensor, reparametrize
 from fxviz.capture import trace
-from fxviz.errors import FxvizError, NodeError
+from fxviz.errors import FxvizError, NodeError, node_error_type
 
 __all__ = ["Mode", "ShapeError", "shapes"]
 
@@ -102,7 +102,9 @@ def shapes(
                 interp.run(*converted)
             except NodeError as error:
                 report = ShapeReport(gm, error.recording, mode=mode)
-                raise ShapeError(
+                cause = error.__cause__
+                typed = ShapeError if cause is None else node_error_type(ShapeError, type(cause))
+                raise typed(
                     _explain(str(error), mode, error.__cause__), node=error.node, report=report
                 ) from error.__cause__
     return ShapeReport(gm, interp.recording, mode=mode)
