@@ -11,7 +11,6 @@ from __future__ import annotations
 import itertools
 import time
 import warnings
-import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, overload
 
@@ -334,16 +333,17 @@ class _RecordList(Sequence[NodeRecord]):
         return self._recorder.record(index)
 
 
-_PLANS: weakref.WeakKeyDictionary[torch.fx.Graph, dict[torch.fx.Node, tuple[Any, ...]]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
 def _plans_of(graph: torch.fx.Graph) -> dict[torch.fx.Node, tuple[Any, ...]]:
-    """Per-node plans of a graph, kept across runs while the graph lives."""
-    plans = _PLANS.get(graph)
+    """Per-node plans of a graph, kept across runs on the graph object itself.
+
+    Not in a global ``WeakKeyDictionary``: its values would hold the graph's nodes, which
+    hold the graph, so no entry (and no model) would ever be freed. On the graph, the
+    plans die with it.
+    """
+    plans = vars(graph).get("_fxviz_plans")
     if plans is None:
-        plans = _PLANS[graph] = {}
+        plans = {}
+        setattr(graph, "_fxviz_plans", plans)  # noqa: B010 (a private name on torch's object)
     return plans
 
 

@@ -13,11 +13,13 @@ overwritten, and checks ``Tensor._version`` afterwards to catch writes it did no
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import operator
+import weakref
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 import torch.fx
@@ -26,6 +28,7 @@ from fxviz._torch_compat import OpOverload, OpOverloadPacket, storage_id
 
 __all__ = ["storage_key", "written_locations", "written_tensors"]
 
+_T = TypeVar("_T")
 Location = tuple[str, Any]  # ("arg", index) or ("kwarg", name)
 
 _INPLACE_OPERATORS = frozenset(
@@ -107,7 +110,32 @@ def _inplace_name(name: str) -> bool:
     return name.endswith("_") and not name.startswith("__")
 
 
-@functools.cache
+def _weak_cache(fn: Callable[[Any], _T]) -> Callable[[Any], _T]:
+    """Like ``functools.cache`` for a function of one callable, without keeping the
+    callable alive: a target can be a closure or a bound method that holds a model."""
+    weak: weakref.WeakKeyDictionary[Any, _T] = weakref.WeakKeyDictionary()
+    strong: dict[Any, _T] = {}  # builtins cannot be weakly referenced (and never die)
+
+    @functools.wraps(fn)
+    def cached(key: Any) -> _T:
+        try:
+            cache: Any = weak
+            return weak[key]
+        except TypeError:
+            cache = strong
+            if key in strong:
+                return strong[key]
+        except KeyError:
+            pass
+        value = fn(key)
+        with contextlib.suppress(TypeError):  # unhashable: not cached
+            cache[key] = value
+        return value
+
+    return cached
+
+
+@_weak_cache
 def _first_parameter(target: Callable[..., Any]) -> str | None:
     try:
         params = list(inspect.signature(target).parameters.values())
@@ -180,7 +208,7 @@ def _inplace_flag(target: Callable[..., Any], node: torch.fx.Node) -> bool:
     return position is not None and position < len(node.args) and node.args[position] is True
 
 
-@functools.cache
+@_weak_cache
 def _inplace_position(target: Callable[..., Any]) -> int | None:
     try:
         params = list(inspect.signature(target).parameters)

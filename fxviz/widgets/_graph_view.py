@@ -14,6 +14,11 @@ from fxviz.render._collapse import BIG_GRAPH, module_id, opening_depth, unit_pat
 __all__ = ["BIG_GRAPH", "GraphView"]
 
 
+def _asset(name: str, missing: str) -> str:
+    path = STATIC / name
+    return path.read_text(encoding="utf-8") if path.is_file() else missing
+
+
 class GraphView(anywidget.AnyWidget):
     """A graph in the notebook: pan/zoom, click to inspect, search, collapse modules.
 
@@ -35,8 +40,11 @@ class GraphView(anywidget.AnyWidget):
         True
     """
 
-    _esm = STATIC / "widget.js" if (STATIC / "widget.js").is_file() else "export default {}"
-    _css = STATIC / "widget.css" if (STATIC / "widget.css").is_file() else ""
+    # Text, not paths: anywidget connects every instance to a file-watch signal of a Path
+    # asset with a closure that holds the instance, so no widget (nor the model it
+    # shows) would ever be freed.
+    _esm = _asset("widget.js", "export default {}")
+    _css = _asset("widget.css", "")
 
     mode = traitlets.Unicode("graph").tag(sync=True)
     dot = traitlets.Unicode("").tag(sync=True)
