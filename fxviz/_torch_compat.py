@@ -6,7 +6,11 @@ nowhere else.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import builtins
+import contextlib
+import functools
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -27,6 +31,7 @@ __all__ = [
     "reparametrize",
     "shares_storage",
     "storage_id",
+    "thread_scoped_fx_patches",
     "tree_leaves",
     "tree_map_only_tensors",
 ]
@@ -125,3 +130,68 @@ def shares_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
         return torch._C._is_alias_of(a, b)
     except (RuntimeError, TypeError):
         return False
+
+
+_PATCH_LOCK = threading.Lock()
+_patch_users = 0
+
+
+@contextlib.contextmanager
+def thread_scoped_fx_patches() -> Iterator[None]:
+    """While active, what ``torch.fx.symbolic_trace`` patches (``nn.Module.__call__`` and
+    ``__getattr__``, wrapped functions) acts only in the thread that is tracing; other
+    threads calling the same functions get the originals, so their plain forwards run
+    undisturbed.
+
+    Relies on ``torch.fx._symbolic_trace._Patcher.patch``/``patch_method`` (private,
+    stable since torch 1.10), through which every such patch goes.
+    """
+    from torch.fx._symbolic_trace import _Patcher
+
+    global _patch_users
+    with _PATCH_LOCK:
+        if _patch_users == 0:
+            _Patcher.patch = _scoped_patch(_Patcher.patch, _ORIGINAL_PATCH)  # type: ignore[method-assign]
+            _Patcher.patch_method = _scoped_patch(_Patcher.patch_method, _ORIGINAL_PATCH_METHOD)  # type: ignore[method-assign]
+        _patch_users += 1
+    try:
+        yield
+    finally:
+        with _PATCH_LOCK:
+            _patch_users -= 1
+            if _patch_users == 0:
+                _Patcher.patch = _ORIGINAL_PATCH[0]  # type: ignore[method-assign]
+                _Patcher.patch_method = _ORIGINAL_PATCH_METHOD[0]  # type: ignore[method-assign]
+
+
+_ORIGINAL_PATCH: list[Any] = []
+_ORIGINAL_PATCH_METHOD: list[Any] = []
+
+
+def _scoped_patch(patch: Any, keep: list[Any]) -> Any:
+    """``_Patcher.patch``/``patch_method`` that install a thread-checking wrapper."""
+    if not keep:
+        keep.append(patch)
+    original = keep[0]
+
+    @functools.wraps(original)
+    def scoped(self: Any, where: Any, name: str, new_fn: Any, deduplicate: bool = True) -> None:
+        if isinstance(where, dict):
+            before = where.get(name, getattr(builtins, name, None))
+        else:
+            before = getattr(where, name)
+        return original(self, where, name, _only_in_this_thread(new_fn, before), deduplicate)
+
+    return scoped
+
+
+def _only_in_this_thread(new_fn: Callable[..., Any], before: Any) -> Callable[..., Any]:
+    owner = threading.get_ident()
+
+    @functools.wraps(new_fn)
+    def dispatch(*args: Any, **kwargs: Any) -> Any:
+        if threading.get_ident() == owner or before is None:
+            return new_fn(*args, **kwargs)
+        return before(*args, **kwargs)
+
+    return dispatch

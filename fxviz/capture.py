@@ -7,6 +7,7 @@ import linecache
 import logging
 import os
 import re
+import threading
 import traceback
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -15,6 +16,7 @@ from typing import Any, Literal
 import torch
 import torch.fx
 
+from fxviz._torch_compat import thread_scoped_fx_patches
 from fxviz.errors import TraceError
 
 __all__ = ["trace"]
@@ -64,6 +66,19 @@ def trace(
             f"cannot trace an object of type {type(obj).__name__}: pass an nn.Module, a "
             "function, a GraphModule or a torch.export.ExportedProgram"
         )
+    # Tracing patches globals (nn.Module.__call__, wrapped functions) and torch.export
+    # uses process-wide state: one trace at a time, and the patches act only in the
+    # tracing thread, so other threads' plain forwards are never disturbed.
+    with _TRACE_LOCK, thread_scoped_fx_patches():
+        return _capture(obj, example_inputs, method, concrete_args)
+
+
+_TRACE_LOCK = threading.RLock()
+
+
+def _capture(
+    obj: Any, example_inputs: Sequence[Any], method: Method, concrete_args: dict[str, Any] | None
+) -> torch.fx.GraphModule:
     if method == "export":
         return _export(obj, example_inputs)
     try:

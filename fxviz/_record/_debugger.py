@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
+import difflib
 import html
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -14,9 +14,11 @@ import torch.fx
 
 from fxviz._nodes import target_text
 from fxviz._record._explain import describe_failure
-from fxviz._record._interpreter import as_recording_interpreter, check_inputs
+from fxviz._record._interpreter import as_recording_interpreter, check_inputs, reject_specs
+from fxviz._record._random import RandomStream
 from fxviz._record._recorder import Keep
 from fxviz._record._records import NodeRecord, Recording, unknown_node_message
+from fxviz._record._writes import storage_key
 from fxviz.capture import trace
 from fxviz.errors import DebuggerError, FxvizWarning, RecordingInterrupted, UnknownNodeError
 
@@ -75,6 +77,7 @@ class Debugger:
                 "so there is nothing to step through. Record it with "
                 "fxviz.record(gm, interpreter=...) and debug the module it returns."
             )
+        reject_specs(inputs, "fxviz.Debugger")
         self.graph_module = trace(gm_or_module, *inputs)
         self.graph: torch.fx.Graph = self.graph_module.graph  # type: ignore[assignment]
         check_inputs(self.graph_module, inputs)
@@ -82,10 +85,12 @@ class Debugger:
         self._options: dict[str, Any] = {"interpreter": interpreter, "keep": keep, "stats": stats}
         self._breakpoints: list[Breakpoint] = []
         # What a run changes besides its values, put back by restart(): the random stream
-        # the run draws from (kept apart from the caller's) and the module's buffers.
-        self._rng_at_start = _rng_state()
-        self._rng = self._rng_at_start
+        # the run draws from (its own, never the caller's global one), the module's
+        # buffers, and parameters the graph writes in place (copied just before).
+        self._random = RandomStream()
         self._buffers = {name: b.detach().clone() for name, b in self.graph_module.named_buffers()}
+        self._parameters = _parameter_keys(self.graph_module)
+        self._parameter_copies: dict[str, torch.Tensor] = {}
         self._start()
 
     # -- state ---------------------------------------------------------------------------
@@ -190,7 +195,7 @@ class Debugger:
             raise ValueError(f"step() takes n >= 1, not {n}; use back(n) to go back")
         self._check_can_run("step")
         last = None
-        with self._own_rng():
+        with self._random.active():
             for i in range(n):
                 last = self._advance()
                 if self._stopped(last, check_breakpoints=i < n - 1):
@@ -202,7 +207,7 @@ class Debugger:
     def continue_(self) -> NodeRecord | None:
         """Run until a breakpoint, an error or the end; returns the last record run."""
         self._check_can_run("continue_")
-        with self._own_rng():
+        with self._random.active():
             while True:
                 last = self._advance()
                 if self._stopped(last, check_breakpoints=True):
@@ -218,7 +223,7 @@ class Debugger:
             return self._last()
         self._check_can_run("run_to")
         last = None
-        with self._own_rng():
+        with self._random.active():
             while self._pos < target:
                 last = self._advance()
                 if self._stopped(last, check_breakpoints=False):
@@ -238,16 +243,20 @@ class Debugger:
         """Start again from the first node with a fresh recording, of the graph as it is now.
 
         Inputs the graph wrote in place are put back from their recorded copies, module
-        buffers (batch-norm statistics, caches) as they were when the debugger was made,
-        and the random stream the run draws from starts over, so the run repeats exactly
-        (dropout included). The caller's own random state is never touched: the debugger
-        draws from a stream of its own, seeded from the global one when it was made.
+        buffers (batch-norm statistics, caches) and parameters the graph wrote in place
+        as they were when the debugger was made, and the random stream the run draws
+        from starts over, so the run repeats exactly (dropout included). The caller's own
+        random state is never touched: the debugger draws from generators of its own,
+        seeded from the global state when it was made (thread-safe: see ``_random``).
         """
         self._restore_inputs()
         with torch.no_grad():
             for name, saved in self._buffers.items():
                 self.graph_module.get_buffer(name).copy_(saved)
-        self._rng = self._rng_at_start
+            for name, saved in self._parameter_copies.items():
+                self.graph_module.get_parameter(name).copy_(saved)
+        self._warn_unrestorable_parameters()
+        self._random.reset()
         self._start()
 
     # -- breakpoints ---------------------------------------------------------------------
@@ -266,14 +275,19 @@ class Debugger:
         if op is None and target is None:
             raise ValueError("break_on needs op=... and/or target=...")
         if op is not None and op not in _OPS:
-            raise ValueError(f"unknown op: {op!r} (must be one of {list(_OPS)})")
+            close = difflib.get_close_matches(str(op), _OPS, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ValueError(f"unknown op: {op!r} (must be one of {list(_OPS)}){hint}")
         match_target = _target_matcher(target, self.graph_module) if target is not None else None
 
         def before(node: torch.fx.Node) -> bool:
             return (op is None or node.op == op) and (match_target is None or match_target(node))
 
         parts = [f"op={op}" if op else "", f"target={target!r}" if target is not None else ""]
-        self._breakpoints.append(Breakpoint("on " + " ".join(p for p in parts if p), before=before))
+        description = " ".join(p for p in parts if p)
+        if not any(before(n) for n in self._nodes):
+            raise UnknownNodeError(self._never_matches(description, op, target))
+        self._breakpoints.append(Breakpoint("on " + description, before=before))
 
     def break_when(self, predicate: Callable[[NodeRecord], bool]) -> None:
         """Stop after a node whose record satisfies ``predicate`` (e.g. ``fxviz.nonfinite``)."""
@@ -324,6 +338,8 @@ class Debugger:
     # -- internals -----------------------------------------------------------------------
     def _start(self) -> None:
         self._nodes = list(self.graph.nodes)
+        # what each node looked like: torch.fx replaces args/kwargs tuples on every edit
+        self._shapes = [_shape(n) for n in self._nodes]
         self._index = {n.name: i for i, n in enumerate(self._nodes)}
         options = self._options
         self._interp: Any = as_recording_interpreter(
@@ -331,6 +347,8 @@ class Debugger:
         )
         self._interp.extra_traceback = False
         self._recorder = self._interp.fxviz_start()
+        self._recorder.before_write = self._save_parameters_before_write
+        self._parameter_versions = {n: p._version for n, p in self.graph_module.named_parameters()}
         self._interp.env = {}
         self._interp.args_iter = iter(self.graph.process_inputs(*self._inputs))
         self._pos = 0
@@ -349,6 +367,7 @@ class Debugger:
                 self._pos += 1
             return index
         node = self._nodes[self._pos]
+        self._check_graph_unchanged(self._pos)
         interp = self._interp
         try:
             value = interp.run_node(node)
@@ -373,6 +392,48 @@ class Debugger:
         self._pos += 1
         return index
 
+    def _never_matches(self, description: str, op: str | None, target: Any) -> str:
+        """``no node in this graph has target='relux'; targets there: 'torch.relu', ...``"""
+        nodes = [n for n in self._nodes if op is None or n.op == op]
+        targets = list(dict.fromkeys(target_text(n) for n in nodes))
+        shorts = {t.rsplit(".", 1)[-1]: t for t in targets}
+        wanted = target if isinstance(target, str) else getattr(target, "__name__", str(target))
+        close = difflib.get_close_matches(wanted, targets, n=3) or [
+            shorts[m] for m in difflib.get_close_matches(wanted, list(shorts), n=3)
+        ]
+        hint = (
+            f"; did you mean {', '.join(map(repr, close))}?"
+            if close
+            else f"; targets there: {', '.join(map(repr, targets[:12]))}"
+            if targets
+            else ""
+        )
+        return (
+            f"no node in this graph matches break_on({description}), so it would never stop{hint}"
+        )
+
+    def _check_graph_unchanged(self, index: int) -> None:
+        """Raise if the graph was edited where it has yet to run (O(1) per node)."""
+        node = self._nodes[index]
+        previous = self._nodes[index - 1].next if index else next(iter(self.graph.nodes), None)
+        if previous is not node:
+            if previous is None or previous.op == "root":
+                what = f"node {node.name!r} was erased"
+            elif (
+                previous.name in self._index and previous is self._nodes[self._index[previous.name]]
+            ):
+                what = f"node {node.name!r} was erased or moved"
+            else:
+                what = f"node {previous.name!r} was inserted before {node.name!r}"
+        elif _edited(node, self._shapes[index]):
+            what = f"node {node.name!r} was edited (its target or arguments changed)"
+        else:
+            return
+        raise DebuggerError(
+            f"the graph changed since the debugger started: {what}. The debugger still "
+            "holds the graph as it was; call dbg.restart() to run the graph as it is now."
+        )
+
     def _record(self, index: int | None) -> NodeRecord | None:
         return None if index is None else self._recorder.record(index)
 
@@ -387,7 +448,16 @@ class Debugger:
         if not check_breakpoints:
             return False
         for bp in self._breakpoints:
-            if bp.after is not None and _call_predicate(bp, self._recorder.record(last)):
+            if bp.after is None:
+                continue
+            record = self._recorder.record(last)
+            try:
+                hit = _call_predicate(bp, record)
+            except DebuggerError as error:
+                cause = type(error.__cause__).__name__
+                self._reason = f"breakpoint {bp.description!r} raised {cause} after {record.name!r}"
+                raise
+            if hit:
                 self._reason = bp.description
                 return True
         upcoming = self._nodes[self._pos]
@@ -452,21 +522,53 @@ class Debugger:
                     stacklevel=3,
                 )
 
-    @contextlib.contextmanager
-    def _own_rng(self) -> Iterator[None]:
-        """Run on the debugger's random stream; give the caller's back afterwards."""
-        outside = _rng_state()
-        _set_rng_state(self._rng)
-        try:
-            yield
-        finally:
-            self._rng = _rng_state()
-            _set_rng_state(outside)
+    def _save_parameters_before_write(self, tensors: list[torch.Tensor]) -> None:
+        """Copy parameters a node is about to write in place (once), for restart()."""
+        for t in tensors:
+            name = self._parameters.get(storage_key(t)) if isinstance(t, torch.Tensor) else None
+            if name is not None and name not in self._parameter_copies:
+                self._parameter_copies[name] = t.detach().clone()
+
+    def _warn_unrestorable_parameters(self) -> None:
+        """Parameters changed in place where fxviz could not foresee it (inside a module)."""
+        changed = [
+            name
+            for name, p in self.graph_module.named_parameters()
+            if p._version != self._parameter_versions.get(name, p._version)
+            and name not in self._parameter_copies
+        ]
+        if changed:
+            warnings.warn(
+                f"parameters {changed} were changed in place where fxviz could not copy "
+                "them first (inside a module's forward); restart() runs with the changed "
+                "values",
+                FxvizWarning,
+                stacklevel=3,
+            )
 
 
 def _written(entry: Any, recorder: Any) -> bool:
     """Whether a later node wrote into this node's output (per the version counters)."""
     return any(entry.node.name in e.mutates for e in recorder.entries)
+
+
+def _shape(node: torch.fx.Node) -> tuple[Any, ...]:
+    """What a node does, by identity: torch.fx makes new args/kwargs on every edit."""
+    return (node.op, node.target, node.args, node.kwargs)
+
+
+def _edited(node: torch.fx.Node, then: tuple[Any, ...]) -> bool:
+    op, target, args, kwargs = then
+    return (
+        node.op != op or node.target != target or node.args is not args or node.kwargs is not kwargs
+    )
+
+
+def _parameter_keys(module: torch.nn.Module) -> dict[int | None, str]:
+    """The memory of each parameter, to spot in-place writes into it."""
+    keys = {storage_key(p): name for name, p in module.named_parameters()}
+    keys.pop(None, None)
+    return keys
 
 
 def _is_transformer(interpreter: Any) -> bool:
@@ -510,16 +612,3 @@ def _call_predicate(bp: Breakpoint, record: NodeRecord) -> bool:
 def _first_line(error: BaseException) -> str:
     text = str(error).strip()
     return text.splitlines()[0] if text else ""
-
-
-def _rng_state() -> dict[str, Any]:
-    state: dict[str, Any] = {"cpu": torch.random.get_rng_state()}
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def _set_rng_state(state: dict[str, Any]) -> None:
-    torch.random.set_rng_state(state["cpu"])
-    if "cuda" in state:
-        torch.cuda.set_rng_state_all(state["cuda"])

@@ -24,6 +24,7 @@ __all__ = [
     "check_inputs",
     "record",
     "recording_class",
+    "reject_specs",
 ]
 
 
@@ -278,6 +279,7 @@ def record(
         >>> rec["_1"].outputs[0].min >= 0
         True
     """
+    reject_specs(inputs, "fxviz.record")
     gm = trace(gm_or_module, *inputs)
     instance = as_recording_interpreter(gm, interpreter, keep=keep, stats=stats)
     if isinstance(instance, torch.fx.Transformer):
@@ -312,6 +314,19 @@ def _record_transformer(instance: Any, inputs: tuple[Any, ...]) -> Recording:
     last.produced = (*last.produced, output_node.name)
     recorder.finish(new_gm)
     return recorder.recording()
+
+
+def reject_specs(inputs: tuple[Any, ...], caller: str) -> None:
+    """Raise :class:`InputError` for ``fxviz.spec(...)`` inputs: they have no values."""
+    for i, value in enumerate(inputs):
+        cls = type(value)
+        if cls.__name__ == "TensorSpec" and cls.__module__.startswith("fxviz."):
+            raise InputError(
+                f"input {i} is {value!r}, a spec: it describes a shape and dtype but holds "
+                f"no values, so {caller} cannot run the graph on it. Specs are for "
+                "fxviz.shapes(model, spec, mode='fake' or 'meta'); to run on random "
+                "values of that shape pass spec.materialize(), or pass a real tensor."
+            )
 
 
 def check_inputs(gm: torch.nn.Module, inputs: tuple[Any, ...]) -> None:

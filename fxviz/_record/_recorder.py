@@ -86,6 +86,9 @@ class Recorder:
         self._transformer = isinstance(interpreter, torch.fx.Transformer)
         self.next_run_node: Callable[[torch.fx.Node], Any] = interpreter.run_node
         self.env: dict[torch.fx.Node, Any] | None = None  # the env of the run being recorded
+        # called with the tensors a node is about to write in place (the Debugger copies
+        # parameters there, to put them back on restart)
+        self.before_write: Callable[[list[torch.Tensor]], None] | None = None
 
     # -- the hot path --------------------------------------------------------------------
     def run_node(self, node: torch.fx.Node, run: Callable[[torch.fx.Node], Any]) -> Any:
@@ -96,7 +99,10 @@ class Recorder:
             plan = self._plans[node] = _plan(node, self.interpreter.submodules)
         writes, inputs = plan[0], plan[1]
         if writes:
-            self._snapshot(written_tensors(node, writes, env))
+            written = written_tensors(node, writes, env)
+            if self.before_write is not None:
+                self.before_write(written)
+            self._snapshot(written)
         before = _versions(inputs, env)
         tail = self._graph_tail() if self._transformer else None
         start = time.perf_counter()

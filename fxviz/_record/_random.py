@@ -1,0 +1,182 @@
+"""A private random stream: random ops draw from generators of their own, never from
+(or into) torch's global random state, so debuggers in several threads neither disturb
+each other nor the caller.
+
+A ``TorchDispatchMode`` (thread-local, like every dispatch mode) hands each random ATen
+op (``bernoulli_``, ``normal_``, ``randn``...) a ``torch.Generator`` that starts from the
+global state as it was when the stream was made; ops without a ``generator`` argument
+use their ``.generator`` overload. The few that have neither (fused attention and RNN
+kernels with dropout) fall back to swapping the global state, under a lock, with a
+warning: those are the only draws another thread could observe.
+
+    >>> import torch
+    >>> torch.manual_seed(0)  # doctest: +ELLIPSIS
+    <torch._C.Generator object at ...>
+    >>> stream = RandomStream()
+    >>> with stream.active():
+    ...     a = torch.rand(3)
+    >>> torch.equal(a, torch.rand(3))  # the same draws; the global stream did not move
+    True
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from fxviz.errors import FxvizWarning
+
+__all__ = ["RandomStream"]
+
+_SEEDED = torch.Tag.nondeterministic_seeded
+_GLOBAL_LOCK = threading.Lock()  # only for ops that can only draw from the global state
+_WARNED: set[str] = set()
+
+
+class RandomStream:
+    """Generators per device, seeded from the global random state when made."""
+
+    def __init__(self) -> None:
+        self._start = {"cpu": torch.random.get_rng_state()}
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            for index in range(torch.cuda.device_count()):
+                self._start[f"cuda:{index}"] = torch.cuda.get_rng_state(index)
+        self._generators: dict[str, torch.Generator] = {}
+
+    def reset(self) -> None:
+        """Start the stream over (the same draws again)."""
+        self._generators.clear()
+
+    @contextlib.contextmanager
+    def active(self) -> Iterator[None]:
+        """Within this block, this thread's random ops draw from this stream."""
+        with _PrivateRandom(self):
+            yield
+
+    def generator(self, device: torch.device) -> torch.Generator:
+        key = _device_key(device)
+        gen = self._generators.get(key)
+        if gen is None:
+            gen = torch.Generator(device=key)
+            state = self._start.get(key)
+            if state is None:  # a device first used after the stream was made
+                state = _default_generator(key).get_state()
+                self._start[key] = state
+            gen.set_state(state)
+            self._generators[key] = gen
+        return gen
+
+
+class _PrivateRandom(TorchDispatchMode):
+    def __init__(self, stream: RandomStream) -> None:
+        super().__init__()
+        self.stream = stream
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        if _SEEDED not in func.tags:
+            return func(*args, **kwargs)
+        device = _op_device(args, kwargs)
+        if device.type not in ("cpu", "cuda"):
+            return func(*args, **kwargs)  # meta draws nothing; other devices: as torch does
+        gen = self.stream.generator(device)
+        routed = _with_generator(func)
+        if routed is None:
+            return _draw_from_global(func, args, kwargs, gen)
+        op, position = routed
+        if position is not None and position < len(args):
+            if args[position] is None:  # passed positionally, as None
+                args = (*args[:position], gen, *args[position + 1 :])
+        elif kwargs.get("generator") is None:
+            kwargs = {**kwargs, "generator": gen}
+        return op(*args, **kwargs)
+
+
+_ROUTES: dict[Any, tuple[Any, int | None] | None] = {}
+
+
+def _with_generator(func: Any) -> tuple[Any, int | None] | None:
+    """The overload of ``func`` that takes a ``generator`` and that argument's position
+    (``None`` when keyword-only), or ``None`` when there is none."""
+    if func in _ROUTES:
+        return _ROUTES[func]
+    route = None
+    for op in [func, *_sibling_overloads(func)]:
+        names = [a.name for a in op._schema.arguments]
+        if "generator" not in names:
+            continue
+        if op is not func and [n for n in names if n != "generator"] != _names(func):
+            continue
+        position = names.index("generator")
+        kwarg_only = op._schema.arguments[position].kwarg_only
+        route = (op, None if kwarg_only else position)
+        break
+    _ROUTES[func] = route
+    return route
+
+
+def _sibling_overloads(func: Any) -> list[Any]:
+    packet = func.overloadpacket
+    return [getattr(packet, name) for name in packet.overloads() if "generator" in name]
+
+
+def _names(func: Any) -> list[str]:
+    return [a.name for a in func._schema.arguments]
+
+
+def _draw_from_global(func: Any, args: Any, kwargs: Any, gen: torch.Generator) -> Any:
+    """Run an op that can only use the global generator, on our stream's state."""
+    name = str(func)
+    if name not in _WARNED:
+        _WARNED.add(name)
+        warnings.warn(
+            f"{name} takes no generator, so the debugger runs it on the global random "
+            "state (set to its own stream and put back, under a lock): another thread "
+            "drawing random numbers at that moment sees this op's state",
+            FxvizWarning,
+            stacklevel=2,
+        )
+    default = _default_generator(str(gen.device))
+    with _GLOBAL_LOCK:
+        saved = default.get_state()
+        default.set_state(gen.get_state())
+        try:
+            return func(*args, **kwargs)
+        finally:
+            gen.set_state(default.get_state())
+            default.set_state(saved)
+
+
+def _op_device(args: Any, kwargs: Any) -> torch.device:
+    device = kwargs.get("device")
+    if device is not None:
+        return torch.device(device)
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, torch.Tensor):
+            return value.device
+        if isinstance(value, (list, tuple)):
+            for item in value:
+                if isinstance(item, torch.Tensor):
+                    return item.device
+    return torch.get_default_device()
+
+
+def _device_key(device: torch.device) -> str:
+    if device.type == "cuda":
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        return f"cuda:{index}"
+    return device.type
+
+
+def _default_generator(key: str) -> torch.Generator:
+    if key.startswith("cuda"):
+        return torch.cuda.default_generators[int(key.split(":")[1])]
+    if key == "cpu":
+        return torch.default_generator
+    raise RuntimeError(f"fxviz keeps no random stream for device {key!r}")

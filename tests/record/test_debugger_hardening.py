@@ -1,0 +1,129 @@
+"""The Debugger repeats runs exactly, notices graph edits, and refuses what cannot work."""
+
+from __future__ import annotations
+
+import operator
+
+import pytest
+import torch
+from torch import nn
+
+import fxviz
+
+
+class Accumulator(nn.Module):
+    """Writes into its own parameter in place on every forward."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.total = nn.Parameter(torch.ones(3), requires_grad=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.total.add_(x)
+        return self.total * 1
+
+
+def test_restart_puts_parameters_written_in_place_back():
+    model = Accumulator()
+    x = torch.ones(3)
+    dbg = fxviz.Debugger(model, x)
+    dbg.continue_()
+    first = dbg.output.clone()
+    assert first.tolist() == [2.0, 2.0, 2.0]
+    dbg.restart()
+    assert dbg.graph_module.total.tolist() == [1.0, 1.0, 1.0]
+    dbg.continue_()
+    assert torch.equal(dbg.output, first)  # an exact repeat, not [3, 3, 3]
+    dbg.back(2)
+    dbg.restart()
+    dbg.step(2)
+    assert dbg.graph_module.total.tolist() == [1.0, 1.0, 1.0]
+
+
+def _sigmoid_relu(x: torch.Tensor) -> torch.Tensor:
+    return torch.relu(torch.sigmoid(x) * 2)
+
+
+def _node(dbg: fxviz.Debugger, name: str) -> torch.fx.Node:
+    return next(n for n in dbg.graph.nodes if n.name == name)
+
+
+def test_an_erased_node_is_noticed_and_restart_resyncs():
+    x = torch.randn(4)
+    dbg = fxviz.Debugger(_sigmoid_relu, x)
+    dbg.step()  # ran x
+    graph = dbg.graph
+    sigmoid = _node(dbg, "sigmoid")
+    mul = _node(dbg, "mul")
+    mul.replace_input_with(sigmoid, sigmoid.args[0])
+    graph.erase_node(sigmoid)
+    with pytest.raises(
+        fxviz.DebuggerError, match=r"graph changed.*'sigmoid' was erased.*restart\(\)"
+    ):
+        dbg.step()
+    assert dbg.position == 1
+    dbg.restart()
+    dbg.continue_()
+    assert torch.equal(dbg.output, torch.relu(x * 2))
+    assert "sigmoid" not in dbg.recording
+
+
+def test_edited_and_inserted_nodes_are_noticed():
+    x = torch.randn(4)
+    dbg = fxviz.Debugger(_sigmoid_relu, x)
+    dbg.step(2)  # x, sigmoid
+    mul = _node(dbg, "mul")
+    mul.args = (mul.args[0], 3)
+    with pytest.raises(fxviz.DebuggerError, match=r"'mul' was edited"):
+        dbg.continue_()
+    dbg.restart()
+    dbg.step(2)
+    with dbg.graph.inserting_before(_node(dbg, "mul")):
+        neg = dbg.graph.call_function(operator.neg, (_node(dbg, "sigmoid"),))
+    with pytest.raises(fxviz.DebuggerError, match=rf"{neg.name!r} was inserted before 'mul'"):
+        dbg.run_to("relu")
+    dbg.restart()
+    dbg.continue_()
+    assert torch.equal(dbg.output, torch.relu(torch.sigmoid(x) * 3))
+
+
+def test_status_names_where_a_raising_predicate_stopped():
+    dbg = fxviz.Debugger(_sigmoid_relu, torch.randn(4))
+
+    def broken(record: fxviz.NodeRecord) -> bool:
+        raise ValueError("oops")
+
+    dbg.break_when(broken)
+    with pytest.raises(fxviz.DebuggerError, match="broken"):
+        dbg.continue_()
+    assert dbg.status == (
+        "stopped at 'sigmoid' (breakpoint 'broken' raised ValueError after 'x') — 1/5 nodes"
+    )
+    assert "start" not in dbg.stop_reason
+
+
+def test_break_on_rejects_targets_and_ops_that_match_no_node():
+    dbg = fxviz.Debugger(_sigmoid_relu, torch.randn(4))
+    with pytest.raises(fxviz.UnknownNodeError, match=r"never stop; did you mean 'torch.relu'"):
+        dbg.break_on(target="relux")
+    with pytest.raises(fxviz.UnknownNodeError, match=r"no_such_fn.*never stop"):
+        dbg.break_on(target="no_such_fn")
+    with pytest.raises(fxviz.UnknownNodeError, match=r"op=call_module"):
+        dbg.break_on(op="call_module")
+    with pytest.raises(fxviz.UnknownNodeError, match="tanh"):
+        dbg.break_on(target=torch.tanh)
+    with pytest.raises(ValueError, match="did you mean 'call_function'"):
+        dbg.break_on(op="call_fuction")
+    assert dbg.breakpoints == []
+    dbg.break_on(target="relu")
+    dbg.break_on(op="call_function", target=torch.sigmoid)
+    assert dbg.continue_().name == "x"
+    assert dbg.current.name == "sigmoid"
+
+
+@pytest.mark.parametrize("entry", [fxviz.record, fxviz.Debugger])
+def test_specs_are_refused_with_a_pointer_to_shapes(entry):
+    with pytest.raises(fxviz.InputError, match=r"a spec.*fxviz\.shapes.*materialize"):
+        entry(nn.Linear(3, 2), fxviz.spec(4, 3))
+    with pytest.raises(TypeError):  # InputError is a TypeError
+        entry(nn.Linear(3, 2), fxviz.spec(4, 3))
