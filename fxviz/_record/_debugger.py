@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import html
 import warnings
@@ -12,7 +11,13 @@ from typing import Any
 import torch
 import torch.fx
 
-from fxviz._nodes import target_text
+from fxviz._record._breakpoints import (
+    OPS,
+    Breakpoint,
+    call_predicate,
+    never_matches,
+    target_matcher,
+)
 from fxviz._record._explain import describe_failure
 from fxviz._record._interpreter import as_recording_interpreter, check_inputs, reject_specs
 from fxviz._record._random import RandomStream
@@ -24,25 +29,18 @@ from fxviz.errors import DebuggerError, FxvizWarning, RecordingInterrupted, Unkn
 
 __all__ = ["Breakpoint", "Debugger"]
 
-_OPS = ("placeholder", "get_attr", "call_function", "call_method", "call_module", "output")
-
-
-@dataclasses.dataclass(frozen=True)
-class Breakpoint:
-    """Stops ``continue_`` before a matching node runs (``before``) or after a node whose
-    record satisfies ``after``."""
-
-    description: str
-    before: Callable[[torch.fx.Node], bool] | None = None
-    after: Callable[[NodeRecord], bool] | None = None
-
 
 class Debugger:
     """Run a graph one node at a time, with time travel, breakpoints and post-mortem.
 
-    No threads: each call runs nodes and returns. Going ``back`` moves a cursor over what
-    was recorded; stepping forward again replays those records instead of running the
-    nodes twice, so values, random numbers and in-place writes stay exactly as they were.
+    No threads of its own: each call runs nodes and returns. Going ``back`` moves a cursor
+    over what was recorded; stepping forward again replays those records instead of
+    running the nodes twice, so values, random numbers and in-place writes stay exactly
+    as they were. Random ops draw from generators of the debugger's own (seeded from the
+    global state when it was made), never from or into torch's global random state, so
+    debuggers in several threads are independent; one debugger is used by one thread at
+    a time. Editing the graph while stepping raises :class:`fxviz.DebuggerError` at the
+    first changed node; ``restart()`` then runs the graph as it is now.
 
     Args:
         gm_or_module: a ``GraphModule`` or anything :func:`fxviz.trace` accepts.
@@ -274,11 +272,11 @@ class Debugger:
         """
         if op is None and target is None:
             raise ValueError("break_on needs op=... and/or target=...")
-        if op is not None and op not in _OPS:
-            close = difflib.get_close_matches(str(op), _OPS, n=1)
+        if op is not None and op not in OPS:
+            close = difflib.get_close_matches(str(op), OPS, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ValueError(f"unknown op: {op!r} (must be one of {list(_OPS)}){hint}")
-        match_target = _target_matcher(target, self.graph_module) if target is not None else None
+            raise ValueError(f"unknown op: {op!r} (must be one of {list(OPS)}){hint}")
+        match_target = target_matcher(target, self.graph_module) if target is not None else None
 
         def before(node: torch.fx.Node) -> bool:
             return (op is None or node.op == op) and (match_target is None or match_target(node))
@@ -286,7 +284,7 @@ class Debugger:
         parts = [f"op={op}" if op else "", f"target={target!r}" if target is not None else ""]
         description = " ".join(p for p in parts if p)
         if not any(before(n) for n in self._nodes):
-            raise UnknownNodeError(self._never_matches(description, op, target))
+            raise UnknownNodeError(never_matches(self._nodes, description, op, target))
         self._breakpoints.append(Breakpoint("on " + description, before=before))
 
     def break_when(self, predicate: Callable[[NodeRecord], bool]) -> None:
@@ -392,26 +390,6 @@ class Debugger:
         self._pos += 1
         return index
 
-    def _never_matches(self, description: str, op: str | None, target: Any) -> str:
-        """``no node in this graph has target='relux'; targets there: 'torch.relu', ...``"""
-        nodes = [n for n in self._nodes if op is None or n.op == op]
-        targets = list(dict.fromkeys(target_text(n) for n in nodes))
-        shorts = {t.rsplit(".", 1)[-1]: t for t in targets}
-        wanted = target if isinstance(target, str) else getattr(target, "__name__", str(target))
-        close = difflib.get_close_matches(wanted, targets, n=3) or [
-            shorts[m] for m in difflib.get_close_matches(wanted, list(shorts), n=3)
-        ]
-        hint = (
-            f"; did you mean {', '.join(map(repr, close))}?"
-            if close
-            else f"; targets there: {', '.join(map(repr, targets[:12]))}"
-            if targets
-            else ""
-        )
-        return (
-            f"no node in this graph matches break_on({description}), so it would never stop{hint}"
-        )
-
     def _check_graph_unchanged(self, index: int) -> None:
         """Raise if the graph was edited where it has yet to run (O(1) per node)."""
         node = self._nodes[index]
@@ -452,7 +430,7 @@ class Debugger:
                 continue
             record = self._recorder.record(last)
             try:
-                hit = _call_predicate(bp, record)
+                hit = call_predicate(bp, record)
             except DebuggerError as error:
                 cause = type(error.__cause__).__name__
                 self._reason = f"breakpoint {bp.description!r} raised {cause} after {record.name!r}"
@@ -579,34 +557,6 @@ def _is_transformer(interpreter: Any) -> bool:
 def _class_name(interpreter: Any) -> str:
     cls = interpreter if isinstance(interpreter, type) else type(interpreter)
     return cls.__name__
-
-
-def _target_matcher(target: Any, root: torch.nn.Module) -> Callable[[torch.fx.Node], bool]:
-    if isinstance(target, type) and issubclass(target, torch.nn.Module):
-        modules = dict(root.named_modules())
-        return lambda n: n.op == "call_module" and isinstance(modules.get(str(n.target)), target)
-    if isinstance(target, str):
-        short = target.rsplit(".", 1)[-1]
-
-        def matches_text(n: torch.fx.Node) -> bool:
-            text = target_text(n)
-            if text == target or n.target == target:
-                return True
-            parts = text.split(".")
-            return short in parts and (target == short or text.endswith(target))
-
-        return matches_text
-    return lambda n: n.target is target or n.target == target
-
-
-def _call_predicate(bp: Breakpoint, record: NodeRecord) -> bool:
-    try:
-        return bool(bp.after(record))  # type: ignore[misc]
-    except Exception as e:
-        raise DebuggerError(
-            f"breakpoint predicate {bp.description!r} raised {type(e).__name__}: {e} "
-            f"on node {record.name!r}; the node ran and is recorded. Fix or clear_breakpoints()."
-        ) from e
 
 
 def _first_line(error: BaseException) -> str:

@@ -17,18 +17,21 @@ from fxviz._record._summary import iter_tensors
 
 __all__ = ["dtype_changed", "nonfinite"]
 
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
 
 def nonfinite(record: NodeRecord) -> bool:
     """True when the node's output holds a NaN or an infinity.
 
-    Uses the statistics when they were taken, else the kept value itself.
+    Uses the statistics when they were taken, else the kept value itself. Fake and meta
+    tensors hold no values: they are never non-finite (nothing is asked of their sizes).
     """
     if any(s.nan is not None for s in record.outputs):
         return record.nonfinite > 0
     return any(
         t.is_floating_point() and not bool(torch.isfinite(t).all())
         for _, t in iter_tensors(record.value)
-        if not t.is_meta
+        if type(t) in _PLAIN and not t.is_meta
     )
 
 

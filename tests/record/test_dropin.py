@@ -376,3 +376,26 @@ def test_shapes_and_debugger_keep_the_exception_type_too():
     dbg.continue_()
     assert isinstance(dbg.error, TypeError)
     assert dbg.current.name == "add"
+
+
+def test_debugger_and_predicates_under_fake_mode_with_data_dependent_sizes():
+    def f(x: torch.Tensor) -> Any:
+        y = torch.nonzero(torch.nn.functional.dropout(x, 0.5))
+        return y.float() * 2, y.sum()
+
+    gm = torch.fx.symbolic_trace(f)
+    with FakeTensorMode(shape_env=ShapeEnv()):
+        x = torch.empty(4, 5)
+        dbg = fxviz.Debugger(gm, x)
+        dbg.break_when(fxviz.nonfinite)
+        dbg.break_when(fxviz.dtype_changed)
+        assert dbg.continue_().name == "nonzero"  # int64 from float32: dtype_changed
+        while not dbg.done:
+            dbg.continue_()
+        rec = dbg.recording
+        assert rec["nonzero"].shape == ("u0", 2)
+        assert rec["float_1"].shape == ("u0", 2)
+        assert rec["mul"].outputs[0].numel == -1  # unknown without a guard
+        dbg.restart()
+        dbg.continue_()
+        assert dbg.stop_reason == "dtype_changed"
