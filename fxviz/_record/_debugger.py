@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import html
 import warnings
@@ -20,7 +21,7 @@ from fxviz._record._breakpoints import (
 )
 from fxviz._record._explain import describe_failure
 from fxviz._record._interpreter import as_recording_interpreter, check_inputs, reject_specs
-from fxviz._record._random import RandomStream
+from fxviz._record._random import RandomStream, may_draw_random
 from fxviz._record._recorder import Keep
 from fxviz._record._records import NodeRecord, Recording, unknown_node_message
 from fxviz._record._writes import storage_key
@@ -193,23 +194,21 @@ class Debugger:
             raise ValueError(f"step() takes n >= 1, not {n}; use back(n) to go back")
         self._check_can_run("step")
         last = None
-        with self._random.active():
-            for i in range(n):
-                last = self._advance()
-                if self._stopped(last, check_breakpoints=i < n - 1):
-                    break
-            else:
-                self._reason = "step"
+        for i in range(n):
+            last = self._advance()
+            if self._stopped(last, check_breakpoints=i < n - 1):
+                break
+        else:
+            self._reason = "step"
         return self._record(last)
 
     def continue_(self) -> NodeRecord | None:
         """Run until a breakpoint, an error or the end; returns the last record run."""
         self._check_can_run("continue_")
-        with self._random.active():
-            while True:
-                last = self._advance()
-                if self._stopped(last, check_breakpoints=True):
-                    return self._record(last)
+        while True:
+            last = self._advance()
+            if self._stopped(last, check_breakpoints=True):
+                return self._record(last)
 
     def run_to(self, name: str) -> NodeRecord | None:
         """Stop just before node ``name`` runs, going forward or back (breakpoints ignored)."""
@@ -221,11 +220,10 @@ class Debugger:
             return self._last()
         self._check_can_run("run_to")
         last = None
-        with self._random.active():
-            while self._pos < target:
-                last = self._advance()
-                if self._stopped(last, check_breakpoints=False):
-                    return self._record(last)
+        while self._pos < target:
+            last = self._advance()
+            if self._stopped(last, check_breakpoints=False):
+                return self._record(last)
         self._reason = f"run_to {name}"
         return self._record(last)
 
@@ -338,6 +336,8 @@ class Debugger:
         self._nodes = list(self.graph.nodes)
         # what each node looked like: torch.fx replaces args/kwargs tuples on every edit
         self._shapes = [_shape(n) for n in self._nodes]
+        submodules = dict(self.graph_module.named_modules())
+        self._draws = [may_draw_random(n, submodules) for n in self._nodes]
         self._index = {n.name: i for i, n in enumerate(self._nodes)}
         options = self._options
         self._interp: Any = as_recording_interpreter(
@@ -367,8 +367,10 @@ class Debugger:
         node = self._nodes[self._pos]
         self._check_graph_unchanged(self._pos)
         interp = self._interp
+        private = self._random.active() if self._draws[index] else contextlib.nullcontext()
         try:
-            value = interp.run_node(node)
+            with private:
+                value = interp.run_node(node)
         except KeyboardInterrupt as interrupt:
             self._reason = "interrupted"
             raise RecordingInterrupted(

@@ -218,7 +218,7 @@ def as_recording_interpreter(
     torch's "While executing" text is not added to the node's exception (the NodeError
     says where it happened)."""
     if interpreter is None:
-        instance: Any = RecordingInterpreter(gm, keep=keep, stats=stats)
+        instance: Any = RecordingInterpreter(gm, keep != "all", keep=keep, stats=stats)
     elif isinstance(interpreter, torch.fx.Interpreter):
         if interpreter.graph is not gm.graph:
             raise TypeError(

@@ -32,11 +32,56 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from fxviz.errors import FxvizWarning
 
-__all__ = ["RandomStream"]
+__all__ = ["RandomStream", "may_draw_random"]
 
 _SEEDED = torch.Tag.nondeterministic_seeded
 _GLOBAL_LOCK = threading.Lock()  # only for ops that can only draw from the global state
 _WARNED: set[str] = set()
+
+
+# Words in the names of torch functions, methods and modules that draw random numbers.
+_RANDOM_WORDS = (
+    *("rand", "dropout", "bernoulli", "normal_", "uniform", "multinomial", "poisson"),
+    *("exponential", "geometric", "cauchy", "rrelu", "gumbel", "fractional"),
+    *("attention", "lstm", "gru", "rnn", "transformer", "sample", "shuffle"),
+)
+
+
+def may_draw_random(node: Any, submodules: dict[str, Any]) -> bool:
+    """Whether running ``node`` may draw random numbers (conservative: anything that is
+    not known to torch, such as your own modules and functions, may).
+
+    Only such nodes run under the private stream's dispatch mode, which costs a Python
+    call per op.
+    """
+    op, target = node.op, node.target
+    if op in ("placeholder", "get_attr", "output"):
+        return False
+    if op == "call_module":
+        module = submodules.get(str(target))
+        if module is None:
+            return True
+        return any(not _known_deterministic(type(m)) for m in module.modules())
+    if isinstance(target, torch._ops.OpOverload):
+        return _SEEDED in target.tags
+    if isinstance(target, torch._ops.OpOverloadPacket):
+        return any(_SEEDED in getattr(target, o).tags for o in target.overloads())
+    if op == "call_method":
+        return _random_name(str(target))
+    where = getattr(target, "__module__", None) or ""
+    name = getattr(target, "__name__", "")
+    if where.startswith(("torch", "_operator", "operator", "math", "builtins")) or where == "":
+        return _random_name(name)
+    return True  # a function of your own: it may call torch.rand
+
+
+def _random_name(name: str) -> bool:
+    lowered = name.lower()
+    return any(word in lowered for word in _RANDOM_WORDS)
+
+
+def _known_deterministic(cls: type) -> bool:
+    return cls.__module__.startswith("torch.nn.") and not _random_name(cls.__name__)
 
 
 class RandomStream:
@@ -80,7 +125,10 @@ class _PrivateRandom(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
-        if _SEEDED not in func.tags:
+        seeded = _IS_SEEDED.get(func)
+        if seeded is None:
+            seeded = _IS_SEEDED[func] = _SEEDED in func.tags
+        if not seeded:
             return func(*args, **kwargs)
         device = _op_device(args, kwargs)
         if device.type not in ("cpu", "cuda"):
@@ -98,6 +146,7 @@ class _PrivateRandom(TorchDispatchMode):
         return op(*args, **kwargs)
 
 
+_IS_SEEDED: dict[Any, bool] = {}
 _ROUTES: dict[Any, tuple[Any, int | None] | None] = {}
 
 

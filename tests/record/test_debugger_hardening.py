@@ -127,3 +127,37 @@ def test_specs_are_refused_with_a_pointer_to_shapes(entry):
         entry(nn.Linear(3, 2), fxviz.spec(4, 3))
     with pytest.raises(TypeError):  # InputError is a TypeError
         entry(nn.Linear(3, 2), fxviz.spec(4, 3))
+
+
+@torch.fx.wrap
+def _noisy(x: torch.Tensor) -> torch.Tensor:
+    """A function of the user's own that draws random numbers inside."""
+    return x + torch.randn(x.shape)
+
+
+class Random(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.drop = nn.Dropout(0.5)
+        self.lin = nn.Linear(6, 6)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = _noisy(self.drop(self.lin(x)))
+        return torch.sigmoid(y).bernoulli().mul(y) + torch.nn.functional.dropout(y, 0.3)
+
+
+def test_every_kind_of_random_node_draws_from_the_debuggers_own_stream():
+    model = Random().train()
+    x = torch.randn(4, 6)
+    torch.manual_seed(11)
+    expected = fxviz.trace(model)(x)
+    torch.manual_seed(11)
+    dbg = fxviz.Debugger(model, x)
+    state = torch.random.get_rng_state()
+    dbg.continue_()
+    assert torch.equal(torch.random.get_rng_state(), state)  # nothing drawn from the global
+    assert torch.equal(dbg.output, expected)  # the same draws gm(x) makes under that seed
+    torch.rand(3)  # the caller draws; the debugger's stream does not care
+    dbg.restart()
+    dbg.continue_()
+    assert torch.equal(dbg.output, expected)
