@@ -69,7 +69,15 @@ class NodeError(FxvizError, RuntimeError):
     def __str__(self) -> str:  # a NodeError[KeyError] would show its message quoted
         return str(self.args[0]) if self.args else ""
 
+    def __reduce__(self) -> Any:
+        """Pickle by the classes it was made from (``NodeError[TypeError]`` is made at run
+        time), without the recording (it holds the model)."""
+        origin = type(self).__dict__.get("_fxviz_origin") or (type(self), None)
+        state = {k: v for k, v in vars(self).items() if k not in _HOLDS_MODEL}
+        return (_remake, (*origin, str(self)), state)
 
+
+_HOLDS_MODEL = ("recording", "report")  # left out when pickled
 _TYPED: dict[tuple[type, type], type] = {}
 _TYPED_LOCK = threading.Lock()
 
@@ -105,13 +113,27 @@ def _derive(name: str, base: type, error_type: type[BaseException]) -> type:
         # RuntimeError), so error_type allocates it; keyword arguments are ours
         return error_type.__new__(cls, *args)  # type: ignore[call-overload]
 
-    namespace = {"__module__": base.__module__, "__qualname__": name, "__new__": __new__}
+    namespace = {
+        "__module__": base.__module__,
+        "__qualname__": name,
+        "__new__": __new__,
+        "_fxviz_origin": (base, error_type),
+    }
     try:
         cls = type(name, (base, error_type), namespace)
         cls.__new__(cls, "")  # some types cannot be made this way: find out now
     except Exception:  # incompatible layouts, an inconsistent MRO, a strict __new__
         return base
     return cls
+
+
+def _remake(base: type, error_type: type[BaseException] | None, message: str) -> BaseException:
+    cls = base if error_type is None else node_error_type(base, error_type)
+    error = cls.__new__(cls, message)
+    BaseException.__init__(error, message)
+    for name in _HOLDS_MODEL:
+        setattr(error, name, None)
+    return error
 
 
 class UnknownNodeError(FxvizError, KeyError):

@@ -399,3 +399,15 @@ def test_debugger_and_predicates_under_fake_mode_with_data_dependent_sizes():
         dbg.restart()
         dbg.continue_()
         assert dbg.stop_reason == "dtype_changed"
+
+
+def test_typed_node_errors_pickle_without_the_recording():
+    import pickle
+
+    with pytest.raises(TypeError) as info:
+        fxviz.record(lambda x: x + "a", torch.ones(1))
+    copy = pickle.loads(pickle.dumps(info.value))
+    assert type(copy) is type(info.value)
+    assert str(copy) == str(info.value)
+    assert copy.node == "add"
+    assert copy.recording is None
