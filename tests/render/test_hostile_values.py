@@ -122,3 +122,11 @@ def test_max_label_of_one_cuts_every_label_to_an_ellipsis():
     gm = torch.fx.symbolic_trace(torch.nn.Linear(2, 2))
     source = fxviz.to_dot(gm, max_label=1, legend=False).source
     assert "label=<<B>…</B>" in source
+
+
+def test_report_title_shows_bidi_characters_escaped(tmp_path):
+    # found by tests/test_generated_graphs.py: the title went raw into <title> and <h1>
+    page = fxviz.report(fxviz.record(torch.nn.ReLU(), torch.ones(2)), title="\u202eexe.gnp")
+    head = page.split("<script>")[0]
+    assert "\u202e" not in head
+    assert "<title>\\u202eexe.gnp</title>" in head
