@@ -81,8 +81,9 @@ def tagged(x: torch.Tensor, label: str) -> torch.Tensor:
 class Value:
     node: torch.fx.Node
     shape: tuple[int, ...]
-    writable: bool  # its memory belongs to an intermediate (never an input or a parameter)
+    writable: bool  # its memory belongs to an intermediate or an input (never a parameter)
     floating: bool = True
+    base: int = 0  # which memory it lives in: views share their base's number
 
 
 class Builder:
@@ -119,8 +120,17 @@ class Builder:
         ]
         return self.draw(st.sampled_from(choices)) if choices else None
 
-    def add(self, node: torch.fx.Node, shape, *, writable: bool, floating: bool = True) -> Value:
-        value = Value(node, tuple(shape), writable, floating)
+    def add(
+        self,
+        node: torch.fx.Node,
+        shape,
+        *,
+        writable: bool,
+        floating: bool = True,
+        view_of: Value | None = None,
+    ) -> Value:
+        base = view_of.base if view_of is not None else len(self.values) + 1
+        value = Value(node, tuple(shape), writable, floating, base)
         self.values.append(value)
         return value
 
@@ -133,7 +143,7 @@ class Builder:
         node = self.graph.placeholder(f"x{len(self.inputs)}")
         scale = self.draw(st.sampled_from([1.0, 1e-3, 1e30]))
         self.inputs.append(torch.randn(shape) * scale)
-        self.add(node, shape, writable=False)
+        self.add(node, shape, writable=self.draw(st.booleans()))  # the graph may write into it
 
     def get_attr(self) -> None:
         shape = self.shape()
@@ -218,22 +228,47 @@ class Builder:
             shape = (stop, *v.shape[1:])
         else:
             node, shape = self.call(torch.reshape, v.node, (numel,)), (numel,)
-        self.add(node, shape, writable=v.writable)  # a view writes through to its base
+        self.add(node, shape, writable=v.writable, view_of=v)  # writes go through to its base
 
     def inplace(self) -> None:
         v = self.pick(writable=True)
         if v is None:
             return
-        kind = self.draw(st.sampled_from(["add_", "mul_", "relu_", "clamp_", "setitem", "fill_"]))
+        # another value of the same shape in other memory (overlapping writes are errors)
+        others = [o for o in self.values if o.floating and o.shape == v.shape and o.base != v.base]
+        other = self.draw(st.sampled_from(others)).node if others else 1.5
+        kind = self.draw(
+            st.sampled_from(
+                ["add_", "mul_", "relu_", "clamp_", "fill_", "copy_", "setitem", "aten", "out"]
+            )
+        )
         if kind == "setitem":
-            self.call(operator.setitem, v.node, 0, self.draw(st.sampled_from([0.0, 7.5])))
+            index = self.draw(st.sampled_from([0, slice(0, 1), (Ellipsis,)]))
+            value = self.draw(st.sampled_from([0.0, 7.5]))
+            self.call(operator.setitem, v.node, index, value)
             return  # setitem returns None: the write shows only in later reads of v
-        args = {"add_": (1.0,), "mul_": (-2.0,), "relu_": (), "fill_": (3.0,)}.get(kind)
-        if kind == "clamp_":
+        if kind == "out":  # torch.add(other, 2, out=v) writes into v
+            if not others:
+                return
+            node = self.call(torch.add, other, 2.0, out=v.node)
+        elif kind == "aten":  # what torch.export and aot graphs hold
+            op = self.draw(st.sampled_from(["relu_", "mul_", "add_"]))
+            if op == "relu_":
+                node = self.call(torch.ops.aten.relu_.default, v.node)
+            elif op == "mul_":
+                node = self.call(torch.ops.aten.mul_.Scalar, v.node, -1.0)
+            else:
+                node = self.call(torch.ops.aten.add_.Scalar, v.node, 0.5)
+        elif kind == "clamp_":
             node = self.graph.call_method(kind, (v.node,), {"min": -0.5, "max": 0.5})
+        elif kind == "copy_":
+            if not others:
+                return
+            node = self.graph.call_method(kind, (v.node, other))
         else:
-            node = self.graph.call_method(kind, (v.node, *(args or ())))
-        self.add(node, v.shape, writable=True)
+            args = {"add_": (other,), "mul_": (-2.0,), "relu_": (), "fill_": (3.0,)}[kind]
+            node = self.graph.call_method(kind, (v.node, *args))
+        self.add(node, v.shape, writable=True, view_of=v)
 
     def multi_output(self) -> None:
         v = self.pick()
@@ -252,7 +287,8 @@ class Builder:
             i = self.draw(st.integers(0, count - 1))
             length = min(size, v.shape[dim] - i * size)
             shape = (*v.shape[:dim], length, *v.shape[dim + 1 :])
-            self.add(self.call(operator.getitem, pieces, i), shape, writable=v.writable)
+            piece = self.call(operator.getitem, pieces, i)
+            self.add(piece, shape, writable=v.writable, view_of=v)
 
     def random(self) -> None:
         v = self.pick()
@@ -357,21 +393,25 @@ def run_seeded(fn: Any, seed: int = 1234) -> Any:
     return fn()
 
 
-def state(gm: torch.nn.Module, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
-    return [t.clone() for t in [*inputs, *gm.state_dict().values()]]
+def fresh(inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+    """Copies for one run: a graph may write into its inputs."""
+    return [t.clone() for t in inputs]
 
 
 # -- the checks --------------------------------------------------------------------------
 def check_recording(gm: torch.fx.GraphModule, inputs: list[torch.Tensor]) -> None:
-    before = state(gm, inputs)
-    expected = snapshot(run_seeded(lambda: gm(*inputs)))
+    params = snapshot(list(gm.state_dict().values()))
+    eager_inputs = fresh(inputs)
+    expected = snapshot(run_seeded(lambda: gm(*eager_inputs)))
     reference = CloneEach(gm)
-    ref_out = snapshot(run_seeded(lambda: reference.run(*inputs)))
+    ref_out = snapshot(run_seeded(lambda: reference.run(*fresh(inputs))))
     assert same(ref_out, expected)
 
-    rec = run_seeded(lambda: fxviz.record(gm, *inputs))
+    recorded_inputs = fresh(inputs)
+    rec = run_seeded(lambda: fxviz.record(gm, *recorded_inputs))
     assert same(rec.output, expected), "record's output differs from gm(*inputs)"
-    again = run_seeded(lambda: fxviz.record(gm, *inputs))
+    assert same(recorded_inputs, eager_inputs), "record wrote its inputs unlike gm(*inputs)"
+    again = run_seeded(lambda: fxviz.record(gm, *fresh(inputs)))
     assert same(again.output, expected), "a second recording differs"
     for node in gm.graph.nodes:
         if node.op == "output":
@@ -380,17 +420,19 @@ def check_recording(gm: torch.fx.GraphModule, inputs: list[torch.Tensor]) -> Non
             f"{node.name} ({node.format_node()}) was not recorded as it was when it ran"
         )
         assert same(again[node.name].value, reference.seen[node.name])
-    after = state(gm, inputs)
-    assert all(same(a, b) for a, b in zip(before, after, strict=True)), "the run changed inputs"
+    assert same(params, list(gm.state_dict().values())), "the run changed the parameters"
 
 
 def check_debugger(gm: torch.fx.GraphModule, inputs: list[torch.Tensor], back: int) -> None:
-    expected = snapshot(run_seeded(lambda: gm(*inputs)))
-    rec = run_seeded(lambda: fxviz.record(gm, *inputs))
-    dbg = run_seeded(lambda: fxviz.Debugger(gm, *inputs))
+    eager_inputs = fresh(inputs)
+    expected = snapshot(run_seeded(lambda: gm(*eager_inputs)))
+    rec = run_seeded(lambda: fxviz.record(gm, *fresh(inputs)))
+    debugged_inputs = fresh(inputs)
+    dbg = run_seeded(lambda: fxviz.Debugger(gm, *debugged_inputs))
     while not dbg.done:
         dbg.step()
     assert same(dbg.output, expected), "stepping to the end differs from gm(*inputs)"
+    assert same(debugged_inputs, eager_inputs), "the debugger wrote its inputs unlike gm"
     names = [n.name for n in gm.graph.nodes if n.op != "output"]
     for name in names:
         assert same(dbg.value(name), rec[name].value), f"{name}: stepped != recorded"
@@ -407,12 +449,13 @@ def check_debugger(gm: torch.fx.GraphModule, inputs: list[torch.Tensor], back: i
     dbg.continue_()
     assert dbg.done
     assert same(dbg.output, expected), "restart then continue_ changed the output"
+    assert same(debugged_inputs, eager_inputs), "restart did not put the inputs back first"
     for name in names:
         assert same(dbg.value(name), rec[name].value), f"{name}: after restart != recorded"
 
 
 def check_dot(gm: torch.fx.GraphModule, inputs: list[torch.Tensor]) -> None:
-    source = fxviz.to_dot(fxviz.record(gm, *inputs)).source
+    source = fxviz.to_dot(fxviz.record(gm, *fresh(inputs))).source
     for raw in ("\u202e", "\u200b"):
         assert raw not in source
     done = subprocess.run(
@@ -447,7 +490,7 @@ def check_report(gm: torch.fx.GraphModule, inputs: list[torch.Tensor], title: st
     if not _PLAIN_PAGE_TAGS:
         plain = fxviz.report(fxviz.record(torch.nn.ReLU(), torch.ones(2)), title="plain")
         _PLAIN_PAGE_TAGS.extend(_tags(plain))
-    page = fxviz.report(fxviz.record(gm, *inputs), title=title)
+    page = fxviz.report(fxviz.record(gm, *fresh(inputs)), title=title)
     assert page is not None
     # The page has the same elements as a plain one: no user string became markup.
     assert _tags(page) == _PLAIN_PAGE_TAGS
