@@ -11,12 +11,16 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import traceback
-from collections.abc import Sequence
-from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING
 
 from fxviz.errors import FxvizError, NodeError
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import NoReturn
+
+# Only argparse, os and sys are imported to answer --help or a usage error (no torch, no
+# pathlib, no traceback): the answer comes at once.
 
 __all__ = ["main"]
 
@@ -146,13 +150,14 @@ def _run(args: argparse.Namespace) -> int:
 
 def _check_output(output: str, prog: str) -> None:
     """Refuse an output path that cannot be written, before any work is done."""
-    path = Path(output)
-    folder = path.parent
-    if path.is_dir():
-        why = f"-o {output} is a folder: name a file such as {path / 'report.html'}"
-    elif not folder.is_dir():
+    folder = os.path.dirname(output) or "."
+    if os.path.isdir(output):
+        why = f"-o {output} is a folder: name a file such as {os.path.join(output, 'report.html')}"
+    elif not os.path.isdir(folder):
         why = f"-o {output}: the folder {folder} does not exist (create it first)"
-    elif not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+    elif not os.access(folder, os.W_OK) or (
+        os.path.exists(output) and not os.access(output, os.W_OK)
+    ):
         why = f"-o {output}: cannot write there (permission denied)"
     else:
         return
@@ -168,6 +173,8 @@ def _print_error(
     message: str, *, error: BaseException | None = None, hint: str | None = None
 ) -> None:
     if error is not None:
+        import traceback
+
         traceback.print_exception(error, file=sys.stderr)
     lines = message.strip().splitlines() or ["error"]
     print(f"fxviz: error: {lines[0]}", file=sys.stderr)
