@@ -24,6 +24,7 @@ import html.parser
 import math
 import operator
 import subprocess
+import warnings
 import xml.etree.ElementTree as ET
 from typing import Any
 
@@ -413,6 +414,8 @@ def check_recording(gm: torch.fx.GraphModule, inputs: list[torch.Tensor]) -> Non
     assert same(recorded_inputs, eager_inputs), "record wrote its inputs unlike gm(*inputs)"
     again = run_seeded(lambda: fxviz.record(gm, *fresh(inputs)))
     assert same(again.output, expected), "a second recording differs"
+    light = run_seeded(lambda: fxviz.record(gm, *fresh(inputs), keep="stats"))
+    assert same(light.output, expected), "keep='stats' changed the output"
     for node in gm.graph.nodes:
         if node.op == "output":
             continue
@@ -423,21 +426,23 @@ def check_recording(gm: torch.fx.GraphModule, inputs: list[torch.Tensor]) -> Non
     assert same(params, list(gm.state_dict().values())), "the run changed the parameters"
 
 
-def check_debugger(gm: torch.fx.GraphModule, inputs: list[torch.Tensor], back: int) -> None:
+def check_debugger(
+    gm: torch.fx.GraphModule, inputs: list[torch.Tensor], back: int, keep: str = "all"
+) -> None:
     eager_inputs = fresh(inputs)
     expected = snapshot(run_seeded(lambda: gm(*eager_inputs)))
     rec = run_seeded(lambda: fxviz.record(gm, *fresh(inputs)))
     debugged_inputs = fresh(inputs)
-    dbg = run_seeded(lambda: fxviz.Debugger(gm, *debugged_inputs))
+    dbg = run_seeded(lambda: fxviz.Debugger(gm, *debugged_inputs, keep=keep))
     while not dbg.done:
         dbg.step()
     assert same(dbg.output, expected), "stepping to the end differs from gm(*inputs)"
     assert same(debugged_inputs, eager_inputs), "the debugger wrote its inputs unlike gm"
-    names = [n.name for n in gm.graph.nodes if n.op != "output"]
+    names = [n.name for n in gm.graph.nodes if n.op != "output"] if keep == "all" else []
     for name in names:
         assert same(dbg.value(name), rec[name].value), f"{name}: stepped != recorded"
 
-    k = min(back, len(names))
+    k = min(back, len(gm.graph.nodes))
     dbg.back(k)
     dbg.step(k)
     assert dbg.done
@@ -445,7 +450,15 @@ def check_debugger(gm: torch.fx.GraphModule, inputs: list[torch.Tensor], back: i
     for name in names:
         assert same(dbg.value(name), rec[name].value), f"{name}: back+step != recorded"
 
-    dbg.restart()
+    wrote_inputs = any(t._version for t in eager_inputs)  # a write, even of equal values
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        dbg.restart()
+    warned = [w for w in caught if issubclass(w.category, fxviz.FxvizWarning)]
+    if keep == "stats" and wrote_inputs:  # documented: no copy kept, so restart warns
+        assert warned, "restart() ran on changed inputs without a warning"
+        return
+    assert not warned, [str(w.message) for w in warned]
     dbg.continue_()
     assert dbg.done
     assert same(dbg.output, expected), "restart then continue_ changed the output"
@@ -507,9 +520,9 @@ def test_record_matches_eager_and_keeps_each_value_as_it_was(case):
 
 
 @FAST
-@given(graphs(), st.integers(1, 20))
-def test_debugger_step_back_restart_match_the_recording(case, back):
-    check_debugger(*case, back)
+@given(graphs(), st.integers(1, 20), st.sampled_from(["all", "all", "stats"]))
+def test_debugger_step_back_restart_match_the_recording(case, back, keep):
+    check_debugger(*case, back, keep)
 
 
 @pytest.mark.dot
@@ -527,10 +540,10 @@ def test_report_is_well_formed_and_escapes_user_strings(case, title):
 
 @pytest.mark.slow
 @MANY
-@given(graphs(max_ops=20), st.integers(1, 30))
-def test_many_generated_graphs(case, back):
+@given(graphs(max_ops=20), st.integers(1, 30), st.sampled_from(["all", "stats"]))
+def test_many_generated_graphs(case, back, keep):
     check_recording(*case)
-    check_debugger(*case, back)
+    check_debugger(*case, back, keep)
 
 
 @pytest.mark.slow
