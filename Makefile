@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.fxviz-installed
 BUNDLE := fxviz/static/widget.js
 
-.PHONY: demo test lint format bench js clean
+.PHONY: demo test test-slow screenshots lint format bench js clean
 
 $(BUNDLE): package.json package-lock.json $(wildcard js/*)
 	@command -v npm >/dev/null || { echo "npm is needed to build the fxviz front end (apt-get install nodejs npm)"; exit 1; }
@@ -26,8 +26,18 @@ $(STAMP): pyproject.toml $(BUNDLE)
 demo: $(STAMP) $(BUNDLE)
 	$(BIN)/fxviz demo
 
+# The browser tests save screenshots in build/screenshots/ (git-ignored), so a test run
+# leaves the checkout clean; `make screenshots` is the one step that updates assets/.
 test: $(STAMP) $(BUNDLE)
 	$(BIN)/python -m pytest
+
+# Generated-graph tests with thousands of examples (the default run has a few hundred).
+test-slow: $(STAMP) $(BUNDLE)
+	$(BIN)/python -m pytest -m slow tests/test_generated_graphs.py
+
+screenshots: $(STAMP) $(BUNDLE)
+	$(BIN)/python -m pytest -m browser tests/browser
+	cp build/screenshots/*.png assets/
 
 lint: $(STAMP)
 	$(BIN)/ruff check fxviz tests benchmarks

@@ -1,4 +1,8 @@
-"""What the ``fxviz`` subcommands do; ``fxviz.cli`` only parses arguments and imports this."""
+"""What the ``fxviz`` subcommands do; ``fxviz.cli`` only parses arguments and imports this.
+
+Commands raise :class:`~fxviz.FxvizError` for bad input and :class:`~fxviz.NodeError` for a
+failing model; ``fxviz.cli`` turns them into one ``fxviz: error:`` line and an exit code.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ import html
 import sys
 from typing import Any
 
-from fxviz.errors import FxvizError, NodeError
+from fxviz.errors import NodeError
 
 __all__ = ["run_report", "run_shapes"]
 
@@ -22,17 +26,11 @@ td, th {{ padding: 2px 8px; border-bottom: 1px solid #ddd; }}</style></head>
 def run_shapes(target: str, inputs: list[str], mode: str, fmt: str, device: str | None) -> int:
     """``fxviz shapes``: print a model's per-node shape table."""
     from fxviz._shapes import shapes
+    from fxviz._shapes._spec import parse_device
 
-    try:
-        model, specs = _load(target, inputs)
-    except FxvizError as e:
-        return _fail(e, code=2)
-    try:
-        report = shapes(model, *specs, mode=mode, device=device)  # type: ignore[arg-type]
-    except NodeError as e:
-        return _fail(e, code=1)
-    except FxvizError as e:
-        return _fail(e, code=2)
+    where = parse_device(device) if device is not None else None
+    model, specs = _load(target, inputs)
+    report = shapes(model, *specs, mode=mode, device=where)  # type: ignore[arg-type]
     print(_render(report, fmt, f"fxviz shapes {target}"))
     return 0
 
@@ -43,10 +41,7 @@ def run_report(target: str, inputs: list[str], mode: str, output: str) -> int:
     from fxviz._report import report
     from fxviz._shapes import shapes
 
-    try:
-        model, specs = _load(target, inputs)
-    except FxvizError as e:
-        return _fail(e, code=2)
+    model, specs = _load(target, inputs)
     try:
         if mode == "real":
             tensors = [s.materialize() for s in specs]
@@ -58,20 +53,22 @@ def run_report(target: str, inputs: list[str], mode: str, output: str) -> int:
         if partial is not None:
             report(partial, output, title=f"fxviz report {target} (failed at {e.node})")
             print(f"wrote {output} with everything recorded before the failure", file=sys.stderr)
-        return _fail(e, code=1)
-    except FxvizError as e:
-        return _fail(e, code=2)
+        raise
     report(obj, output, title=f"fxviz report {target}")
     print(f"wrote {output}: open it in any browser (it works offline)")
     return 0
 
 
 def _load(target: str, inputs: list[str]) -> tuple[Any, list[Any]]:
-    """The model TARGET names and the parsed input specs (FxvizError when either is bad)."""
+    """The model TARGET names and the parsed input specs (FxvizError when either is bad).
+
+    The specs are read first: a typo in one is reported before the model is built.
+    """
     from fxviz._shapes import parse_spec
     from fxviz._targets import load_target
 
-    return load_target(target), [parse_spec(text) for text in inputs]
+    specs = [parse_spec(text) for text in inputs]
+    return load_target(target), specs
 
 
 def _render(report: Any, fmt: str, title: str) -> str:
@@ -82,11 +79,3 @@ def _render(report: Any, fmt: str, title: str) -> str:
     if fmt == "html":
         return _PAGE.format(title=html.escape(title), body=report._repr_html_())
     return report.to_text()
-
-
-def _fail(error: BaseException, *, code: int) -> int:
-    lines = str(error).strip().splitlines() or [type(error).__name__]
-    print(f"fxviz: error: {lines[0]}", file=sys.stderr)
-    for line in lines[1:]:
-        print(f"  {line}", file=sys.stderr)
-    return code

@@ -50,25 +50,49 @@ def load_target(text: str) -> Any:
 
 def _import(where: str) -> Any:
     if where.endswith(".py") or "/" in where or "\\" in where:
-        path = Path(where)
-        if not path.is_file():
-            raise TargetError(f"no such file: {where}")
-        name = f"_fxviz_target_{path.stem}"
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None
-        assert spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        sys.path.insert(0, str(path.resolve().parent))  # let the file import its neighbours
-        try:
-            spec.loader.exec_module(module)
-        finally:
-            sys.path.pop(0)
-        return module
+        return _import_file(where)
     try:
         return importlib.import_module(where)
+    except SyntaxError as e:
+        raise TargetError(_syntax_error(where, e)) from e
     except ImportError as e:
         raise TargetError(f"cannot import {where!r}: {e}") from e
+    except (Exception, SystemExit) as e:  # the module's own code raised while importing
+        raise TargetError(_raised(where, e)) from e
+
+
+def _import_file(where: str) -> Any:
+    path = Path(where)
+    if not path.is_file():
+        raise TargetError(f"no such file: {where}")
+    name = f"_fxviz_target_{path.stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise TargetError(f"cannot import {where}: Python does not read it as a module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    sys.path.insert(0, str(path.resolve().parent))  # let the file import its neighbours
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as e:
+        sys.modules.pop(name, None)
+        raise TargetError(_syntax_error(where, e)) from e
+    except (Exception, SystemExit) as e:
+        sys.modules.pop(name, None)
+        raise TargetError(_raised(where, e)) from e
+    finally:
+        sys.path.pop(0)
+    return module
+
+
+def _syntax_error(where: str, error: SyntaxError) -> str:
+    place = f"{error.filename or where}, line {error.lineno}"
+    line = (error.text or "").strip()
+    return f"{place}: {error.msg}" + (f": {line}" if line else "")
+
+
+def _raised(where: str, error: BaseException) -> str:
+    return f"importing {where} raised {type(error).__name__}: {error}"
 
 
 def _takes_no_arguments(fn: Any) -> bool:

@@ -1,10 +1,26 @@
-"""The ``fxviz`` command line: thin commands over the library, imported lazily."""
+"""The ``fxviz`` command line: thin commands over the library, imported lazily.
+
+Every failure is one ``fxviz: error: ...`` line on stderr (the message's further lines
+indented under it, then a hint), never a traceback unless ``--debug`` asks for one. Exit
+codes: 0 done, 1 the model failed (or fxviz did), 2 bad usage or input, 130 Ctrl-C.
+``--help`` and usage errors answer without importing torch.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from fxviz.errors import FxvizError, NodeError
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import NoReturn
+
+# Only argparse, os and sys are imported to answer --help or a usage error (no torch, no
+# pathlib, no traceback): the answer comes at once.
 
 __all__ = ["main"]
 
@@ -16,21 +32,46 @@ _INPUT_HELP = (
     "one input, e.g. 'randn(50,1000)', 'randint(0,50257,(2,128))' or "
     "'zeros(1,3,224,224,dtype=float16)'; repeat for several inputs"
 )
+_DEBUG_HELP = "on an error, show the Python traceback too"
+_DEBUG_HINT = "hint: add --debug to see the Python traceback"
+
+
+class UsageError(Exception):
+    """A command line that cannot be carried out (exit code 2); ``prog`` names the command."""
+
+    def __init__(self, message: str, prog: str = "fxviz") -> None:
+        super().__init__(message)
+        self.prog = prog
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` that raises instead of exiting, so ``main`` reports every
+    failure the same way."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message, self.prog)
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="fxviz",
         description="A visual debugger for PyTorch computation graphs.",
+        epilog="Exit codes: 0 done, 1 the model failed, 2 bad usage or input.",
     )
+    parser.add_argument("--debug", action="store_true", help=_DEBUG_HELP)
+    # Subcommands accept --debug too; SUPPRESS keeps their default from hiding the top one.
+    common = _Parser(add_help=False)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=_DEBUG_HELP)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     demo = commands.add_parser(
         "demo",
+        parents=[common],
         help="record the built-in example (TwoLayerNet), print its table, write a replay report",
     )
     demo.add_argument("-o", "--output", default="fxviz-demo.html", help="the report to write")
     shapes = commands.add_parser(
         "shapes",
+        parents=[common],
         help="print every node's output shape and dtype",
         description="Propagate shapes through a model and print one row a node.",
     )
@@ -52,6 +93,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     rep = commands.add_parser(
         "report",
+        parents=[common],
         help="record a model and write a self-contained HTML report (a replay of the run)",
         description="Record a model on the inputs (or propagate shapes in fake/meta mode) "
         "and write one HTML file that opens offline.",
@@ -66,25 +108,80 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``fxviz`` console script; returns the exit code."""
     parser = _parser()
-    args = parser.parse_args(argv)
-    if args.command is None:
-        parser.print_help()
+    debug = "--debug" in (sys.argv[1:] if argv is None else argv)
+    try:
+        args = parser.parse_args(argv)
+        if args.command is None:
+            raise UsageError("choose a COMMAND: demo, shapes or report")
+        return _run(args)
+    except UsageError as e:
+        _print_error(str(e), hint=f"hint: see '{e.prog} --help'")
         return 2
+    except KeyboardInterrupt:
+        print("fxviz: interrupted", file=sys.stderr)
+        return 130
+    except FxvizError as e:
+        _print_error(str(e) or type(e).__name__, error=e if debug else None, hint=_hint(e, debug))
+        return 1 if isinstance(e, NodeError) else 2
+    except Exception as e:  # a bug, in fxviz or in a library: still one line, code 1
+        message = f"unexpected {type(e).__name__}: {e}"
+        _print_error(message, error=e if debug else None, hint=None if debug else _DEBUG_HINT)
+        return 1
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Check what can be checked without torch, then import and run the command."""
+    if getattr(args, "output", None) is not None:
+        _check_output(args.output, f"fxviz {args.command}")
     if args.command == "demo":
         from fxviz._demo import run_demo
 
         return run_demo(args.output)
     if args.command == "shapes":
         if args.device is not None and args.mode != "fake":
-            parser.error("--device needs --mode fake")
+            raise UsageError("--device needs --mode fake", "fxviz shapes")
         from fxviz._commands import run_shapes
 
         return run_shapes(args.target, args.input, args.mode, args.fmt, args.device)
-    if args.command == "report":
-        from fxviz._commands import run_report
+    from fxviz._commands import run_report
 
-        return run_report(args.target, args.input, args.mode, args.output)
-    return 2  # pragma: no cover (argparse rejects unknown commands)
+    return run_report(args.target, args.input, args.mode, args.output)
+
+
+def _check_output(output: str, prog: str) -> None:
+    """Refuse an output path that cannot be written, before any work is done."""
+    folder = os.path.dirname(output) or "."
+    if os.path.isdir(output):
+        why = f"-o {output} is a folder: name a file such as {os.path.join(output, 'report.html')}"
+    elif not os.path.isdir(folder):
+        why = f"-o {output}: the folder {folder} does not exist (create it first)"
+    elif not os.access(folder, os.W_OK) or (
+        os.path.exists(output) and not os.access(output, os.W_OK)
+    ):
+        why = f"-o {output}: cannot write there (permission denied)"
+    else:
+        return
+    raise UsageError(why, prog)
+
+
+def _hint(error: BaseException, debug: bool) -> str | None:
+    """The debug hint, for errors that wrap an exception from torch or the user's code."""
+    return None if debug or error.__cause__ is None else _DEBUG_HINT
+
+
+def _print_error(
+    message: str, *, error: BaseException | None = None, hint: str | None = None
+) -> None:
+    if error is not None:
+        import traceback
+
+        traceback.print_exception(error, file=sys.stderr)
+    lines = message.strip().splitlines() or ["error"]
+    print(f"fxviz: error: {lines[0]}", file=sys.stderr)
+    for line in lines[1:]:
+        print(f"  {line}", file=sys.stderr)
+    if hint:
+        print(f"  {hint}", file=sys.stderr)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,4 +1,9 @@
-"""Every tutorial notebook runs top to bottom (nbclient, a real kernel), and is saved clean."""
+"""Every tutorial notebook runs top to bottom (nbclient, a real kernel), and is saved clean.
+
+The kernel runs in a temporary folder (and so does this process while it starts the
+kernel), so files a tutorial writes, such as 01's ``quickstart-report.html``, never land in
+the checkout.
+"""
 
 from __future__ import annotations
 
@@ -8,19 +13,26 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 
 def test_there_are_tutorials():
     assert [p.name[:2] for p in NOTEBOOKS] == ["01", "02", "03", "04", "05", "06"]
 
 
+def _files_near_the_notebooks() -> set[Path]:
+    return {p for folder in (ROOT, ROOT / "notebooks") for p in folder.iterdir() if p.is_file()}
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_notebook_runs(path, tmp_path):
+def test_notebook_runs(path, tmp_path, monkeypatch):
     notebook = nbformat.read(path, as_version=4)
     assert all(not cell.get("outputs") for cell in notebook.cells if cell.cell_type == "code"), (
         f"{path.name} is saved with outputs: clear them before committing"
     )
+    before = _files_near_the_notebooks()
+    monkeypatch.chdir(tmp_path)  # a kernel that ignores the path below inherits this one
     client = NotebookClient(
         notebook,
         timeout=300,
@@ -35,3 +47,6 @@ def test_notebook_runs(path, tmp_path):
         if o.get("output_type") == "error"
     ]
     assert not errors
+    assert _files_near_the_notebooks() == before, "the notebook wrote into the checkout"
+    if path.name.startswith("01"):
+        assert (tmp_path / "quickstart-report.html").stat().st_size > 0

@@ -22,6 +22,7 @@ from fxviz._static import static_file
 from fxviz.render._api import draw, to_dot
 from fxviz.render._collapse import opening_depth, units
 from fxviz.render._diff import GraphDiff
+from fxviz.render._style import visible
 
 __all__ = ["report"]
 
@@ -71,10 +72,10 @@ def report(
     """
     data = _data(obj, max_preview)
     name = title or f"fxviz: {data['model']}"
-    facts = "".join(f"<p>{html.escape(line)}</p>" for line in _facts(obj, data, inputs))
+    facts = "".join(f"<p>{html.escape(visible(line))}</p>" for line in _facts(obj, data, inputs))
     extra = _diff_table(obj) if isinstance(obj, GraphDiff) else ""
     page = _PAGE.format(
-        title=html.escape(name),
+        title=html.escape(visible(name)),  # a bidi override must not reorder the title
         facts=facts,
         extra=extra,
         css=_read("widget.css"),

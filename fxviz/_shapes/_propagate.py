@@ -191,6 +191,7 @@ def _home_device(model: Any) -> torch.device:
 
 
 _NO_KERNEL = ("fake impl", "'Meta' backend", "meta tensor", "meta kernel", "no fake")
+_DEVICE_MISSING = ("is not linked with support for", "not compiled with")
 _DATA_DEPENDENT = ("DataDependentOutputException", "DynamicOutputShapeException")
 
 
@@ -200,6 +201,17 @@ def _explain(message: str, mode: str, cause: BaseException | None) -> str:
         return message + "\nThe report of the nodes before it is on this error's .report."
     kind = type(cause).__name__
     text = str(cause)
+    if mode == "fake" and any(marker in text for marker in _DEVICE_MISSING):
+        # e.g. BatchNorm in training mode: its running-stat update calls Tensor.copy_,
+        # whose Python binding sets a device guard even on fake tensors.
+        head = message.split("\nWhat to do:")[0]
+        return (
+            f"{head}\nIn mode='fake' this op needs real support for the pretended device, "
+            "which this PyTorch build lacks. What to do: put the model in eval mode (model.eval(); "
+            "BatchNorm in training mode updates its running statistics on the device), "
+            "run without device=, or run on a machine whose PyTorch has that device. "
+            "The report of the nodes before it is on this error's .report."
+        )
     if kind in _DATA_DEPENDENT or "data-dependent" in text or ".item()" in text:
         why = "its output shape depends on the tensor's values, which a {mode} run does not have"
     elif (

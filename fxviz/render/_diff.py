@@ -97,7 +97,10 @@ class GraphDiff:
                     "allclose": p.allclose,
                 }
             rows.append(row)
-        return pd.DataFrame(rows)
+        columns = ["before", "after", "status", "target_before", "target_after", "detail"]
+        if numeric:
+            columns += ["max_abs_error", "max_rel_error", "allclose"]
+        return pd.DataFrame(rows, columns=columns)  # the columns even for two empty graphs
 
     def summary(self) -> str:
         """``2 changed, 1 added, 0 removed; first divergence at 'relu'``."""

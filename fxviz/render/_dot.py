@@ -50,6 +50,10 @@ def render(
     """DOT for ``draw``; see :func:`fxviz.to_dot` for the arguments."""
     if depth is not None and depth < 1:
         raise ValueError(f"depth must be >= 1 (or None for no collapsing), not {depth}")
+    if isinstance(max_label, bool) or not isinstance(max_label, int) or max_label < 1:
+        raise ValueError(
+            f"max_label must be a positive int (the longest label line, e.g. 40), not {max_label!r}"
+        )
     expand, collapse = frozenset(expand), frozenset(collapse)
     unit = {n.id: _unit_path(n.module, depth, expand, collapse) for n in draw.nodes}
     boxes: dict[str, _Box] = {}

@@ -109,16 +109,25 @@ def _first_tensor(value: Any) -> torch.Tensor | None:
 
 
 def _histogram(t: torch.Tensor) -> dict[str, Any] | None:
+    """Counts of the finite values in ``_BINS`` equal bins from their min to their max.
+
+    Computed in float64 and on halves (``x/2 - low/2``), so values near the float32 or
+    float64 limits neither overflow the bin arithmetic nor vanish (``torch.histc`` in
+    float32 leaves every bin empty for a range of ±3e38).
+    """
     if t.is_meta or t.numel() == 0 or t.is_complex() or t.layout != torch.strided:
         return None
-    x = t.detach().float().flatten()
+    x = t.detach().flatten().to(torch.float64)
     x = x[torch.isfinite(x)]
     if x.numel() == 0:
         return None
     low, high = float(x.min()), float(x.max())
-    if low == high:
-        high = low + 1.0
-    counts = torch.histc(x, bins=_BINS, min=low, max=high)
+    span = high / 2 - low / 2
+    if span > 0:
+        index = ((x / 2 - low / 2) / span * _BINS).floor().clamp_(0, _BINS - 1).long()
+    else:  # one distinct value: all in the first bin
+        index = torch.zeros(x.numel(), dtype=torch.long)
+    counts = torch.bincount(index, minlength=_BINS)
     return {"counts": [int(c) for c in counts.tolist()], "low": low, "high": high}
 
 

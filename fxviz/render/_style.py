@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import html
-import re
 
 import graphviz
 
-__all__ = ["KIND_STYLES", "html_label", "palette_colour", "tooltip_text"]
+__all__ = ["KIND_STYLES", "html_label", "palette_colour", "tooltip_text", "visible"]
 
 # Pastel fills that read in light and dark themes behind dark text.
 _PALETTE = (
@@ -31,8 +30,6 @@ KIND_STYLES: dict[str, tuple[str, str, str | None]] = {
     "stub": ("note", "filled,dashed", "#f4f4f4"),  # a copy of a widely used input
 }
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-
 
 def palette_colour(key: str) -> str:
     """The same key always gets the same pastel colour."""
@@ -40,8 +37,31 @@ def palette_colour(key: str) -> str:
     return _PALETTE[digest[0] % len(_PALETTE)]
 
 
+def visible(text: str) -> str:
+    r"""``text`` with every invisible or direction-changing character shown as an escape.
+
+    Bidi overrides (U+202E), zero-width characters, control characters and lone
+    surrogates could make a name look like another one (or fail to encode); newlines
+    stay, carriage returns go, a tab becomes a space.
+
+        >>> visible("evil\u202egnp.exe"), visible("a\u200bb"), visible("\ud800")
+        ('evil\\u202egnp.exe', 'a\\u200bb', '\\ud800')
+    """
+    text = str(text)
+    if text.isprintable():
+        return text
+    return "".join(_visible_char(ch) for ch in text.replace("\r", "").replace("\t", " "))
+
+
+def _visible_char(ch: str) -> str:
+    if ch.isprintable() or ch in "\n ":
+        return ch
+    code = ord(ch)
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+
+
 def _clean(text: str, limit: int) -> str:
-    text = _CONTROL.sub("?", str(text)).replace("\r", "")
+    text = visible(text)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -68,5 +88,5 @@ def tooltip_text(text: str, limit: int = 2000) -> str:
     """A DOT string attribute: newlines kept as line breaks, quoting left to the graphviz
     package. Graphviz expands ``\\N``/``\\G`` even when the backslash is escaped, so a
     backslash is shown as the look-alike U+29F5 (the exact text stays in Python)."""
-    clean = _CONTROL.sub("?", str(text)).replace("\r", "")[:limit].replace("\\", "\u29f5")
+    clean = visible(text)[:limit].replace("\\", "\u29f5")
     return graphviz.nohtml(clean.replace("\n", "\\n"))

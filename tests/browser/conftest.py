@@ -31,7 +31,8 @@ FLAGS = [
     "--disable-sync",
     "--disable-dev-shm-usage",
 ]
-ASSETS = Path(__file__).resolve().parents[2] / "assets"
+# Screenshots go to a git-ignored build folder; `make screenshots` copies them to assets/.
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "build" / "screenshots"
 
 
 def _free_port() -> int:
@@ -136,8 +137,8 @@ def open_and_run(browser, lab: dict, name: str):
 
 
 def screenshot(page, locator, name: str) -> Path:
-    ASSETS.mkdir(exist_ok=True)
-    path = ASSETS / name
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / name
     locator.screenshot(path=str(path))
     return path
 

@@ -46,6 +46,12 @@ def test_randint_and_full_values():
         ("randn(2,requires_grad=True)", "unknown keyword 'requires_grad'"),
         ("randn(-1)", "non-negative"),
         ("randn(2", "not a call"),
+        ("randn(True,4)", "'True' is not a number"),
+        ("randint(5,1,(2,3))", "low < high"),
+        ("full((2,),1e400)", "too large for a float"),
+        ("randn(2**70)", "is not a number"),
+        ("randn(9223372036854775808)", "overflow int64"),
+        ("randn(2,device=evil)", "unknown device 'evil'"),
     ],
 )
 def test_bad_specs_are_refused_with_examples(text, why):
@@ -64,3 +70,17 @@ def test_spec_function():
         fxviz.spec(2.5)
     with pytest.raises(fxviz.SpecError, match="dtype="):
         fxviz.spec(2, dtype="float")
+
+
+def test_spec_function_refuses_what_torch_cannot_hold():
+    with pytest.raises(fxviz.SpecError, match="overflow int64"):
+        fxviz.spec(2**40, 2**40)
+    with pytest.raises(fxviz.SpecError, match="unknown device 'evil'"):
+        fxviz.spec(2, device="evil")
+
+
+def test_infinite_and_nan_fills_are_written_by_name():
+    spec = parse_spec("full((2,),-inf)")
+    assert torch.equal(spec.materialize(), torch.full((2,), float("-inf")))
+    assert parse_spec(str(spec)) == spec
+    assert parse_spec("full((1,),nan)").materialize().isnan().all()
