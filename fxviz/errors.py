@@ -14,13 +14,20 @@ from typing import Any
 
 __all__ = [
     "DebuggerError",
+    "FxvizDeprecationWarning",
     "FxvizError",
     "FxvizWarning",
     "InputError",
     "NodeError",
     "RecordingInterrupted",
+    "RenderError",
+    "ShapeError",
+    "SpecError",
+    "TargetError",
     "TraceError",
     "UnknownNodeError",
+    "first_line",
+    "warn_deprecated",
 ]
 
 
@@ -50,6 +57,34 @@ class NodeError(FxvizError, RuntimeError):
         self.recording = recording
 
 
+class ShapeError(NodeError):
+    """A node failed during shape propagation; ``.report`` holds the nodes done before it.
+
+    >>> import torch, fxviz
+    >>> try:
+    ...     fxviz.shapes(torch.nn.Linear(4, 2), fxviz.spec(3, 5), mode="meta")
+    ... except fxviz.ShapeError as e:
+    ...     e.node, e.report.complete
+    ('linear', False)
+    """
+
+    def __init__(self, message: str, *, node: str, report: Any) -> None:
+        super().__init__(message, node=node, recording=report.recording)
+        self.report = report
+
+
+class SpecError(FxvizError, ValueError):
+    """An input spec that cannot be parsed or made (``fxviz.spec``, ``--input``)."""
+
+
+class RenderError(FxvizError, RuntimeError):
+    """A graph could not be drawn (no ``dot`` for SVG, an object fxviz cannot draw)."""
+
+
+class TargetError(FxvizError, ValueError):
+    """A command-line TARGET that cannot be found or turned into a model."""
+
+
 class UnknownNodeError(FxvizError, KeyError):
     """A node name that is not in the graph (the message suggests close names)."""
 
@@ -74,4 +109,37 @@ class RecordingInterrupted(KeyboardInterrupt):
 
 
 class FxvizWarning(UserWarning):
-    """Warnings fxviz emits (a memory budget reached, an in-place write it could not foresee)."""
+    """Warnings fxviz emits (a memory budget reached, an in-place write it could not
+    foresee, an overlay or optional part that failed and was left out)."""
+
+
+class FxvizDeprecationWarning(FxvizWarning, DeprecationWarning):
+    """A name or behaviour that still works but will go; the message names its successor.
+
+    >>> import warnings, fxviz
+    >>> issubclass(fxviz.FxvizDeprecationWarning, DeprecationWarning)
+    True
+    """
+
+
+def first_line(error: BaseException) -> str:
+    """The first non-empty line of an exception's message (``""`` when it has none).
+
+    >>> first_line(ValueError("\\nbad input\\nmore detail"))
+    'bad input'
+    """
+    for line in str(error).splitlines():
+        if line.strip():
+            return line.strip()
+    return ""
+
+
+def warn_deprecated(old: str, new: str, *, stacklevel: int = 3) -> None:
+    """Warn that ``old`` is deprecated in favour of ``new`` (an FxvizDeprecationWarning)."""
+    import warnings
+
+    warnings.warn(
+        f"{old} is deprecated; use {new} instead (the old name keeps working for now)",
+        FxvizDeprecationWarning,
+        stacklevel=stacklevel,
+    )

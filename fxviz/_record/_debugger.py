@@ -18,9 +18,15 @@ from fxviz._record._interpreter import as_recording_interpreter, check_inputs
 from fxviz._record._recorder import Keep
 from fxviz._record._records import NodeRecord, Recording, unknown_node_message
 from fxviz.capture import trace
-from fxviz.errors import DebuggerError, FxvizWarning, RecordingInterrupted, UnknownNodeError
+from fxviz.errors import (
+    DebuggerError,
+    FxvizWarning,
+    RecordingInterrupted,
+    UnknownNodeError,
+    first_line,
+)
 
-__all__ = ["Breakpoint", "Debugger"]
+__all__ = ["Breakpoint", "Debugger", "node_state", "status_line"]
 
 _OPS = ("placeholder", "get_attr", "call_function", "call_method", "call_module", "output")
 
@@ -137,13 +143,8 @@ class Debugger:
     @property
     def status(self) -> str:
         """One line: where it stopped and why, e.g. ``stopped at 'linear2' (breakpoint) — 3/5 nodes``."""
-        count = f"{self._pos}/{len(self._nodes)} nodes"
-        if self.done:
-            return f"finished — {count}"
-        name = self._nodes[self._pos].name
-        if self.error is not None:
-            return f"stopped at {name!r} ({type(self.error).__name__}: {_first_line(self.error)}) — {count}"
-        return f"stopped at {name!r} ({self._reason}) — {count}"
+        names = [n.name for n in self._nodes]
+        return status_line(names, self._pos, self._reason, self.error)
 
     def node_states(self) -> dict[str, list[str]]:
         """Each node's states for drawing: ``done``, ``current``, ``pending``, ``error``,
@@ -151,12 +152,7 @@ class Debugger:
         states: dict[str, list[str]] = {}
         error = self.error is not None
         for i, node in enumerate(self._nodes):
-            if i < self._pos:
-                state = ["done"]
-            elif i == self._pos:
-                state = ["error" if error else "current"]
-            else:
-                state = ["pending"]
+            state = node_state(i, self._pos, error)
             if any(bp.before is not None and bp.before(node) for bp in self._breakpoints):
                 state.append("breakpoint")
             states[node.name] = state
@@ -507,9 +503,33 @@ def _call_predicate(bp: Breakpoint, record: NodeRecord) -> bool:
         ) from e
 
 
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else ""
+def node_state(index: int, position: int, failed_here: bool) -> list[str]:
+    """The drawing state of node ``index`` when ``position`` nodes have run:
+    ``done``, ``current`` (or ``error`` when the node at the cursor raised), ``pending``.
+
+    >>> node_state(0, 1, False), node_state(1, 1, True), node_state(2, 1, False)
+    (['done'], ['error'], ['pending'])
+    """
+    if index < position:
+        return ["done"]
+    if index == position:
+        return ["error" if failed_here else "current"]
+    return ["pending"]
+
+
+def status_line(names: list[str], position: int, reason: str, error: BaseException | None) -> str:
+    """The debugger's one-line status (:attr:`Debugger.status`) for a cursor position.
+
+    >>> status_line(["x", "relu", "output"], 1, "step", None)
+    "stopped at 'relu' (step) — 1/3 nodes"
+    """
+    count = f"{position}/{len(names)} nodes"
+    if position >= len(names):
+        return f"finished — {count}"
+    name = names[position]
+    if error is not None:
+        return f"stopped at {name!r} ({type(error).__name__}: {first_line(error)}) — {count}"
+    return f"stopped at {name!r} ({reason}) — {count}"
 
 
 def _rng_state() -> dict[str, Any]:

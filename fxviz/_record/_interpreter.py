@@ -182,7 +182,7 @@ def record(
     interpreter: type[torch.fx.Interpreter] | torch.fx.Interpreter | None = None,
     keep: Keep = "all",
     stats: bool = True,
-    progress: bool | None = False,
+    progress: bool | None = None,
 ) -> Recording:
     """Run a graph node by node and record what every node produced.
 

@@ -24,7 +24,7 @@ def nonfinite(record: NodeRecord) -> bool:
     Uses the statistics when they were taken, else the kept value itself.
     """
     if any(s.nan is not None for s in record.outputs):
-        return record.nonfinite > 0
+        return record.nonfinite_count > 0
     return any(
         t.is_floating_point() and not bool(torch.isfinite(t).all())
         for _, t in iter_tensors(record.value)

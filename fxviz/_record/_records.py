@@ -95,9 +95,17 @@ class NodeRecord:
         return self.outputs[0].dtype if self.outputs else None
 
     @property
-    def nonfinite(self) -> int:
+    def nonfinite_count(self) -> int:
         """NaN and infinite values over all output tensors (0 when stats were off)."""
-        return sum(s.nonfinite for s in self.outputs)
+        return sum(s.nonfinite_count for s in self.outputs)
+
+    @property
+    def nonfinite(self) -> int:
+        """Deprecated name of :attr:`nonfinite_count` (``fxviz.nonfinite`` is the predicate)."""
+        from fxviz.errors import warn_deprecated
+
+        warn_deprecated("NodeRecord.nonfinite", "NodeRecord.nonfinite_count")
+        return self.nonfinite_count
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready values (no tensors): what the widget, the report and tables read."""
@@ -205,7 +213,7 @@ class Recording(Mapping[str, NodeRecord]):
             'log'
         """
         for r in self._records:
-            if r.nonfinite:
+            if r.nonfinite_count:
                 return r
         return None
 

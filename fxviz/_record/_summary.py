@@ -55,9 +55,17 @@ class TensorSummary:
     zeros: int | None = None
 
     @property
-    def nonfinite(self) -> int:
+    def nonfinite_count(self) -> int:
         """How many values are NaN or infinite (0 when unknown)."""
         return (self.nan or 0) + (self.posinf or 0) + (self.neginf or 0)
+
+    @property
+    def nonfinite(self) -> int:
+        """Deprecated name of :attr:`nonfinite_count`."""
+        from fxviz.errors import warn_deprecated
+
+        warn_deprecated("TensorSummary.nonfinite", "TensorSummary.nonfinite_count")
+        return self.nonfinite_count
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready values (dtype as ``"float32"``, NaN statistics as ``None``)."""

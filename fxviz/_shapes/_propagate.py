@@ -16,20 +16,12 @@ from fxviz._shapes._report import ShapeReport
 from fxviz._shapes._spec import TensorSpec
 from fxviz._torch_compat import extract_tensor_metadata, fake_tensor, reparametrize
 from fxviz.capture import trace
-from fxviz.errors import FxvizError, NodeError
+from fxviz.errors import FxvizError, NodeError, ShapeError  # ShapeError re-exported
 
 __all__ = ["Mode", "ShapeError", "shapes"]
 
 Mode = Literal["real", "fake", "meta"]
 _MODES = ("real", "fake", "meta")
-
-
-class ShapeError(NodeError):
-    """A node failed during shape propagation; ``.report`` holds the nodes done before it."""
-
-    def __init__(self, message: str, *, node: str, report: ShapeReport) -> None:
-        super().__init__(message, node=node, recording=report.recording)
-        self.report = report
 
 
 class _ShapeInterpreter(RecordingInterpreter):

@@ -92,12 +92,32 @@ class ShapeReport(Mapping[str, NodeRecord]):
         except AttributeError:
             return 0
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> str:
+        """One line, like ``Recording.summary()`` and ``GraphDiff.summary()``: nodes,
+        parameters, activations and the peak of live activation memory.
+
+        The numbers themselves are in :meth:`totals`; indexing the returned text by key
+        (``summary()["peak_node"]``, the old dict form) still works, with an
+        FxvizDeprecationWarning.
+
+        Example:
+            >>> import torch, fxviz
+            >>> print(fxviz.shapes(torch.nn.Linear(4, 2), fxviz.spec(3, 4), mode="meta").summary())
+            5 nodes, mode=meta; parameters 10 (40 B); activations 24 B; peak live 24 B at 'linear'
+        """
+        return _SummaryText(self._summary_line(), self.totals())
+
+    def totals(self) -> dict[str, Any]:
         """Totals: nodes, parameters (and their bytes), activation bytes, and the peak of
         live activation bytes along the execution order with the node where it happens.
 
         An activation lives from its node until its last user has run; views and in-place
         results share their input's memory and are counted once.
+
+        Example:
+            >>> import torch, fxviz
+            >>> fxviz.shapes(torch.nn.Linear(4, 2), fxviz.spec(3, 4), mode="meta").totals()["parameters"]
+            10
         """
         params = {id(p): p for p in self.graph_module.parameters()}
         records = self.recording.records()
@@ -172,7 +192,7 @@ class ShapeReport(Mapping[str, NodeRecord]):
         return f"{body}\n\n{self._summary_line()}"
 
     def _summary_line(self) -> str:
-        s = self.summary()
+        s = self.totals()
         state = "" if s["complete"] else f" (stopped at {self.error_node()!r})"
         return (
             f"{s['nodes']} nodes{state}, mode={self.mode}; parameters {s['parameters']:,} "
@@ -326,3 +346,23 @@ def _human(n: int) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024  # type: ignore[assignment]
     return str(n)
+
+
+class _SummaryText(str):
+    """``ShapeReport.summary()``'s text; indexing it by key reads :meth:`ShapeReport.totals`
+    (what ``summary()`` returned before 0.2), with a deprecation warning."""
+
+    _totals: dict[str, Any]
+
+    def __new__(cls, text: str, totals: dict[str, Any]) -> _SummaryText:
+        self = super().__new__(cls, text)
+        self._totals = totals
+        return self
+
+    def __getitem__(self, key: Any) -> Any:  # type: ignore[override]
+        if isinstance(key, str):
+            from fxviz.errors import warn_deprecated
+
+            warn_deprecated("ShapeReport.summary()[key]", "ShapeReport.totals()[key]")
+            return self._totals[key]
+        return super().__getitem__(key)

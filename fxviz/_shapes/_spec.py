@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from fxviz.errors import FxvizError
+from fxviz.errors import SpecError  # defined in errors.py, re-exported here
 
 __all__ = ["SpecError", "TensorSpec", "parse_spec", "spec"]
 
@@ -31,10 +31,6 @@ _FORMS = (
     "randint(0,50257,(2,128))",
     "full((2,2),0.5)",
 )
-
-
-class SpecError(FxvizError, ValueError):
-    """An input spec that cannot be parsed or made."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -164,7 +164,7 @@ def _tooltip(node: torch.fx.Node, title: str, shape: str, record: NodeRecord | N
                     f"{summary.path or 'value'}: min {summary.min:.4g} max {summary.max:.4g} "
                     f"mean {summary.mean:.4g} std {summary.std if summary.std is None else format(summary.std, '.4g')}"
                 )
-            if summary.nonfinite:
+            if summary.nonfinite_count:
                 lines.append(f"NaN {summary.nan}, +Inf {summary.posinf}, -Inf {summary.neginf}")
         if record.error is not None:
             lines.append(f"error: {type(record.error).__name__}: {record.error}")

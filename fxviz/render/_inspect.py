@@ -29,7 +29,7 @@ def table_rows(records: list[NodeRecord]) -> list[dict[str, Any]]:
                 "shape": format_shape(first.shape) if first else "",
                 "dtype": dtype_name(first.dtype) if first else "",
                 "mean": None if first is None or first.mean is None else float(f"{first.mean:.4g}"),
-                "nonfinite": r.nonfinite or "",
+                "nonfinite": r.nonfinite_count or "",
                 "ms": round(r.time_s * 1e3, 3),
             }
         )
