@@ -157,7 +157,8 @@ def _register_notebook_display() -> None:
         try:
             from fxviz.widgets import DebuggerApp
 
-            return DebuggerApp(dbg)._repr_mimebundle_(include=include, exclude=exclude)
+            app: Any = DebuggerApp(dbg)
+            return app._repr_mimebundle_(include=include, exclude=exclude)  # pyright: ignore[reportPrivateUsage]
         except Exception:
             return {"text/html": dbg._repr_html_()}
 

@@ -17,6 +17,7 @@ from fxviz._record._explain import describe_failure
 from fxviz._record._interpreter import as_recording_interpreter, check_inputs
 from fxviz._record._recorder import Keep
 from fxviz._record._records import NodeRecord, Recording, unknown_node_message
+from fxviz._torch_compat import store_node_value
 from fxviz.capture import trace
 from fxviz.errors import (
     DebuggerError,
@@ -359,10 +360,7 @@ class Debugger:
                 return index  # the node failed and is recorded: the cursor stays on it
             raise  # a failure outside the node (fxviz itself): never hide it
 
-        interp.env[node] = value
-        if interp.garbage_collect_values:
-            for used in interp.user_to_last_uses.get(node, ()):
-                interp.env.pop(used, None)
+        store_node_value(interp, node, value)  # what Interpreter.run does after run_node
         if node.op == "output":
             self._output = self.graph.process_outputs(value)
             self._recorder.finish(self._output)

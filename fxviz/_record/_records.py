@@ -183,7 +183,7 @@ class Recording(Mapping[str, NodeRecord]):
             if not -len(self._records) <= key < len(self._records):
                 raise UnknownNodeError(f"record index {key} is out of range ({len(self)} nodes)")
             return self._records[key]
-        name = key.name if isinstance(key, torch.fx.Node) else key
+        name = key.name if isinstance(key, torch.fx.Node) else str(key)
         try:
             return self._records[self._index[name]]
         except (KeyError, TypeError):

@@ -14,7 +14,13 @@ from fxviz._record._interpreter import check_inputs
 from fxviz._record._summary import iter_tensors
 from fxviz._shapes._report import ShapeReport
 from fxviz._shapes._spec import TensorSpec
-from fxviz._torch_compat import extract_tensor_metadata, fake_tensor, reparametrize
+from fxviz._torch_compat import (
+    extract_tensor_metadata,
+    fake_mode,
+    fake_tensor,
+    is_fake,
+    reparametrize,
+)
 from fxviz.capture import trace
 from fxviz.errors import FxvizError, NodeError, ShapeError  # ShapeError re-exported
 
@@ -109,19 +115,17 @@ def _mode_context(mode: str, model: Any, device: Any) -> Iterator[Any]:
     if mode == "meta":
         yield lambda x: _to_meta(x)
         return
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
-    fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+    faking = fake_mode()
     target = torch.device(device) if device is not None else _home_device(model)
 
     def to_fake(x: Any) -> Any:
         if isinstance(x, TensorSpec):  # made inside the fake mode: a FakeTensor, no data
             return x.materialize(device if device is not None else x.device or target)
-        if isinstance(x, torch.Tensor) and not _is_fake(x):
-            return fake_tensor(fake_mode, x, target if (device or x.is_meta) else x.device)
+        if isinstance(x, torch.Tensor) and not is_fake(x):
+            return fake_tensor(faking, x, target if (device or x.is_meta) else x.device)
         return x
 
-    with fake_mode:
+    with faking:
         yield to_fake
 
 
@@ -135,7 +139,7 @@ def _parameters(mode: str, gm: torch.nn.Module, convert: Any) -> Iterator[None]:
     state = {
         name: convert(t)
         for name, t in [*gm.named_parameters(), *gm.named_buffers()]
-        if not _is_fake(t) and not (mode == "meta" and t.is_meta)
+        if not is_fake(t) and not (mode == "meta" and t.is_meta)
     }
     with reparametrize(gm, state):
         yield
@@ -159,12 +163,6 @@ def _to_meta(x: Any) -> Any:
     if isinstance(x, torch.Tensor) and not x.is_meta:
         return x.detach().to("meta").requires_grad_(x.requires_grad and x.is_floating_point())
     return x
-
-
-def _is_fake(t: torch.Tensor) -> bool:
-    from torch._subclasses.fake_tensor import FakeTensor
-
-    return isinstance(t, FakeTensor)
 
 
 def _on_meta(model: torch.nn.Module) -> bool:

@@ -211,8 +211,10 @@ class ShapeReport(Mapping[str, NodeRecord]):
         changed_dtype = [_dtype_changed(r) for r in self.recording.values()]
         changed_shape = [_shape_changed(r) for r in self.recording.values()]
 
+        position = {name: i for i, name in enumerate(table.index)}
+
         def row_styles(row: pd.Series) -> list[str]:
-            i = table.index.get_loc(row.name)
+            i = position[row.name]
             styles = []
             for column in row.index:
                 style = ""
@@ -220,14 +222,15 @@ class ShapeReport(Mapping[str, NodeRecord]):
                     style = "background-color: rgba(255, 200, 0, 0.35); font-weight: bold"
                 if column == "shape" and changed_shape[i]:
                     style = "font-weight: bold"
-                if column == "error" and row["error"]:
+                if column == "error" and bool(row["error"]):
                     style = "color: #c00"
                 styles.append(style)
             return styles
 
         shown = table.drop(columns=[c for c in ("symbolic_shape", "error") if not table[c].any()])
+        style: Any = shown.style  # pandas' stubs lose the Styler type along the chain
         styler = (
-            shown.style.apply(row_styles, axis=1)
+            style.apply(row_styles, axis=1)
             .format(escape="html", thousands=",")
             .format_index(escape="html")
             .apply_index(

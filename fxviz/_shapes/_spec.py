@@ -104,7 +104,9 @@ def parse_spec(text: str) -> TensorSpec:
     options = {kw.arg: _option(text, kw) for kw in tree.keywords}
     unknown = set(options) - {"dtype", "device", "size"}
     if unknown:
-        raise SpecError(_bad(text, f"unknown keyword {sorted(unknown)[0]!r} (dtype=, device=)"))
+        raise SpecError(
+            _bad(text, f"unknown keyword {sorted(map(str, unknown))[0]!r} (dtype=, device=)")
+        )
     if "size" in options:
         numbers.append(options["size"])
     args: tuple[float, ...] = ()

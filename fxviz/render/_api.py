@@ -211,11 +211,12 @@ def _default_overlays(obj: Any) -> list[Overlay]:
         return [obj.overlay()]
     if isinstance(obj, (Recording, ShapeReport)) or _debugger_recording(obj) is not None:
         overlays: list[Overlay] = [highlight_errors, highlight_nonfinite]
-        states = getattr(obj, "node_states", None)
-        if callable(states):
+        from fxviz._record import Debugger
+
+        if isinstance(obj, Debugger):
             from fxviz.overlays import debugger_state
 
-            overlays.insert(0, debugger_state(states()))
+            overlays.insert(0, debugger_state(obj.node_states()))
         return overlays
     return []
 

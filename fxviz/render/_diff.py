@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import html
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
@@ -227,7 +227,7 @@ def diff(
         return GraphDiff(left, right, _align(left, right, provenance))
     from fxviz.capture import trace
 
-    gm_before, gm_after = trace(before, *inputs), trace(after, *inputs)
+    gm_before, gm_after = trace(before, *inputs), trace(cast(Any, after), *inputs)
     records_before = records_after = None
     if inputs:
         from fxviz._record import record

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, cast
 
 import graphviz
 
@@ -91,6 +93,11 @@ def render(
     if legend:
         _legend(dot, draw, boxes)
     return dot
+
+
+def _subgraph(graph: graphviz.Digraph, name: str) -> AbstractContextManager[graphviz.Digraph]:
+    """``graph.subgraph(name=...)`` as a context (the package's types say it may be None)."""
+    return cast("AbstractContextManager[graphviz.Digraph]", graph.subgraph(name=name))
 
 
 def _parent(path: str) -> str:
@@ -248,7 +255,7 @@ class _Tree:
         ]
         for k, chunk in enumerate(chunks or [[]]):
             if len(chunks) > 1 and path:
-                with graph.subgraph(name=cluster_id(path, k)) as part:
+                with _subgraph(graph, cluster_id(path, k)) as part:
                     part.attr(
                         label=tooltip_text(f"{path} (part {k + 1}/{len(chunks)})"), style="dashed"
                     )
@@ -258,7 +265,7 @@ class _Tree:
         for child in self.children(path):
             items = self.members.get(child, [])
             if len(items) == 1 and not self.children(child) and items[0][0] == "node":
-                node = items[0][1]
+                node: Any = items[0][1]
                 if node.kind == "call_module":  # a leaf module: its one call needs no frame
                     out.node(graph, node)  # type: ignore[arg-type]
                     continue
@@ -266,7 +273,7 @@ class _Tree:
                 label = draw.modules.get(child, child)
             else:
                 label = f"{child} · {draw.modules.get(child, '')}".rstrip(" ·")
-            with graph.subgraph(name=cluster_id(child)) as sub:
+            with _subgraph(graph, cluster_id(child)) as sub:
                 sub.attr(
                     label=tooltip_text(label),
                     labeljust="l",
@@ -289,7 +296,7 @@ class _Tree:
                 for kind, item in groups[cluster]:
                     (out.node if kind == "node" else out.box)(graph, item)  # type: ignore[operator]
                 continue
-            with graph.subgraph(name=f"cluster_{dot_id(cluster, 'c_')}") as sub:
+            with _subgraph(graph, f"cluster_{dot_id(cluster, 'c_')}") as sub:
                 sub.attr(
                     label=tooltip_text(draw.clusters.get(cluster, cluster)),
                     style="rounded,filled",
@@ -317,7 +324,7 @@ def _legend(dot: graphviz.Digraph, draw: DrawGraph, boxes: dict[str, Box]) -> No
         "call_module": "module call",
         "module": "collapsed module",
     }
-    with dot.subgraph(name="cluster__legend") as legend:
+    with _subgraph(dot, "cluster__legend") as legend:
         legend.attr(label="legend", fontsize="9", style="dotted", color="#aaaaaa")
         for kind in present:
             if kind not in KIND_STYLES:

@@ -60,7 +60,7 @@ def inspector_data(
         ):
             kind = (
                 f"{dtype_name(dtype)} {format_shape(shape)}"
-                if shape is not None
+                if shape is not None and dtype is not None
                 else "(not a tensor)"
             )
             fields.append((f"input {input_name}", kind))
@@ -76,7 +76,9 @@ def inspector_data(
                     )
                 )
             if s.nan is not None:
-                fields.append(("NaN/Inf/zeros", f"{s.nan} / {s.posinf + s.neginf} / {s.zeros}"))
+                fields.append(
+                    ("NaN/Inf/zeros", f"{s.nan} / {(s.posinf or 0) + (s.neginf or 0)} / {s.zeros}")
+                )
         fields.append(("time", f"{record.time_s * 1e3:.3f} ms"))
         if record.mutates:
             fields.append(("writes in place", ", ".join(record.mutates)))

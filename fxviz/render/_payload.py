@@ -31,7 +31,9 @@ by the Debugger's functions, so the page only moves a cursor.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
+
+import torch.fx
 
 from fxviz._record._debugger import Debugger, node_state, status_line
 from fxviz._record._predicates import nonfinite
@@ -111,7 +113,8 @@ def replay_payload(recording: Recording) -> dict[str, Any]:
     ("stopped at 'relu' ({reason}) — 1/3 nodes", {'input_1': ['done'], 'relu': ['current']})
     """
     records = recording.records()
-    names = [n.name for n in recording.graph_module.graph.nodes]
+    graph = cast(torch.fx.Graph, recording.graph_module.graph)
+    names = [n.name for n in graph.nodes]
     failed = next((i for i, r in enumerate(records) if r.error is not None), None)
     last = failed if failed is not None else len(records)
     flags = [nonfinite(r) for r in records]
