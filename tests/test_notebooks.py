@@ -15,6 +15,7 @@ def test_there_are_tutorials():
     assert [p.name[:2] for p in NOTEBOOKS] == ["01", "02", "03", "04", "05", "06"]
 
 
+@pytest.mark.slow  # about a minute in all; still part of the default run (and CI)
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs(path, tmp_path):
     notebook = nbformat.read(path, as_version=4)
@@ -25,13 +26,16 @@ def test_notebook_runs(path, tmp_path):
         notebook,
         timeout=300,
         kernel_name="python3",
+        allow_errors=True,  # run every cell, then report each one that failed
         resources={"metadata": {"path": str(tmp_path)}},
     )
     client.execute()
     errors = [
-        o
-        for cell in notebook.cells
+        f"cell {i}: {o['ename']}: {o['evalue']}"
+        for i, cell in enumerate(notebook.cells)
         for o in cell.get("outputs", [])
         if o.get("output_type") == "error"
     ]
-    assert not errors
+    ran = [c for c in notebook.cells if c.cell_type == "code" and c.get("execution_count")]
+    assert not errors, "\n".join(errors)
+    assert len(ran) == sum(c.cell_type == "code" for c in notebook.cells)
