@@ -32,15 +32,36 @@ __all__ = [
 
 
 class FxvizError(Exception):
-    """Base class of every error fxviz raises on purpose."""
+    """Base class of every error fxviz raises on purpose.
+
+    >>> import fxviz
+    >>> issubclass(fxviz.NodeError, fxviz.FxvizError), issubclass(fxviz.FxvizWarning, fxviz.FxvizError)
+    (True, False)
+    """
 
 
 class TraceError(FxvizError, RuntimeError):
-    """A model or function could not be turned into a ``torch.fx.GraphModule``."""
+    """A model or function could not be turned into a ``torch.fx.GraphModule``.
+
+    >>> import fxviz
+    >>> try:
+    ...     fxviz.trace(42)
+    ... except fxviz.TraceError as e:
+    ...     print(str(e).split(":")[0])
+    cannot trace an object of type int
+    """
 
 
 class InputError(FxvizError, TypeError):
-    """The inputs given do not fit the graph (count, kind or spec)."""
+    """The inputs given do not fit the graph (count, kind or spec).
+
+    >>> import torch, fxviz
+    >>> try:
+    ...     fxviz.record(fxviz.trace(torch.nn.Linear(4, 2)), torch.ones(1, 4), torch.ones(1))
+    ... except fxviz.InputError as e:
+    ...     print(str(e).split(":")[0])
+    the graph takes 1 input(s) (input) but 2 were given
+    """
 
 
 class NodeError(FxvizError, RuntimeError):
@@ -49,6 +70,13 @@ class NodeError(FxvizError, RuntimeError):
     Attributes:
         node: name of the FX node that raised.
         recording: everything recorded up to and including the failing node.
+
+    >>> import torch, fxviz
+    >>> try:
+    ...     fxviz.record(torch.nn.Linear(4, 2), torch.ones(1, 5))
+    ... except fxviz.NodeError as e:
+    ...     e.node, list(e.recording)[-1], e.recording.complete
+    ('linear', 'linear', False)
     """
 
     def __init__(self, message: str, *, node: str, recording: Any = None) -> None:
@@ -74,26 +102,67 @@ class ShapeError(NodeError):
 
 
 class SpecError(FxvizError, ValueError):
-    """An input spec that cannot be parsed or made (``fxviz.spec``, ``--input``)."""
+    """An input spec that cannot be parsed or made (``fxviz.spec``, ``--input``).
+
+    >>> import fxviz
+    >>> issubclass(fxviz.SpecError, ValueError)
+    True
+    """
 
 
 class RenderError(FxvizError, RuntimeError):
-    """A graph could not be drawn (no ``dot`` for SVG, an object fxviz cannot draw)."""
+    """A graph could not be drawn (no ``dot`` for SVG, an object fxviz cannot draw).
+
+    >>> import fxviz
+    >>> try:
+    ...     fxviz.to_dot(3)
+    ... except fxviz.RenderError as e:
+    ...     print(str(e).split(":")[0])
+    cannot draw an object of type int
+    """
 
 
 class TargetError(FxvizError, ValueError):
-    """A command-line TARGET that cannot be found or turned into a model."""
+    """A command-line TARGET that cannot be found or turned into a model.
+
+    >>> import fxviz
+    >>> from fxviz._targets import load_target
+    >>> try:
+    ...     load_target("no_such_module_xyz:Model")
+    ... except fxviz.TargetError as e:
+    ...     "no_such_module_xyz" in str(e)
+    True
+    """
 
 
 class UnknownNodeError(FxvizError, KeyError):
-    """A node name that is not in the graph (the message suggests close names)."""
+    """A node name that is not in the graph (the message suggests close names).
+
+    >>> import torch, fxviz
+    >>> rec = fxviz.record(torch.nn.Linear(4, 2), torch.ones(1, 4))
+    >>> try:
+    ...     rec["lienar"]
+    ... except fxviz.UnknownNodeError as e:
+    ...     "linear" in str(e)
+    True
+    """
 
     def __str__(self) -> str:  # KeyError would show the message in quotes
         return str(self.args[0]) if self.args else ""
 
 
 class DebuggerError(FxvizError, RuntimeError):
-    """A debugger command that cannot be carried out in the current state."""
+    """A debugger command that cannot be carried out in the current state.
+
+    >>> import torch, fxviz
+    >>> dbg = fxviz.Debugger(torch.nn.ReLU(), torch.ones(1))
+    >>> _ = dbg.continue_()
+    >>> try:
+    ...     dbg.step()
+    ... except fxviz.DebuggerError as e:
+    ...     print(str(e).split(";")[0])
+    step(): the graph has already finished (3 nodes)
+    """
 
 
 class RecordingInterrupted(KeyboardInterrupt):
@@ -101,6 +170,12 @@ class RecordingInterrupted(KeyboardInterrupt):
 
     It is a ``KeyboardInterrupt`` (not an ``FxvizError``) on purpose: a generic
     ``except Exception`` must never swallow the user's Ctrl-C.
+
+    >>> import fxviz
+    >>> issubclass(fxviz.RecordingInterrupted, KeyboardInterrupt)
+    True
+    >>> issubclass(fxviz.RecordingInterrupted, Exception)
+    False
     """
 
     def __init__(self, message: str, *, recording: Any = None) -> None:
@@ -110,7 +185,15 @@ class RecordingInterrupted(KeyboardInterrupt):
 
 class FxvizWarning(UserWarning):
     """Warnings fxviz emits (a memory budget reached, an in-place write it could not
-    foresee, an overlay or optional part that failed and was left out)."""
+    foresee, an overlay or optional part that failed and was left out).
+
+    >>> import warnings, torch, fxviz
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     _ = fxviz.to_dot(fxviz.trace(torch.nn.ReLU()), overlay=lambda node: 1 / 0)
+    >>> caught[0].category is fxviz.FxvizWarning
+    True
+    """
 
 
 class FxvizDeprecationWarning(FxvizWarning, DeprecationWarning):

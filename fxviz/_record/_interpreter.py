@@ -39,6 +39,18 @@ class RecordingMixin:
                           call_method() / call_module() / output()   <- yours or torch's
 
     After a run, ``self.recording`` is the :class:`Recording`.
+
+    Example:
+        >>> import torch, fxviz
+        >>> class Double(torch.fx.Interpreter):
+        ...     def call_function(self, target, args, kwargs):
+        ...         return super().call_function(target, args, kwargs) * 2
+        >>> gm = fxviz.trace(lambda x: x + 1, torch.ones(1))
+        >>> interp = fxviz.recording_class(Double)(gm)
+        >>> isinstance(interp, fxviz.RecordingMixin), interp.run(torch.ones(1))
+        (True, tensor([4.]))
+        >>> interp.recording["add"].outputs[0].max
+        4.0
     """
 
     _fxviz_recorder: Recorder | None = None
@@ -139,7 +151,12 @@ class RecordingInterpreter(RecordingMixin, torch.fx.Interpreter):
 
 @functools.cache
 def recording_class(interpreter: type[torch.fx.Interpreter]) -> type[torch.fx.Interpreter]:
-    """The user's Interpreter/Transformer class with :class:`RecordingMixin` mixed in."""
+    """The user's Interpreter/Transformer class with :class:`RecordingMixin` mixed in.
+
+    >>> import torch, fxviz
+    >>> fxviz.recording_class(torch.fx.Interpreter).__name__
+    'RecordingInterpreter'
+    """
     if not (isinstance(interpreter, type) and issubclass(interpreter, torch.fx.Interpreter)):
         raise TypeError(
             f"interpreter must be a torch.fx.Interpreter subclass or instance, not {interpreter!r}"

@@ -22,6 +22,11 @@ def nonfinite(record: NodeRecord) -> bool:
     """True when the node's output holds a NaN or an infinity.
 
     Uses the statistics when they were taken, else the kept value itself.
+
+    >>> import torch, fxviz
+    >>> rec = fxviz.record(lambda x: x.log(), torch.tensor([-1.0]), stats=False)
+    >>> fxviz.nonfinite(rec["log"]), fxviz.nonfinite(rec["x"])
+    (True, False)
     """
     if any(s.nan is not None for s in record.outputs):
         return record.nonfinite_count > 0
@@ -33,7 +38,13 @@ def nonfinite(record: NodeRecord) -> bool:
 
 
 def dtype_changed(record: NodeRecord) -> bool:
-    """True when the node's first output dtype differs from all of its tensor inputs'."""
+    """True when the node's first output dtype differs from all of its tensor inputs'.
+
+    >>> import torch, fxviz
+    >>> rec = fxviz.record(lambda x: x.half() + 1, torch.ones(2))
+    >>> fxviz.dtype_changed(rec["half"]), fxviz.dtype_changed(rec["add"])
+    (True, False)
+    """
     if record.dtype is None:
         return False
     known = [d for d in record.input_dtypes if d is not None]

@@ -55,6 +55,12 @@ class NodeRecord:
             result of writing into them in place).
         produced: for a recorded ``Transformer``, the new nodes made from this one.
         source: the user's source line that made the node, when known.
+
+    Example:
+        >>> import torch, fxviz
+        >>> r = fxviz.record(torch.nn.Linear(4, 2), torch.ones(3, 4))["linear"]
+        >>> r.op, r.target, r.inputs, r.shape, r.nonfinite_count
+        ('call_function', 'torch._C._nn.linear', ('input_1', 'weight', 'bias'), (3, 2), 0)
     """
 
     index: int
@@ -156,6 +162,12 @@ class Recording(Mapping[str, NodeRecord]):
             ``value`` holds it as it was when its node ran.
         complete: whether the run reached the output node.
         error: the :class:`fxviz.NodeError` that stopped the run, or ``None``.
+
+    Example:
+        >>> import torch, fxviz
+        >>> rec = fxviz.record(lambda x: x.relu() * 2, torch.tensor([-1.0, 3.0]))
+        >>> list(rec), rec["mul"].value, rec[-1].name, rec.complete
+        (['x', 'relu', 'mul', 'output'], tensor([0., 6.]), 'output', True)
     """
 
     def __init__(

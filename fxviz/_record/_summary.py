@@ -34,6 +34,12 @@ class TensorSummary:
     off, an empty, complex, sparse, meta or fake tensor). ``min``/``max``/``mean``/``std``/
     ``absmax`` cover the finite values; ``nan``/``posinf``/``neginf`` count the others.
     ``std`` is ``torch.std``'s (Bessel-corrected) standard deviation.
+
+    Example:
+        >>> import torch, fxviz
+        >>> s = fxviz.record(lambda x: x.log(), torch.tensor([1.0, 0.0, -1.0]))["log"].outputs[0]
+        >>> s.shape, s.max, (s.nan, s.neginf), s.nonfinite_count
+        ((3,), 0.0, (1, 1), 2)
     """
 
     path: str

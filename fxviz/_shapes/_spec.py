@@ -39,6 +39,12 @@ class TensorSpec:
 
     ``args`` holds the fill's extra numbers: ``(low, high)`` for ``randint``, ``(value,)``
     for ``full``.
+
+    Example:
+        >>> import torch, fxviz
+        >>> s = fxviz.spec(2, 3, dtype=torch.float16)
+        >>> s.shape, s.materialize().dtype
+        ((2, 3), torch.float16)
     """
 
     shape: tuple[int, ...]

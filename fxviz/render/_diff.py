@@ -60,6 +60,13 @@ class GraphDiff:
             (removed nodes where they were).
         first_divergence: with inputs, the first node (of ``after``) whose output is not
             close to its counterpart's; ``None`` when all are.
+
+    Example:
+        >>> import torch, fxviz
+        >>> x = torch.ones(2)
+        >>> d = fxviz.diff(fxviz.trace(lambda x: x.relu(), x), fxviz.trace(lambda x: x.relu() + 1, x), x)
+        >>> d.summary(), d.first_divergence
+        ("1 changed, 1 added, 0 removed; first divergence at 'output'", 'output')
     """
 
     def __init__(self, before: DrawGraph, after: DrawGraph, pairs: list[Pair]) -> None:
@@ -323,9 +330,10 @@ def _compare(pair: Pair, before: Recording, after: Recording, rtol: float, atol:
             allclose=False,
             detail=_with(pair.detail, f"shape {tuple(x.shape)} → {tuple(y.shape)}"),
         )
-    if not (x.is_floating_point() or x.is_complex()):
-        x, y = x.double(), y.double()
-    a, b = x.detach().double(), y.detach().double()
+    # compared in double precision; complex outputs stay complex (.double() would drop
+    # their imaginary parts)
+    wide = torch.complex128 if x.is_complex() or y.is_complex() else torch.float64
+    a, b = x.detach().to(wide), y.detach().to(wide)
     abs_err = (a - b).abs()
     max_abs = float(abs_err.max()) if abs_err.numel() else 0.0
     max_rel = float((abs_err / a.abs().clamp_min(1e-12)).max()) if abs_err.numel() else 0.0

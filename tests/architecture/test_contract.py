@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 import torch
 from torch import nn
 
@@ -106,3 +107,12 @@ def test_dot_ids_and_units_come_from_one_folding():
     assert set(view.units.values()) <= drawn  # every unit the browser is told of is drawn
     assert view.units["relu"] == "relu"
     assert view.units["add"] == "module__block"
+
+
+def test_diff_of_complex_outputs_sees_the_imaginary_part():
+    before = fxviz.trace(lambda z: z * 2, torch.ones(3, dtype=torch.complex64))
+    after = fxviz.trace(lambda z: z * 2 + 1j, torch.ones(3, dtype=torch.complex64))
+    z = torch.ones(3, dtype=torch.complex64)
+    d = fxviz.diff(before, after, z)
+    assert d.first_divergence is not None
+    assert max(p.max_abs_error or 0.0 for p in d.pairs) == pytest.approx(1.0)
