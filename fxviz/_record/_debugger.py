@@ -55,7 +55,7 @@ class Debugger:
         interpreter: your own ``torch.fx.Interpreter`` subclass (or instance) to run with.
         keep, stats: as for :func:`fxviz.record`.
 
-    Example:
+    Examples:
         >>> import torch, fxviz
         >>> model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU())
         >>> dbg = fxviz.Debugger(model, torch.ones(2, 4))

@@ -40,7 +40,7 @@ class RecordingMixin:
 
     After a run, ``self.recording`` is the :class:`Recording`.
 
-    Example:
+    Examples:
         >>> import torch, fxviz
         >>> class Double(torch.fx.Interpreter):
         ...     def call_function(self, target, args, kwargs):
@@ -128,7 +128,7 @@ class RecordingInterpreter(RecordingMixin, torch.fx.Interpreter):
         stats: take statistics (min/max/mean/std/NaN counts) of every output.
         graph: run this graph instead of ``module.graph``.
 
-    Example:
+    Examples:
         >>> import torch, fxviz
         >>> gm = fxviz.trace(torch.nn.Linear(3, 2))
         >>> interp = fxviz.RecordingInterpreter(gm)
@@ -225,7 +225,7 @@ def record(
         InputError: the inputs do not fit the graph's placeholders.
         RecordingInterrupted: Ctrl-C; ``err.recording`` holds the partial recording.
 
-    Example:
+    Examples:
         >>> import torch, fxviz
         >>> rec = fxviz.record(torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU()), torch.ones(2, 4))
         >>> [(r.name, r.shape) for r in rec.values()]

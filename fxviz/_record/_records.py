@@ -56,7 +56,7 @@ class NodeRecord:
         produced: for a recorded ``Transformer``, the new nodes made from this one.
         source: the user's source line that made the node, when known.
 
-    Example:
+    Examples:
         >>> import torch, fxviz
         >>> r = fxviz.record(torch.nn.Linear(4, 2), torch.ones(3, 4))["linear"]
         >>> r.op, r.target, r.inputs, r.shape, r.nonfinite_count
@@ -163,7 +163,7 @@ class Recording(Mapping[str, NodeRecord]):
         complete: whether the run reached the output node.
         error: the :class:`fxviz.NodeError` that stopped the run, or ``None``.
 
-    Example:
+    Examples:
         >>> import torch, fxviz
         >>> rec = fxviz.record(lambda x: x.relu() * 2, torch.tensor([-1.0, 3.0]))
         >>> list(rec), rec["mul"].value, rec[-1].name, rec.complete
@@ -218,7 +218,7 @@ class Recording(Mapping[str, NodeRecord]):
     def first_nonfinite(self) -> NodeRecord | None:
         """The first node whose output holds a NaN or an infinity, or ``None``.
 
-        Example:
+        Examples:
             >>> import torch, fxviz
             >>> rec = fxviz.record(lambda x: torch.log(x) * 2, torch.tensor([1.0, -1.0]))
             >>> rec.first_nonfinite().name

@@ -35,7 +35,7 @@ class TensorSummary:
     ``absmax`` cover the finite values; ``nan``/``posinf``/``neginf`` count the others.
     ``std`` is ``torch.std``'s (Bessel-corrected) standard deviation.
 
-    Example:
+    Examples:
         >>> import torch, fxviz
         >>> s = fxviz.record(lambda x: x.log(), torch.tensor([1.0, 0.0, -1.0]))["log"].outputs[0]
         >>> s.shape, s.max, (s.nan, s.neginf), s.nonfinite_count

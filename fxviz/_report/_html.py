@@ -63,7 +63,7 @@ def report(
     step forward and back, each node's shapes, statistics, histogram, capped value
     preview and error); a GraphDiff its merged view and change table.
 
-    Example:
+    Examples:
         >>> import torch, fxviz
         >>> page = fxviz.report(fxviz.record(torch.nn.Linear(3, 2), torch.ones(1, 3)))
         >>> page.startswith("<!doctype html>") and "http" not in page.split("<script>")[0]

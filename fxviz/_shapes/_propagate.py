@@ -73,7 +73,7 @@ def shapes(
         ShapeError: a node failed; the message names it, its op and its input shapes, and
             ``err.report`` holds the partial report.
 
-    Example:
+    Examples:
         >>> import torch, fxviz
         >>> rep = fxviz.shapes(torch.nn.Linear(8, 2), fxviz.spec(4, 8), mode="fake")
         >>> rep["linear"].shape

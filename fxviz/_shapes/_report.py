@@ -38,7 +38,7 @@ class ShapeReport(Mapping[str, NodeRecord]):
     .shape``). ``complete`` is false when a node failed; ``error`` then holds it and the
     nodes before it are kept.
 
-    Example:
+    Examples:
         >>> import torch, fxviz
         >>> rep = fxviz.shapes(torch.nn.Sequential(torch.nn.Linear(8, 2)), torch.ones(4, 8))
         >>> row = rep.table().loc["_0"]
@@ -100,7 +100,7 @@ class ShapeReport(Mapping[str, NodeRecord]):
         (``summary()["peak_node"]``, the old dict form) still works, with an
         FxvizDeprecationWarning.
 
-        Example:
+        Examples:
             >>> import torch, fxviz
             >>> print(fxviz.shapes(torch.nn.Linear(4, 2), fxviz.spec(3, 4), mode="meta").summary())
             5 nodes, mode=meta; parameters 10 (40 B); activations 24 B; peak live 24 B at 'linear'
@@ -114,7 +114,7 @@ class ShapeReport(Mapping[str, NodeRecord]):
         An activation lives from its node until its last user has run; views and in-place
         results share their input's memory and are counted once.
 
-        Example:
+        Examples:
             >>> import torch, fxviz
             >>> fxviz.shapes(torch.nn.Linear(4, 2), fxviz.spec(3, 4), mode="meta").totals()["parameters"]
             10
@@ -256,7 +256,7 @@ def shapes_diff(a: ShapeReport, b: ShapeReport) -> pd.DataFrame:
     Columns: ``shape_a``, ``shape_b``, ``dtype_a``, ``dtype_b`` and ``change`` (``shape``,
     ``dtype``, ``shape, dtype``, ``added`` or ``removed``).
 
-    Example:
+    Examples:
         >>> import torch, fxviz
         >>> model = torch.nn.Linear(8, 2)
         >>> d = fxviz.shapes_diff(fxviz.shapes(model, fxviz.spec(1, 8)), fxviz.shapes(model, fxviz.spec(4, 8)))

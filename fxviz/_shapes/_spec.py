@@ -40,7 +40,7 @@ class TensorSpec:
     ``args`` holds the fill's extra numbers: ``(low, high)`` for ``randint``, ``(value,)``
     for ``full``.
 
-    Example:
+    Examples:
         >>> import torch, fxviz
         >>> s = fxviz.spec(2, 3, dtype=torch.float16)
         >>> s.shape, s.materialize().dtype
@@ -81,7 +81,7 @@ class TensorSpec:
 def spec(*shape: int, dtype: torch.dtype = torch.float32, device: str | None = None) -> TensorSpec:
     """An input of this shape and dtype, allocated only in ``mode="real"``.
 
-    Example:
+    Examples:
         >>> import torch, fxviz
         >>> fxviz.spec(2, 128, dtype=torch.long)
         TensorSpec(shape=(2, 128), dtype=torch.int64, device=None, fill='randn', args=())

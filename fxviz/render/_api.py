@@ -47,7 +47,7 @@ class View:
 class Drawing:
     """An object's drawing model, made once; :meth:`view` draws one state of it.
 
-    Example:
+    Examples:
         >>> import torch, fxviz
         >>> from fxviz.render import Drawing
         >>> drawing = Drawing(fxviz.trace(torch.nn.Sequential(torch.nn.Linear(4, 2))))
@@ -149,7 +149,7 @@ def to_dot(
     Node ids are the FX node names, so the output is stable and the browser can address
     nodes. Never display the returned Digraph directly in a notebook: that calls ``dot``.
 
-    Example:
+    Examples:
         >>> import torch, fxviz
         >>> dot = fxviz.to_dot(fxviz.trace(torch.nn.Sequential(torch.nn.Linear(4, 2))))
         >>> "Linear(4→2)" in dot.source
@@ -177,7 +177,7 @@ def to_svg(obj: Any, **options: Any) -> str:
 
     ``options`` are those of :func:`to_dot`; a ``graphviz.Digraph`` is laid out as it is.
 
-    Example:
+    Examples:
         >>> import torch, fxviz
         >>> try:
         ...     svg = fxviz.to_svg(fxviz.trace(torch.nn.Linear(4, 2)), legend=False)

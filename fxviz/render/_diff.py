@@ -61,7 +61,7 @@ class GraphDiff:
         first_divergence: with inputs, the first node (of ``after``) whose output is not
             close to its counterpart's; ``None`` when all are.
 
-    Example:
+    Examples:
         >>> import torch, fxviz
         >>> x = torch.ones(2)
         >>> d = fxviz.diff(fxviz.trace(lambda x: x.relu(), x), fxviz.trace(lambda x: x.relu() + 1, x), x)
@@ -209,7 +209,7 @@ def diff(
             module and ``torch.jit.freeze`` of it).
         *inputs: run both graphs on these and compare values.
 
-    Example:
+    Examples:
         >>> import torch, fxviz
         >>> from fxviz.examples import NegSigmSwapXformer, neg_sigmoid
         >>> gm = torch.fx.symbolic_trace(neg_sigmoid)

@@ -18,7 +18,7 @@ def debug(gm_or_module: Any, *inputs: Any, depth: int | None = None, **options: 
 
     ``options`` go to :class:`fxviz.Debugger` (``interpreter``, ``keep``, ``stats``).
 
-    Example:
+    Examples:
         >>> import torch, fxviz
         >>> app = fxviz.debug(torch.nn.Linear(4, 2), torch.ones(1, 4))
         >>> app.handle({"type": "continue"})
@@ -34,7 +34,7 @@ def show(obj: Any, *, depth: int | None = None) -> GraphView:
     """The right view for a GraphModule, Recording, ShapeReport, GraphDiff, Debugger,
     ExportedProgram or TorchScript object.
 
-    Example:
+    Examples:
         >>> import torch, fxviz
         >>> view = fxviz.show(fxviz.record(torch.nn.Linear(4, 2), torch.ones(1, 4)))
         >>> type(view).__name__, [row["name"] for row in view.rows]

@@ -21,7 +21,7 @@ class DebuggerApp(GraphView):
     laid out once and node states change as CSS classes. Keys: ``n`` step, ``b`` back,
     ``c`` continue, ``/`` search.
 
-    Example:
+    Examples:
         >>> import torch, fxviz
         >>> app = fxviz.debug(torch.nn.Sequential(torch.nn.Linear(4, 2)), torch.ones(1, 4))
         >>> app.handle({"type": "step"})

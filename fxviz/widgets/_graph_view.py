@@ -29,7 +29,7 @@ class GraphView(anywidget.AnyWidget):
         inspector, rows, status, error: what the side panel, table, status line and error
             area show. render_ms: the browser's last layout + paint time.
 
-    Example:
+    Examples:
         >>> import torch, fxviz
         >>> view = fxviz.GraphView(fxviz.trace(torch.nn.Linear(4, 2)))
         >>> view.dot.startswith("digraph")
