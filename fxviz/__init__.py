@@ -158,7 +158,7 @@ def _register_notebook_display() -> None:
             from fxviz.widgets import DebuggerApp
 
             app: Any = DebuggerApp(dbg)
-            return app._repr_mimebundle_(include=include, exclude=exclude)  # pyright: ignore[reportPrivateUsage]
+            return app._repr_mimebundle_(include=include, exclude=exclude)
         except Exception:
             return {"text/html": dbg._repr_html_()}
 

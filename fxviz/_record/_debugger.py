@@ -83,7 +83,7 @@ class Debugger:
                 "fxviz.record(gm, interpreter=...) and debug the module it returns."
             )
         self.graph_module = trace(gm_or_module, *inputs)
-        self.graph: torch.fx.Graph = self.graph_module.graph  # type: ignore[assignment]
+        self.graph: torch.fx.Graph = self.graph_module.graph
         check_inputs(self.graph_module, inputs)
         self._inputs = inputs
         self._options: dict[str, Any] = {"interpreter": interpreter, "keep": keep, "stats": stats}

@@ -70,7 +70,7 @@ class RecordingMixin:
 
     def fxviz_start(self) -> Recorder:
         """Begin a fresh recording (called by ``run``; the Debugger calls it directly)."""
-        recorder = Recorder(self, **self._fxviz_options)  # type: ignore[arg-type]
+        recorder = Recorder(self, **self._fxviz_options)
         recorder.next_run_node = super().run_node  # type: ignore[misc]  # bound once a run
         self._fxviz_recorder = recorder
         return recorder
@@ -243,7 +243,7 @@ def record(
         return instance.recording
     from tqdm.auto import tqdm
 
-    total = len(gm.graph.nodes)  # type: ignore[arg-type]
+    total = len(gm.graph.nodes)
     with tqdm(total=total, desc="fxviz record", unit="node", delay=0 if progress else 1.0) as bar:
         instance.fxviz_progress = bar
         try:

@@ -190,7 +190,7 @@ class Recording(Mapping[str, NodeRecord]):
         self.complete = complete
         self.error = error
 
-    def __getitem__(self, key: str | int | torch.fx.Node) -> NodeRecord:  # type: ignore[override]
+    def __getitem__(self, key: str | int | torch.fx.Node) -> NodeRecord:
         if isinstance(key, int) and not isinstance(key, bool):
             if not -len(self._records) <= key < len(self._records):
                 raise UnknownNodeError(f"record index {key} is out of range ({len(self)} nodes)")

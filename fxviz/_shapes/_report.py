@@ -362,7 +362,7 @@ class _SummaryText(str):
         self._totals = totals
         return self
 
-    def __getitem__(self, key: Any) -> Any:  # type: ignore[override]
+    def __getitem__(self, key: Any) -> Any:
         if isinstance(key, str):
             from fxviz.errors import warn_deprecated
 

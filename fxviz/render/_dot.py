@@ -267,7 +267,7 @@ class _Tree:
             if len(items) == 1 and not self.children(child) and items[0][0] == "node":
                 node: Any = items[0][1]
                 if node.kind == "call_module":  # a leaf module: its one call needs no frame
-                    out.node(graph, node)  # type: ignore[arg-type]
+                    out.node(graph, node)
                     continue
             if draw.internal_paths:
                 label = draw.modules.get(child, child)
@@ -289,12 +289,12 @@ class _Tree:
     ) -> None:
         groups: dict[str, list] = collections.defaultdict(list)
         for kind, item in items:
-            cluster = self.extra.get(item.id) if kind == "node" else None  # type: ignore[attr-defined]
+            cluster = self.extra.get(item.id) if kind == "node" else None
             groups[cluster or ""].append((kind, item))
         for cluster in sorted(groups):
             if not cluster:
                 for kind, item in groups[cluster]:
-                    (out.node if kind == "node" else out.box)(graph, item)  # type: ignore[operator]
+                    (out.node if kind == "node" else out.box)(graph, item)
                 continue
             with _subgraph(graph, f"cluster_{dot_id(cluster, 'c_')}") as sub:
                 sub.attr(
@@ -305,7 +305,7 @@ class _Tree:
                     fontsize="10",
                 )
                 for kind, item in groups[cluster]:
-                    (out.node if kind == "node" else out.box)(sub, item)  # type: ignore[operator]
+                    (out.node if kind == "node" else out.box)(sub, item)
 
 
 def _legend(dot: graphviz.Digraph, draw: DrawGraph, boxes: dict[str, Box]) -> None:
