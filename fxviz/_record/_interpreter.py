@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -238,19 +240,29 @@ def record(
     if isinstance(instance, torch.fx.Transformer):
         return _record_transformer(instance, inputs)
     check_inputs(gm, inputs)
-    if progress is False:
+    with progress_bar(instance, progress, "fxviz record"):
         instance.run(*inputs)
-        return instance.recording
+    return instance.recording
+
+
+@contextlib.contextmanager
+def progress_bar(interp: Any, show: bool | None, desc: str) -> Iterator[None]:
+    """fxviz's one progress bar: ``RecordingMixin.run_node`` advances it once a node.
+
+    ``show``: ``True`` always, ``None`` only once a run takes over a second, ``False`` never.
+    """
+    if show is False:
+        yield
+        return
     from tqdm.auto import tqdm
 
-    total = len(gm.graph.nodes)
-    with tqdm(total=total, desc="fxviz record", unit="node", delay=0 if progress else 1.0) as bar:
-        instance.fxviz_progress = bar
+    total = len(interp.graph.nodes)
+    with tqdm(total=total, desc=desc, unit="node", delay=0 if show else 1.0) as bar:
+        interp.fxviz_progress = bar
         try:
-            instance.run(*inputs)
+            yield
         finally:
-            instance.fxviz_progress = None
-    return instance.recording
+            interp.fxviz_progress = None
 
 
 def _record_transformer(instance: Any, inputs: tuple[Any, ...]) -> Recording:

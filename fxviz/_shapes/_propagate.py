@@ -10,7 +10,7 @@ import torch
 import torch.fx
 
 from fxviz._record import RecordingInterpreter
-from fxviz._record._interpreter import check_inputs
+from fxviz._record._interpreter import check_inputs, progress_bar
 from fxviz._record._summary import iter_tensors
 from fxviz._shapes._report import ShapeReport
 from fxviz._shapes._spec import TensorSpec
@@ -31,19 +31,16 @@ _MODES = ("real", "fake", "meta")
 
 
 class _ShapeInterpreter(RecordingInterpreter):
-    """Records shapes only, writes ``node.meta["tensor_meta"]`` like ShapeProp, shows progress."""
+    """Records shapes only, writes ``node.meta["tensor_meta"]`` like ShapeProp."""
 
-    def __init__(self, module: torch.nn.Module, progress: Any) -> None:
+    def __init__(self, module: torch.nn.Module) -> None:
         super().__init__(module, keep="stats", stats=False)
-        self._progress = progress
 
     def run_node(self, n: torch.fx.Node) -> Any:
         value = super().run_node(n)
         meta = [extract_tensor_metadata(t) for _, t in iter_tensors(value)]
         if meta:
             n.meta["tensor_meta"] = meta[0] if isinstance(value, torch.Tensor) else meta
-        if self._progress is not None:
-            self._progress.update()
         return value
 
 
@@ -94,10 +91,11 @@ def shapes(
         converted = tuple(convert(x) for x in inputs)
         check_inputs(gm, converted)
         grad = torch.enable_grad() if mode == "real" else torch.no_grad()
-        with grad, _parameters(mode, gm, convert), _progress_bar(gm, progress) as bar:
-            interp = _ShapeInterpreter(gm, bar)
+        with grad, _parameters(mode, gm, convert):
+            interp = _ShapeInterpreter(gm)
             try:
-                interp.run(*converted)
+                with progress_bar(interp, progress, "fxviz shapes"):
+                    interp.run(*converted)
             except NodeError as error:
                 report = ShapeReport(gm, error.recording, mode=mode)
                 raise ShapeError(
@@ -143,18 +141,6 @@ def _parameters(mode: str, gm: torch.nn.Module, convert: Any) -> Iterator[None]:
     }
     with reparametrize(gm, state):
         yield
-
-
-@contextlib.contextmanager
-def _progress_bar(gm: torch.nn.Module, show: bool | None) -> Iterator[Any]:
-    if show is False:
-        yield None
-        return
-    from tqdm.auto import tqdm
-
-    total = len(gm.graph.nodes)  # type: ignore[arg-type]
-    with tqdm(total=total, desc="fxviz shapes", unit="node", delay=0 if show else 1.0) as bar:
-        yield bar
 
 
 def _to_meta(x: Any) -> Any:

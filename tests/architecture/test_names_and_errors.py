@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -144,3 +145,14 @@ def test_the_wheel_build_requires_both_bundles():
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())
     hook = config["tool"]["hatch"]["build"]["hooks"]["jupyter-builder"]
     assert {"fxviz/static/widget.js", "fxviz/static/report.js"} <= set(hook["ensured-targets"])
+
+
+def test_one_progress_bar_for_record_and_shapes(capsys, two_layer_net, x20):
+    fxviz.record(two_layer_net, x20, progress=True)
+    fxviz.shapes(two_layer_net, x20, progress=True)
+    fxviz.record(two_layer_net, x20, progress=False)
+    err = capsys.readouterr().err
+    # advanced once a node, by the recording interpreter, to the graph's 5 nodes
+    assert re.search(r"fxviz record: 100%.*5/5", err)
+    assert re.search(r"fxviz shapes: 100%.*5/5", err)
+    assert err.count("fxviz record:   0%") == 1  # progress=False: no bar
