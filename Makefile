@@ -1,5 +1,6 @@
 # Every target does its own set-up on a fresh machine: the JS bundle (npm), a .venv,
-# torch, then fxviz. Node.js and npm are needed to build the front end from source.
+# torch, then fxviz (lint needs only ruff, pyright and eslint). Node.js and npm are
+# needed to build the front end from source.
 PYTHON ?= python3
 VENV ?= .venv
 TORCH_SPEC ?= torch==2.13.0
@@ -7,7 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.fxviz-installed
 BUNDLE := fxviz/static/widget.js
 
-.PHONY: demo test test-slow screenshots lint format bench js clean
+.PHONY: demo test test-slow screenshots lint lint-python lint-types lint-js docs format bench js clean
 
 $(BUNDLE): package.json package-lock.json $(wildcard js/*)
 	@command -v npm >/dev/null || { echo "npm is needed to build the fxviz front end (apt-get install nodejs npm)"; exit 1; }
@@ -39,9 +40,50 @@ screenshots: $(STAMP) $(BUNDLE)
 	$(BIN)/python -m pytest -m browser tests/browser
 	cp build/screenshots/*.png assets/
 
-lint: $(STAMP)
-	$(BIN)/ruff check fxviz tests benchmarks
-	$(BIN)/ruff format --check fxviz tests benchmarks
+# Lint builds no bundle and downloads no torch: ruff and pyright come from .venv when
+# `make test` made it, else from a small .venv-lint holding only those two. pyright checks
+# against torch's own inline types, so it needs torch importable: without it (a fresh
+# machine before `make test`) the type check says so and is skipped, except under CI,
+# where it fails (.ci/run lints after testing, so CI always checks types).
+LINT_VENV ?= .venv-lint
+LINT_BIN := $(if $(wildcard $(BIN)/pyright),$(BIN),$(LINT_VENV)/bin)
+NODE_STAMP := node_modules/.package-lock.json
+
+$(LINT_VENV)/.installed:
+	$(PYTHON) -m venv $(LINT_VENV)
+	$(LINT_VENV)/bin/python -m pip install --quiet "ruff>=0.6" "pyright>=1.1.400"
+	touch $@
+
+$(NODE_STAMP): package.json package-lock.json
+	@command -v npm >/dev/null || { echo "npm is needed for the JS lint (apt-get install nodejs npm)"; exit 1; }
+	npm ci --no-audit --no-fund --loglevel=error
+
+lint: lint-python lint-types lint-js
+
+lint-python: $(if $(wildcard $(BIN)/pyright),,$(LINT_VENV)/.installed)
+	$(LINT_BIN)/ruff check fxviz tests benchmarks
+	$(LINT_BIN)/ruff format --check fxviz tests benchmarks
+
+lint-types: $(if $(wildcard $(BIN)/pyright),,$(LINT_VENV)/.installed)
+	@if $(LINT_BIN)/python -c "import torch" 2>/dev/null; then \
+		$(LINT_BIN)/pyright --pythonpath $(LINT_BIN)/python; \
+	elif [ -n "$$CI" ]; then \
+		echo "pyright: torch is not importable from $(LINT_BIN)/python (run make test first)"; exit 1; \
+	else \
+		echo "pyright skipped: it checks against torch's types, and torch is not installed here yet; run 'make test' (it installs torch), then 'make lint'"; \
+	fi
+
+lint-js: $(NODE_STAMP)
+	npm run --silent lint
+
+# The API reference (mkdocs-material + mkdocstrings, from the docstrings), warnings as errors.
+DOCS_STAMP := $(VENV)/.fxviz-docs-installed
+$(DOCS_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e ".[docs]"
+	touch $@
+
+docs: $(DOCS_STAMP)
+	$(BIN)/mkdocs build --strict --site-dir site
 
 format: $(STAMP)
 	$(BIN)/ruff check --fix fxviz tests benchmarks
@@ -53,4 +95,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/render.py
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache node_modules fxviz/static
+	rm -rf $(VENV) $(LINT_VENV) build dist site *.egg-info .pytest_cache .ruff_cache node_modules fxviz/static

@@ -66,7 +66,7 @@ def child(task: str, quick: bool) -> dict[str, Any]:
     def report(gm: torch.nn.Module, inp: Any, mode: str) -> None:
         rep = fxviz.shapes(gm, inp, mode=mode, progress=False)
         rep.table()
-        found.update(rep.summary())
+        found.update(rep.totals())
 
     if model_name == "gpt":
         model, x = models.gpt(quick=quick)  # built outside the timing

@@ -19,13 +19,21 @@ from typing import TYPE_CHECKING, Any
 
 from fxviz.errors import (
     DebuggerError,
+    FxvizDeprecationWarning,
     FxvizError,
     FxvizWarning,
     InputError,
     NodeError,
     RecordingInterrupted,
+    RenderError,
+    ShapeError,
+    SpecError,
+    TargetError,
     TraceError,
     UnknownNodeError,
+)
+from fxviz.errors import (
+    warn_deprecated as _warn_deprecated,
 )
 
 __version__ = "0.1.0"
@@ -44,19 +52,17 @@ _LAZY: dict[str, str] = {
     "record": "fxviz._record",
     "recording_class": "fxviz._record",
     "GraphDiff": "fxviz.render",
-    "RenderError": "fxviz.render",
-    "Style": "fxviz.render",
-    "bytes_heat": "fxviz.render",
-    "debugger_state": "fxviz.render",
+    "Style": "fxviz.overlays",
+    "bytes_heat": "fxviz.overlays",
+    "debugger_state": "fxviz.overlays",
     "diff": "fxviz.render",
-    "nonfinite_values": "fxviz.render",
-    "time_heat": "fxviz.render",
+    "time_heat": "fxviz.overlays",
     "to_dot": "fxviz.render",
     "to_svg": "fxviz.render",
+    "highlight_errors": "fxviz.overlays",
+    "highlight_nonfinite": "fxviz.overlays",
     "report": "fxviz._report",
-    "ShapeError": "fxviz._shapes",
     "ShapeReport": "fxviz._shapes",
-    "SpecError": "fxviz._shapes",
     "TensorSpec": "fxviz._shapes",
     "shapes": "fxviz._shapes",
     "shapes_diff": "fxviz._shapes",
@@ -67,7 +73,21 @@ _LAZY: dict[str, str] = {
     "show": "fxviz.widgets",
 }
 
+# Public submodules, imported on first attribute access (``fxviz.overlays.Style``).
+_SUBMODULES = ("overlays",)
+
+# Old name -> (its successor, the module and name it loads): importable, with an
+# FxvizDeprecationWarning.
+_DEPRECATED: dict[str, tuple[str, str, str]] = {
+    "nonfinite_values": (
+        "fxviz.highlight_nonfinite",
+        "fxviz.overlays",
+        "highlight_nonfinite",
+    ),
+}
+
 if TYPE_CHECKING:  # static checkers and IDEs see the real objects
+    from fxviz import overlays
     from fxviz._record import (
         Debugger,
         NodeRecord,
@@ -82,32 +102,33 @@ if TYPE_CHECKING:  # static checkers and IDEs see the real objects
     )
     from fxviz._report import report
     from fxviz._shapes import (
-        ShapeError,
         ShapeReport,
-        SpecError,
         TensorSpec,
         shapes,
         shapes_diff,
         spec,
     )
     from fxviz.capture import trace
-    from fxviz.render import (
-        GraphDiff,
-        RenderError,
+    from fxviz.overlays import (
         Style,
         bytes_heat,
         debugger_state,
-        diff,
-        nonfinite_values,
+        highlight_errors,
+        highlight_nonfinite,
         time_heat,
-        to_dot,
-        to_svg,
     )
+    from fxviz.render import GraphDiff, diff, to_dot, to_svg
     from fxviz.widgets import DebuggerApp, GraphView, debug, show
 
 
 def __getattr__(name: str) -> Any:
     """Load a public name's module on first use and cache the name here."""
+    if name in _SUBMODULES:
+        return importlib.import_module(f"fxviz.{name}")
+    if name in _DEPRECATED:
+        new, where, attr = _DEPRECATED[name]
+        _warn_deprecated(f"fxviz.{name}", new)
+        return getattr(importlib.import_module(where), attr)
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'fxviz' has no attribute {name!r}")
@@ -117,7 +138,7 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(_LAZY) | set(_SUBMODULES))
 
 
 def _register_notebook_display() -> None:
@@ -136,7 +157,8 @@ def _register_notebook_display() -> None:
         try:
             from fxviz.widgets import DebuggerApp
 
-            return DebuggerApp(dbg)._repr_mimebundle_(include=include, exclude=exclude)
+            app: Any = DebuggerApp(dbg)
+            return app._repr_mimebundle_(include=include, exclude=exclude)
         except Exception:
             return {"text/html": dbg._repr_html_()}
 
@@ -151,6 +173,7 @@ __all__ = [
     "Debugger",
     "DebuggerApp",
     "DebuggerError",
+    "FxvizDeprecationWarning",
     "FxvizError",
     "FxvizWarning",
     "GraphDiff",
@@ -167,6 +190,7 @@ __all__ = [
     "ShapeReport",
     "SpecError",
     "Style",
+    "TargetError",
     "TensorSpec",
     "TensorSummary",
     "TraceError",
@@ -177,8 +201,10 @@ __all__ = [
     "debugger_state",
     "diff",
     "dtype_changed",
+    "highlight_errors",
+    "highlight_nonfinite",
     "nonfinite",
-    "nonfinite_values",
+    "overlays",
     "record",
     "recording_class",
     "report",

@@ -8,13 +8,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch.fx
 
 from fxviz._torch_compat import OpOverload, OpOverloadPacket, qualified_name
 
-__all__ = ["input_nodes", "module_path", "module_type", "source_line", "target_text"]
+__all__ = ["module_path", "source_line", "target_text"]
 
 
 def target_text(node: torch.fx.Node) -> str:
@@ -45,21 +43,6 @@ def module_path(node: torch.fx.Node) -> str:
     if node.op == "call_module":
         return str(node.target)
     return ""
-
-
-def module_type(node: torch.fx.Node) -> str:
-    """Class name of the innermost module (``"Linear"``), or ``""``."""
-    stack = node.meta.get("nn_module_stack")
-    if not stack:
-        return ""
-    kind: Any = list(stack.values())[-1][1]
-    name = kind.__name__ if isinstance(kind, type) else str(kind)
-    return name.rsplit(".", 1)[-1]
-
-
-def input_nodes(node: torch.fx.Node) -> list[torch.fx.Node]:
-    """The nodes whose values this node reads, in argument order, without repeats."""
-    return node.all_input_nodes
 
 
 def source_line(node: torch.fx.Node) -> str:

@@ -11,13 +11,9 @@ from typing import Any
 
 import torch
 
-from fxviz.errors import FxvizError
+from fxviz.errors import TargetError  # defined in errors.py, re-exported here
 
 __all__ = ["TargetError", "load_target"]
-
-
-class TargetError(FxvizError, ValueError):
-    """A TARGET that cannot be found or turned into a model."""
 
 
 def load_target(text: str) -> Any:

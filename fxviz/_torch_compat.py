@@ -1,7 +1,8 @@
 """The one place where fxviz touches private ``torch._*`` APIs.
 
-Each helper states what it relies on, so a torch upgrade breaks here, loudly, and
-nowhere else.
+Each helper states what it relies on and the torch versions it was checked on, so a torch
+upgrade breaks here, loudly, and nowhere else. CI tests torch 2.13.0 (``pyproject.toml``
+declares that range); "checked on" lists the versions these were read against.
 """
 
 from __future__ import annotations
@@ -15,26 +16,43 @@ from typing import Any
 
 import torch
 import torch.fx
-from torch._ops import OpOverload, OpOverloadPacket  # private module, public classes
-from torch.fx.node import _get_qualified_name  # private since torch 1.8
-from torch.utils import _pytree as pytree  # private, stable since torch 1.13
+
+# Private modules, public classes/functions; all checked on torch 2.4 - 2.13.
+from torch._ops import OpOverload, OpOverloadPacket
+from torch.fx.graph import CodeGen
+from torch.fx.node import _get_qualified_name
+from torch.utils import _pytree as pytree
 
 __all__ = [
+    "CONV_MODULES",
+    "NORM_MODULES",
     "OpOverload",
     "OpOverloadPacket",
     "extract_tensor_metadata",
+    "fake_mode",
     "fake_tensor",
     "graph_tail",
     "has_plain_codegen",
     "input_spec_mismatch",
+    "is_fake",
+    "op_name",
+    "op_written_arguments",
     "qualified_name",
     "reparametrize",
     "shares_storage",
     "storage_id",
+    "store_node_value",
     "thread_scoped_fx_patches",
-    "tree_leaves",
     "tree_map_only_tensors",
 ]
+
+# Base classes of every convolution / batch-norm module (private names, public classes).
+# Checked on torch 2.4 - 2.13.
+CONV_MODULES: tuple[type[torch.nn.Module], ...] = (torch.nn.modules.conv._ConvNd,)
+NORM_MODULES: tuple[type[torch.nn.Module], ...] = (
+    torch.nn.LayerNorm,
+    torch.nn.modules.batchnorm._NormBase,
+)
 
 
 def qualified_name(fn: Callable[..., Any]) -> str:
@@ -46,11 +64,6 @@ def qualified_name(fn: Callable[..., Any]) -> str:
     return name.replace("_operator.", "operator.", 1)
 
 
-def tree_leaves(value: Any) -> list[Any]:
-    """Flatten nested tuples/lists/dicts (and registered pytrees) into their leaves."""
-    return pytree.tree_leaves(value)
-
-
 def tree_map_only_tensors(fn: Callable[[torch.Tensor], Any], value: Any) -> Any:
     """Apply ``fn`` to every tensor leaf of ``value``; other leaves pass through."""
     return pytree.tree_map_only(torch.Tensor, fn, value)
@@ -58,7 +71,7 @@ def tree_map_only_tensors(fn: Callable[[torch.Tensor], Any], value: Any) -> Any:
 
 def has_plain_codegen(graph: torch.fx.Graph) -> bool:
     """True when the graph takes its placeholders positionally (no pytree in/out spec)."""
-    return type(graph._codegen) is torch.fx.graph.CodeGen
+    return type(graph._codegen) is CodeGen
 
 
 def graph_tail(graph: torch.fx.Graph) -> torch.fx.Node:
@@ -74,9 +87,29 @@ def storage_id(t: torch.Tensor) -> int | None:
         return None  # sparse, nested or subclass tensors without one storage
 
 
+def fake_mode() -> Any:
+    """A ``FakeTensorMode`` that accepts real inputs (converted on entry).
+
+    ``torch._subclasses`` is private; checked on torch 2.4 - 2.13.
+    """
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    return FakeTensorMode(allow_non_fake_inputs=True)
+
+
+def is_fake(t: torch.Tensor) -> bool:
+    """Whether ``t`` is a FakeTensor (checked on torch 2.4 - 2.13)."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    return isinstance(t, FakeTensor)
+
+
 def fake_tensor(mode: Any, t: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """A FakeTensor of ``t``'s shape, dtype and strides that claims to live on ``device``."""
-    from torch._subclasses.fake_tensor import FakeTensor  # private class, stable since 2.0
+    """A FakeTensor of ``t``'s shape, dtype and strides that claims to live on ``device``.
+
+    The ``FakeTensor(mode, meta, device)`` constructor is private; checked on torch 2.4 - 2.13.
+    """
+    from torch._subclasses.fake_tensor import FakeTensor
 
     device = torch.device(device)
     fake = FakeTensor(mode, t.detach().to("meta"), device)
@@ -123,11 +156,43 @@ def _spec_text(spec: Any) -> str:
     return " ".join(str(spec).split())
 
 
+def op_name(op: OpOverload | OpOverloadPacket) -> str:
+    """``aten::batch_norm`` for an overload or its packet (``OpOverload._schema`` and
+    ``OpOverloadPacket._qualified_op_name`` are private; checked on torch 2.4 - 2.13)."""
+    if isinstance(op, OpOverload):
+        return op._schema.name
+    return op._qualified_op_name
+
+
+def op_written_arguments(op: OpOverload) -> list[tuple[int, str, bool]]:
+    """``(position, name, keyword_only)`` of each argument the op's schema marks as
+    written (``Tensor(a!)``): what an in-place or ``out=`` op writes into.
+
+    ``OpOverload._schema`` is private; checked on torch 2.4 - 2.13.
+    """
+    return [
+        (i, arg.name, arg.kwarg_only)
+        for i, arg in enumerate(op._schema.arguments)
+        if arg.alias_info is not None and arg.alias_info.is_write
+    ]
+
+
+def store_node_value(interp: torch.fx.Interpreter, node: torch.fx.Node, value: Any) -> None:
+    """What ``Interpreter.run`` does after each ``run_node``: keep the value in ``env`` and
+    free the values whose last user this was (``user_to_last_uses`` is undocumented;
+    the loop body is copied from ``torch/fx/interpreter.py``, checked on torch 2.4 - 2.13).
+    Used by the Debugger, which runs one node at a time."""
+    interp.env[node] = value
+    if interp.garbage_collect_values:
+        for used in interp.user_to_last_uses.get(node, ()):
+            interp.env.pop(used, None)
+
+
 def shares_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Whether two tensors use the same storage (views, in-place results, ``detach()``);
     real, meta and fake tensors alike, in about 0.3 µs."""
     try:
-        return torch._C._is_alias_of(a, b)
+        return torch._C._is_alias_of(a, b)  # pyright: ignore[reportAttributeAccessIssue]
     except (RuntimeError, TypeError):
         return False
 

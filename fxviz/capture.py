@@ -49,7 +49,7 @@ def trace(
         TraceError: the object could not be captured; the message quotes the offending
             line of the user's code and says what to try.
 
-    Example:
+    Examples:
         >>> import torch, fxviz
         >>> gm = fxviz.trace(torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.ReLU()))
         >>> [n.op for n in gm.graph.nodes]

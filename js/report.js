@@ -1,6 +1,9 @@
 // The offline HTML report: the notebook widget's front end, driven by recorded data
 // instead of a kernel. A small in-page model answers the widget's get/set/on/send, and
-// a replay steps through the recorded run (forward, back, to breakpoints) in the page.
+// a replay moves a cursor through the recorded run. What each position looks like (node
+// states, status text, where "break on NaN/Inf" stops) was made in Python by the
+// Debugger's own rules (fxviz/render/_payload.py): the page only moves the cursor.
+import { PAYLOAD_VERSION, T } from "./names.js";
 import widget from "./widget.js";
 
 class PageModel {
@@ -24,83 +27,92 @@ class PageModel {
 
 class Replay {
   constructor(data, model) {
-    this.data = data;
     this.model = model;
-    this.order = data.order;
+    this.rows = data.rows;
+    this.inspectors = data.inspectors;
+    ({ order: this.order, steps: this.steps, breakpoints_suffix: this.suffix } = data.replay);
+    this.last = this.steps.length - 1; // the end, or the node that raised
     this.pos = 0;
     this.reason = "start";
     this.breakpoints = new Set();
     this.breakNan = false;
-    this.failed = this.order.findIndex((name) => data.records[name]?.error);
   }
-  done() { return this.pos >= this.order.length; }
-  stoppedAtError() { return this.failed >= 0 && this.pos === this.failed; }
   advance() {
-    if (this.done() || this.stoppedAtError()) return false;
+    if (this.pos >= this.last) return false;
     this.pos += 1;
-    if (this.failed >= 0 && this.pos > this.failed) this.pos = this.failed;
     return true;
   }
   act(type) {
-    const sel = this.model.get("selected");
+    const sel = this.model.get(T.selected);
     if (type === "step") { this.advance(); this.reason = "step"; }
     else if (type === "step10") { for (let i = 0; i < 10 && this.advance(); i++); this.reason = "step"; }
     else if (type === "back") { this.pos = Math.max(0, this.pos - 1); this.reason = "back"; }
     else if (type === "restart") { this.pos = 0; this.reason = "start"; }
     else if (type === "continue") this.continue_();
-    else if (type === "run_to_selected" && sel) { const i = this.order.indexOf(sel); if (i >= 0) { this.pos = this.failed >= 0 ? Math.min(i, this.failed) : i; this.reason = `run_to ${sel}`; } }
-    else if (type === "toggle_breakpoint" && sel) { this.breakpoints.has(sel) ? this.breakpoints.delete(sel) : this.breakpoints.add(sel); }
-    else if (type === "break_nan") this.breakNan = !this.breakNan;
+    else if (type === "run_to_selected" && sel && this.order.includes(sel)) {
+      this.pos = Math.min(this.order.indexOf(sel), this.last);
+      this.reason = `run_to ${sel}`;
+    } else if (type === "toggle_breakpoint" && sel) {
+      if (this.breakpoints.has(sel)) this.breakpoints.delete(sel);
+      else this.breakpoints.add(sel);
+    } else if (type === "break_nan") this.breakNan = !this.breakNan;
     this.publish();
   }
+  // The Debugger's continue_: stop at an error, the end, after a NaN/Inf, before a breakpoint.
   continue_() {
     while (this.advance()) {
-      const last = this.data.records[this.order[this.pos - 1]];
-      if (this.breakNan && last?.nonfinite) { this.reason = "nonfinite"; return; }
-      if (this.done()) { this.reason = "end"; return; }
+      const step = this.steps[this.pos];
+      if (step.error) { this.reason = "error"; return; }
+      if (this.pos >= this.order.length) { this.reason = "end"; return; }
+      if (this.breakNan && step.nonfinite) { this.reason = "nonfinite"; return; }
       if (this.breakpoints.has(this.order[this.pos])) { this.reason = "breakpoint"; return; }
     }
-    this.reason = this.stoppedAtError() ? "error" : "end";
+    this.reason = "end";
   }
-  goto(pos) { this.pos = Math.max(0, Math.min(this.order.length, pos)); this.reason = "timeline"; this.publish(); }
+  goto(pos) { this.pos = Math.max(0, Math.min(this.last, pos)); this.reason = "timeline"; this.publish(); }
+  statesAt(pos) {
+    const states = { ...this.steps[0].states };
+    for (let p = 1; p <= pos; p++) Object.assign(states, this.steps[p].states);
+    for (const name of this.breakpoints) states[name] = [...(states[name] ?? []), "breakpoint"];
+    return states;
+  }
   publish() {
-    const states = {};
-    this.order.forEach((name, i) => {
-      const list = [i < this.pos ? "done" : i === this.pos ? (this.stoppedAtError() ? "error" : "current") : "pending"];
-      if (i < this.pos && this.data.records[name]?.nonfinite) list.push("nonfinite");
-      if (this.breakpoints.has(name)) list.push("breakpoint");
-      states[name] = list;
-    });
-    const count = `${this.pos}/${this.order.length} nodes`;
-    const where = this.done() ? `finished — ${count}` : `stopped at '${this.order[this.pos]}' (${this.stoppedAtError() ? "error" : this.reason}) — ${count}`;
+    const step = this.steps[this.pos];
     const marks = [...this.breakpoints].map((b) => `at ${b}`).concat(this.breakNan ? ["nonfinite"] : []);
-    this.model.set("node_states", states);
-    this.model.set("status", `${where} · breakpoints: ${marks.join(", ") || "none"}`);
-    this.model.set("rows", this.data.rows.slice(0, Math.min(this.pos + (this.stoppedAtError() ? 1 : 0), this.data.rows.length)));
+    this.model.set(T.states, this.statesAt(this.pos));
+    this.model.set(T.status, step.status.replace("{reason}", this.reason) + this.suffix.replace("{breakpoints}", marks.join(", ") || "none"));
+    this.model.set(T.rows, this.rows.slice(0, this.pos + (step.error ? 1 : 0)));
     this.showSelected();
     this.onChange?.(this.pos);
   }
   showSelected() {
-    const name = this.model.get("selected") || this.order[Math.min(this.pos, this.order.length - 1)];
+    const name = this.model.get(T.selected) || this.order[Math.min(this.pos, this.order.length - 1)];
     const i = this.order.indexOf(name);
-    const ran = i >= 0 && (i < this.pos || (i === this.pos && this.stoppedAtError()));
-    const info = this.data.inspectors[name];
-    if (!info) { this.model.set("inspector", {}); return; }
-    this.model.set("inspector", ran || i < 0 ? info : { name, fields: [...(info.planned ?? []), ["state", "not run yet at this point of the replay"]] });
+    const ran = i >= 0 && (i < this.pos || (i === this.pos && this.steps[this.pos].error));
+    const info = this.inspectors[name];
+    if (!info) { this.model.set(T.inspector, {}); return; }
+    this.model.set(T.inspector, ran || i < 0 ? info : { name, fields: [...(info.planned ?? []), ["state", "not run yet at this point of the replay"]] });
   }
 }
 
 export function mountReport(el, data) {
+  if (data.payload_version !== PAYLOAD_VERSION) {
+    el.textContent = `this report's data is version ${data.payload_version}, but its page reads version ${PAYLOAD_VERSION}: write it again with one fxviz version`;
+    return null;
+  }
   let replay = null;
   const model = new PageModel(
-    { dot: data.dot, mode: data.replay ? "debugger" : "graph", selected: "", node_states: {}, units: data.units, inspector: {}, rows: data.rows, status: data.status ?? "", error: "", render_ms: 0, layout_timeout_s: 60 },
+    {
+      [T.dot]: data.dot, [T.mode]: data.replay ? "debugger" : "graph", [T.selected]: "", [T.states]: data.node_states ?? {},
+      [T.units]: data.units, [T.inspector]: {}, [T.rows]: data.rows, [T.status]: "", [T.error]: "", [T.renderMs]: 0, [T.layoutTimeout]: 60,
+    },
     (message) => (replay ? replay.act(message.type) : null),
   );
-  model.on("change:selected", () => (replay ? replay.showSelected() : model.set("inspector", data.inspectors[model.get("selected")] ?? {})));
+  model.on(`change:${T.selected}`, () => (replay ? replay.showSelected() : model.set(T.inspector, data.inspectors[model.get(T.selected)] ?? {})));
   if (data.replay) {
     replay = new Replay(data, model);
     const slider = document.createElement("input");
-    Object.assign(slider, { type: "range", min: 0, max: data.order.length, value: 0, className: "fxviz-timeline", title: "time travel through the recorded run" });
+    Object.assign(slider, { type: "range", min: 0, max: replay.last, value: 0, className: "fxviz-timeline", title: "time travel through the recorded run" });
     slider.addEventListener("input", () => replay.goto(Number(slider.value)));
     replay.onChange = (pos) => { slider.value = String(pos); };
     el.before(slider);

@@ -2,22 +2,8 @@
 // State comes from Python as traits; actions go back as custom messages.
 import svgPanZoom from "svg-pan-zoom";
 import { layout } from "./layout.js";
+import { STATE_PREFIX, T } from "./names.js";
 
-// The synced traits, named as in fxviz/widgets/_graph_view.py.
-const T = {
-  dot: "dot",
-  mode: "mode",
-  selected: "selected",
-  states: "node_states",
-  units: "units",
-  inspector: "inspector",
-  rows: "rows",
-  status: "status",
-  error: "error",
-  renderMs: "render_ms",
-  layoutTimeout: "layout_timeout_s",
-};
-const STATE_PREFIX = "fxviz-";
 const ACTIONS = [
   ["restart", "restart", "start again from the first node"],
   ["back", "◀ back", "back one node (b)"],

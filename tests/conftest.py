@@ -1,4 +1,5 @@
-"""Shared fixtures: tiny real models and their inputs."""
+"""Shared fixtures: tiny real models and their inputs, and the hostile graph (node names
+that try to break DOT, SVG and HTML)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,34 @@ def two_layer_net() -> TwoLayerNet:
 @pytest.fixture
 def x20() -> torch.Tensor:
     return two_layer_net_inputs(batch=5, d_in=20)
+
+
+# Names a user's graph may carry that break naive DOT/SVG/HTML writers.
+HOSTILE_NAMES = [
+    'say "hi"',
+    "{braces}; [brackets]",
+    "<script>alert(1)</script>",
+    "back\\lslash \\N \\G",
+    "new\nline",
+    "x" * 300,
+    "ünïcödé ✓ 日本",
+    "colon:port",
+]
+
+
+def make_hostile_graph(name: str) -> torch.fx.GraphModule:
+    """x -> relu (named ``name``) -> neg -> output."""
+    graph = torch.fx.Graph()
+    node = graph.call_function(torch.relu, (graph.placeholder("x"),))
+    node.name = name
+    graph.output(graph.call_method("neg", (node,)))
+    return torch.fx.GraphModule(torch.nn.Module(), graph)
+
+
+@pytest.fixture
+def hostile_graph() -> torch.fx.GraphModule:
+    """The hostile graph with a script tag for a name (see :func:`make_hostile_graph`)."""
+    return make_hostile_graph("<script>alert(1)</script>")
 
 
 # marker -> (is the tool there?, what to install)

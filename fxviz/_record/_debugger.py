@@ -25,10 +25,17 @@ from fxviz._record._random import RandomStream, may_draw_random
 from fxviz._record._recorder import Keep
 from fxviz._record._records import NodeRecord, Recording, unknown_node_message
 from fxviz._record._writes import storage_key
+from fxviz._torch_compat import store_node_value
 from fxviz.capture import trace
-from fxviz.errors import DebuggerError, FxvizWarning, RecordingInterrupted, UnknownNodeError
+from fxviz.errors import (
+    DebuggerError,
+    FxvizWarning,
+    RecordingInterrupted,
+    UnknownNodeError,
+    first_line,
+)
 
-__all__ = ["Breakpoint", "Debugger"]
+__all__ = ["Breakpoint", "Debugger", "node_state", "status_line"]
 
 
 class Debugger:
@@ -49,7 +56,7 @@ class Debugger:
         interpreter: your own ``torch.fx.Interpreter`` subclass (or instance) to run with.
         keep, stats: as for :func:`fxviz.record`.
 
-    Example:
+    Examples:
         >>> import torch, fxviz
         >>> model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU())
         >>> dbg = fxviz.Debugger(model, torch.ones(2, 4))
@@ -78,7 +85,7 @@ class Debugger:
             )
         reject_specs(inputs, "fxviz.Debugger")
         self.graph_module = trace(gm_or_module, *inputs)
-        self.graph: torch.fx.Graph = self.graph_module.graph  # type: ignore[assignment]
+        self.graph: torch.fx.Graph = self.graph_module.graph
         check_inputs(self.graph_module, inputs)
         self._inputs = inputs
         self._options: dict[str, Any] = {"interpreter": interpreter, "keep": keep, "stats": stats}
@@ -141,13 +148,8 @@ class Debugger:
     @property
     def status(self) -> str:
         """One line: where it stopped and why, e.g. ``stopped at 'linear2' (breakpoint) — 3/5 nodes``."""
-        count = f"{self._pos}/{len(self._nodes)} nodes"
-        if self.done:
-            return f"finished — {count}"
-        name = self._nodes[self._pos].name
-        if self.error is not None:
-            return f"stopped at {name!r} ({type(self.error).__name__}: {_first_line(self.error)}) — {count}"
-        return f"stopped at {name!r} ({self._reason}) — {count}"
+        names = [n.name for n in self._nodes]
+        return status_line(names, self._pos, self._reason, self.error)
 
     def node_states(self) -> dict[str, list[str]]:
         """Each node's states for drawing: ``done``, ``current``, ``pending``, ``error``,
@@ -155,12 +157,7 @@ class Debugger:
         states: dict[str, list[str]] = {}
         error = self.error is not None
         for i, node in enumerate(self._nodes):
-            if i < self._pos:
-                state = ["done"]
-            elif i == self._pos:
-                state = ["error" if error else "current"]
-            else:
-                state = ["pending"]
+            state = node_state(i, self._pos, error)
             if any(bp.before is not None and bp.before(node) for bp in self._breakpoints):
                 state.append("breakpoint")
             states[node.name] = state
@@ -382,10 +379,7 @@ class Debugger:
                 return index  # the node failed and is recorded: the cursor stays on it
             raise  # a failure outside the node (fxviz itself): never hide it
 
-        interp.env[node] = value
-        if interp.garbage_collect_values:
-            for used in interp.user_to_last_uses.get(node, ()):
-                interp.env.pop(used, None)
+        store_node_value(interp, node, value)  # what Interpreter.run does after run_node
         if node.op == "output":
             self._output = self.graph.process_outputs(value)
             self._recorder.finish(self._output)
@@ -561,6 +555,30 @@ def _class_name(interpreter: Any) -> str:
     return cls.__name__
 
 
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else ""
+def node_state(index: int, position: int, failed_here: bool) -> list[str]:
+    """The drawing state of node ``index`` when ``position`` nodes have run:
+    ``done``, ``current`` (or ``error`` when the node at the cursor raised), ``pending``.
+
+    >>> node_state(0, 1, False), node_state(1, 1, True), node_state(2, 1, False)
+    (['done'], ['error'], ['pending'])
+    """
+    if index < position:
+        return ["done"]
+    if index == position:
+        return ["error" if failed_here else "current"]
+    return ["pending"]
+
+
+def status_line(names: list[str], position: int, reason: str, error: BaseException | None) -> str:
+    """The debugger's one-line status (:attr:`Debugger.status`) for a cursor position.
+
+    >>> status_line(["x", "relu", "output"], 1, "step", None)
+    "stopped at 'relu' (step) — 1/3 nodes"
+    """
+    count = f"{position}/{len(names)} nodes"
+    if position >= len(names):
+        return f"finished — {count}"
+    name = names[position]
+    if error is not None:
+        return f"stopped at {name!r} ({type(error).__name__}: {first_line(error)}) — {count}"
+    return f"stopped at {name!r} ({reason}) — {count}"

@@ -8,6 +8,7 @@ import torch
 
 from fxviz._record._records import NodeRecord
 from fxviz._record._summary import dtype_name
+from fxviz.errors import first_line
 
 __all__ = ["describe_failure", "describe_input"]
 
@@ -25,7 +26,7 @@ def describe_failure(record: NodeRecord, module: torch.nn.Module | None = None) 
     what = f"{record.op} {record.target}"
     if record.op == "call_module" and module is not None:
         what += f" = {_module_repr(module, record.target)}"
-    first = str(error).strip().splitlines()[0] if error is not None and str(error).strip() else ""
+    first = first_line(error) if error is not None else ""
     lines = [f"node {record.name!r} ({what}) raised {type(error).__name__}: {first}"]
     if record.inputs:
         described = (

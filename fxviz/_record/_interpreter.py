@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -52,6 +53,18 @@ class RecordingMixin:
     - A node that raises reaches the caller as a :class:`fxviz.NodeError` that is also an
       instance of the node's own exception type (``except TypeError`` still catches it),
       with the partial recording on ``err.recording`` and the original on ``__cause__``.
+
+    Examples:
+        >>> import torch, fxviz
+        >>> class Double(torch.fx.Interpreter):
+        ...     def call_function(self, target, args, kwargs):
+        ...         return super().call_function(target, args, kwargs) * 2
+        >>> gm = fxviz.trace(lambda x: x + 1, torch.ones(1))
+        >>> interp = fxviz.recording_class(Double)(gm)
+        >>> isinstance(interp, fxviz.RecordingMixin), interp.run(torch.ones(1))
+        (True, tensor([4.]))
+        >>> interp.recording["add"].outputs[0].max
+        4.0
     """
 
     _fxviz_recorder: Recorder | None = None
@@ -168,7 +181,7 @@ class RecordingInterpreter(RecordingMixin, torch.fx.Interpreter):
             ``garbage_collect_values`` else ``"all"``. It never changes ``env``.
         stats: take statistics (min/max/mean/std/NaN counts) of every output.
 
-    Example:
+    Examples:
         >>> import torch, fxviz
         >>> gm = fxviz.trace(torch.nn.Linear(3, 2))
         >>> interp = fxviz.RecordingInterpreter(gm, garbage_collect_values=False)
@@ -192,7 +205,12 @@ class RecordingInterpreter(RecordingMixin, torch.fx.Interpreter):
 
 @functools.cache
 def recording_class(interpreter: type[torch.fx.Interpreter]) -> type[torch.fx.Interpreter]:
-    """The user's Interpreter/Transformer class with :class:`RecordingMixin` mixed in."""
+    """The user's Interpreter/Transformer class with :class:`RecordingMixin` mixed in.
+
+    >>> import torch, fxviz
+    >>> fxviz.recording_class(torch.fx.Interpreter).__name__
+    'RecordingInterpreter'
+    """
     if not (isinstance(interpreter, type) and issubclass(interpreter, torch.fx.Interpreter)):
         raise TypeError(
             f"interpreter must be a torch.fx.Interpreter subclass or instance, not {interpreter!r}"
@@ -245,7 +263,7 @@ def record(
     interpreter: type[torch.fx.Interpreter] | torch.fx.Interpreter | None = None,
     keep: Keep = "all",
     stats: bool = True,
-    progress: bool | None = False,
+    progress: bool | None = None,
 ) -> Recording:
     """Run a graph node by node and record what every node produced.
 
@@ -271,7 +289,7 @@ def record(
         InputError: the inputs do not fit the graph's placeholders.
         RecordingInterrupted: Ctrl-C; ``err.recording`` holds the partial recording.
 
-    Example:
+    Examples:
         >>> import torch, fxviz
         >>> rec = fxviz.record(torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU()), torch.ones(2, 4))
         >>> [(r.name, r.shape) for r in rec.values()]
@@ -285,19 +303,29 @@ def record(
     if isinstance(instance, torch.fx.Transformer):
         return _record_transformer(instance, inputs)
     check_inputs(gm, inputs)
-    if progress is False:
+    with progress_bar(instance, progress, "fxviz record"):
         instance.run(*inputs)
-        return instance.recording
+    return instance.recording
+
+
+@contextlib.contextmanager
+def progress_bar(interp: Any, show: bool | None, desc: str) -> Iterator[None]:
+    """fxviz's one progress bar: ``RecordingMixin.run_node`` advances it once a node.
+
+    ``show``: ``True`` always, ``None`` only once a run takes over a second, ``False`` never.
+    """
+    if show is False:
+        yield
+        return
     from tqdm.auto import tqdm
 
-    total = len(gm.graph.nodes)  # type: ignore[arg-type]
-    with tqdm(total=total, desc="fxviz record", unit="node", delay=0 if progress else 1.0) as bar:
-        instance.fxviz_progress = bar
+    total = len(interp.graph.nodes)
+    with tqdm(total=total, desc=desc, unit="node", delay=0 if show else 1.0) as bar:
+        interp.fxviz_progress = bar
         try:
-            instance.run(*inputs)
+            yield
         finally:
-            instance.fxviz_progress = None
-    return instance.recording
+            interp.fxviz_progress = None
 
 
 def _record_transformer(instance: Any, inputs: tuple[Any, ...]) -> Recording:

@@ -25,9 +25,14 @@ def nonfinite(record: NodeRecord) -> bool:
 
     Uses the statistics when they were taken, else the kept value itself. Fake and meta
     tensors hold no values: they are never non-finite (nothing is asked of their sizes).
+
+    >>> import torch, fxviz
+    >>> rec = fxviz.record(lambda x: x.log(), torch.tensor([-1.0]), stats=False)
+    >>> fxviz.nonfinite(rec["log"]), fxviz.nonfinite(rec["x"])
+    (True, False)
     """
     if any(s.nan is not None for s in record.outputs):
-        return record.nonfinite > 0
+        return record.nonfinite_count > 0
     return any(
         t.is_floating_point() and not bool(torch.isfinite(t).all())
         for _, t in iter_tensors(record.value)
@@ -36,7 +41,13 @@ def nonfinite(record: NodeRecord) -> bool:
 
 
 def dtype_changed(record: NodeRecord) -> bool:
-    """True when the node's first output dtype differs from all of its tensor inputs'."""
+    """True when the node's first output dtype differs from all of its tensor inputs'.
+
+    >>> import torch, fxviz
+    >>> rec = fxviz.record(lambda x: x.half() + 1, torch.ones(2))
+    >>> fxviz.dtype_changed(rec["half"]), fxviz.dtype_changed(rec["add"])
+    (True, False)
+    """
     if record.dtype is None:
         return False
     known = [d for d in record.input_dtypes if d is not None]

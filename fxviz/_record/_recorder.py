@@ -243,22 +243,22 @@ class Recorder:
             entry = self.entries[index]
             if not entry.kept:
                 continue
-            keys = {storage_key(t) for _, t in iter_tensors(entry.value)}
-            keys.discard(None)
-            entry.keys = frozenset(keys)  # type: ignore[arg-type]
-            for key in entry.keys:
+            keys = frozenset(
+                key for _, t in iter_tensors(entry.value) if (key := storage_key(t)) is not None
+            )
+            entry.keys = keys
+            for key in keys:
                 self._owners.setdefault(key, []).append(index)
         self._indexed = max(self._indexed, upto)
 
     def _snapshot(self, tensors: Sequence[torch.Tensor]) -> None:
         """Copy the kept values that the next node is about to overwrite, before it does."""
-        keys = {storage_key(t) for t in tensors}
-        keys.discard(None)
+        keys = {key for t in tensors if (key := storage_key(t)) is not None}
         if not keys:
             return
         self._index_kept(len(self.entries))
         for key in keys:
-            for index in self._owners.get(key, ()):  # type: ignore[arg-type]
+            for index in self._owners.get(key, ()):
                 entry = self.entries[index]
                 if key in entry.snapshotted or not entry.kept:
                     continue

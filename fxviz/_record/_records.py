@@ -55,6 +55,12 @@ class NodeRecord:
             result of writing into them in place).
         produced: for a recorded ``Transformer``, the new nodes made from this one.
         source: the user's source line that made the node, when known.
+
+    Examples:
+        >>> import torch, fxviz
+        >>> r = fxviz.record(torch.nn.Linear(4, 2), torch.ones(3, 4))["linear"]
+        >>> r.op, r.target, r.inputs, r.shape, r.nonfinite_count
+        ('call_function', 'torch._C._nn.linear', ('input_1', 'weight', 'bias'), (3, 2), 0)
     """
 
     index: int
@@ -95,9 +101,17 @@ class NodeRecord:
         return self.outputs[0].dtype if self.outputs else None
 
     @property
-    def nonfinite(self) -> int:
+    def nonfinite_count(self) -> int:
         """NaN and infinite values over all output tensors (0 when stats were off)."""
-        return sum(s.nonfinite for s in self.outputs)
+        return sum(s.nonfinite_count for s in self.outputs)
+
+    @property
+    def nonfinite(self) -> int:
+        """Deprecated name of :attr:`nonfinite_count` (``fxviz.nonfinite`` is the predicate)."""
+        from fxviz.errors import warn_deprecated
+
+        warn_deprecated("NodeRecord.nonfinite", "NodeRecord.nonfinite_count")
+        return self.nonfinite_count
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready values (no tensors): what the widget, the report and tables read."""
@@ -148,6 +162,12 @@ class Recording(Mapping[str, NodeRecord]):
             ``value`` holds it as it was when its node ran.
         complete: whether the run reached the output node.
         error: the :class:`fxviz.NodeError` that stopped the run, or ``None``.
+
+    Examples:
+        >>> import torch, fxviz
+        >>> rec = fxviz.record(lambda x: x.relu() * 2, torch.tensor([-1.0, 3.0]))
+        >>> list(rec), rec["mul"].value, rec[-1].name, rec.complete
+        (['x', 'relu', 'mul', 'output'], tensor([0., 6.]), 'output', True)
     """
 
     def __init__(
@@ -170,12 +190,12 @@ class Recording(Mapping[str, NodeRecord]):
         self.complete = complete
         self.error = error
 
-    def __getitem__(self, key: str | int | torch.fx.Node) -> NodeRecord:  # type: ignore[override]
+    def __getitem__(self, key: str | int | torch.fx.Node) -> NodeRecord:
         if isinstance(key, int) and not isinstance(key, bool):
             if not -len(self._records) <= key < len(self._records):
                 raise UnknownNodeError(f"record index {key} is out of range ({len(self)} nodes)")
             return self._records[key]
-        name = key.name if isinstance(key, torch.fx.Node) else key
+        name = key.name if isinstance(key, torch.fx.Node) else str(key)
         try:
             return self._records[self._index[name]]
         except (KeyError, TypeError):
@@ -198,14 +218,14 @@ class Recording(Mapping[str, NodeRecord]):
     def first_nonfinite(self) -> NodeRecord | None:
         """The first node whose output holds a NaN or an infinity, or ``None``.
 
-        Example:
+        Examples:
             >>> import torch, fxviz
             >>> rec = fxviz.record(lambda x: torch.log(x) * 2, torch.tensor([1.0, -1.0]))
             >>> rec.first_nonfinite().name
             'log'
         """
         for r in self._records:
-            if r.nonfinite:
+            if r.nonfinite_count:
                 return r
         return None
 

@@ -34,6 +34,12 @@ class TensorSummary:
     off, an empty, complex, sparse, meta or fake tensor). ``min``/``max``/``mean``/``std``/
     ``absmax`` cover the finite values; ``nan``/``posinf``/``neginf`` count the others.
     ``std`` is ``torch.std``'s (Bessel-corrected) standard deviation.
+
+    Examples:
+        >>> import torch, fxviz
+        >>> s = fxviz.record(lambda x: x.log(), torch.tensor([1.0, 0.0, -1.0]))["log"].outputs[0]
+        >>> s.shape, s.max, (s.nan, s.neginf), s.nonfinite_count
+        ((3,), 0.0, (1, 1), 2)
     """
 
     path: str
@@ -55,9 +61,17 @@ class TensorSummary:
     zeros: int | None = None
 
     @property
-    def nonfinite(self) -> int:
+    def nonfinite_count(self) -> int:
         """How many values are NaN or infinite (0 when unknown)."""
         return (self.nan or 0) + (self.posinf or 0) + (self.neginf or 0)
+
+    @property
+    def nonfinite(self) -> int:
+        """Deprecated name of :attr:`nonfinite_count`."""
+        from fxviz.errors import warn_deprecated
+
+        warn_deprecated("TensorSummary.nonfinite", "TensorSummary.nonfinite_count")
+        return self.nonfinite_count
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready values (dtype as ``"float32"``, NaN statistics as ``None``)."""

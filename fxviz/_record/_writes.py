@@ -23,8 +23,15 @@ from typing import Any, TypeVar
 
 import torch
 import torch.fx
+from torch.fx.node import map_arg
 
-from fxviz._torch_compat import OpOverload, OpOverloadPacket, storage_id
+from fxviz._torch_compat import (
+    OpOverload,
+    OpOverloadPacket,
+    op_name,
+    op_written_arguments,
+    storage_id,
+)
 
 __all__ = ["storage_key", "written_locations", "written_tensors"]
 
@@ -92,7 +99,7 @@ def written_tensors(
             arg = node.args[key] if key < len(node.args) else None
         else:
             arg = node.kwargs.get(key)
-        value = torch.fx.node.map_arg(arg, lambda n: env.get(n))
+        value = map_arg(arg, lambda n: env.get(n))
         tensors.extend(_flat_tensors(value))
     return tensors
 
@@ -163,10 +170,8 @@ _FLAG_NAMES = ("training", "use_input_stats")
 def _running_stats_writes(node: torch.fx.Node) -> list[Location]:
     """Running-statistics buffers that batch/instance norm update while training."""
     target = node.target
-    if isinstance(target, OpOverload):
-        key = target._schema.name
-    elif isinstance(target, OpOverloadPacket):
-        key = target._qualified_op_name
+    if isinstance(target, (OpOverload, OpOverloadPacket)):
+        key = op_name(target)
     else:
         module = getattr(target, "__module__", None) or ""
         name = getattr(target, "__name__", "")
@@ -181,9 +186,9 @@ def _running_stats_writes(node: torch.fx.Node) -> list[Location]:
         flag = next((node.kwargs[k] for k in _FLAG_NAMES if k in node.kwargs), default)
     if flag is False:
         return []
-    return [("arg", i) for i in positions if i < len(node.args)] + [
-        ("kwarg", k) for k in ("running_mean", "running_var") if k in node.kwargs
-    ]
+    written: list[Location] = [("arg", i) for i in positions if i < len(node.args)]
+    written += [("kwarg", k) for k in ("running_mean", "running_var") if k in node.kwargs]
+    return written
 
 
 @functools.cache
@@ -192,15 +197,14 @@ def _schema_writes(target: OpOverload | OpOverloadPacket) -> tuple[Location, ...
         overloads = [getattr(target, name) for name in target.overloads()]
         return tuple(dict.fromkeys(loc for o in overloads for loc in _schema_writes(o)))
     found: list[Location] = []
-    for i, arg in enumerate(target._schema.arguments):
-        if arg.alias_info is not None and arg.alias_info.is_write:
-            if not arg.kwarg_only:
-                found.append(("arg", i))
-            found.append(("kwarg", arg.name))
+    for i, name, kwarg_only in op_written_arguments(target):
+        if not kwarg_only:
+            found.append(("arg", i))
+        found.append(("kwarg", name))
     return tuple(found)
 
 
-def _inplace_flag(target: Callable[..., Any], node: torch.fx.Node) -> bool:
+def _inplace_flag(target: Any, node: torch.fx.Node) -> bool:
     """``F.relu(x, inplace=True)`` and ``F.dropout(x, 0.5, True, True)``."""
     if node.kwargs.get("inplace") is True:
         return True

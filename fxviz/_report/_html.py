@@ -19,9 +19,9 @@ import torch
 from fxviz._record._records import Recording
 from fxviz._shapes._report import ShapeReport
 from fxviz._static import static_file
-from fxviz.render._api import draw, to_dot
-from fxviz.render._collapse import opening_depth, units
+from fxviz.render._api import Drawing
 from fxviz.render._diff import GraphDiff
+from fxviz.render._payload import graph_payload, replay_payload
 from fxviz.render._style import visible
 
 __all__ = ["report"]
@@ -64,7 +64,7 @@ def report(
     step forward and back, each node's shapes, statistics, histogram, capped value
     preview and error); a GraphDiff its merged view and change table.
 
-    Example:
+    Examples:
         >>> import torch, fxviz
         >>> page = fxviz.report(fxviz.record(torch.nn.Linear(3, 2), torch.ones(1, 3)))
         >>> page.startswith("<!doctype html>") and "http" not in page.split("<script>")[0]
@@ -89,50 +89,32 @@ def report(
 
 
 def _data(obj: Any, max_preview: int) -> dict[str, Any]:
+    """The page's data: the same payload the widget gets (:mod:`fxviz.render._payload`),
+    plus every node's inspector and, for a recorded run, the Debugger's replay states."""
     from fxviz._record import Debugger
-    from fxviz.render._inspect import inspector_data, table_rows
+    from fxviz.render._inspect import inspector_data
 
     recording = obj.recording if isinstance(obj, (Debugger, ShapeReport)) else obj
     replay = isinstance(obj, (Recording, Debugger))
-    drawn_from = obj.recording if isinstance(obj, Debugger) else obj
-    drawing = draw(drawn_from)
-    depth = opening_depth(drawing)
-    dot = to_dot(drawn_from, depth=depth).source
-    nodes = {n.name: n for n in drawing.nodes}
+    drawing = Drawing(obj.recording if isinstance(obj, Debugger) else obj)  # drawn once
+    view = drawing.view(depth=drawing.opening_depth)
+    records = recording.records() if isinstance(recording, Recording) else None
+    data = graph_payload(drawing, view, records or None)
     fx_nodes = _fx_nodes(obj)
-    records = dict(recording.items()) if isinstance(recording, Recording) else {}
+    by_name = dict(recording.items()) if isinstance(recording, Recording) else {}
     inspectors = {}
-    for name, drawn in nodes.items():
-        record = records.get(name)
-        info = inspector_data(name, fx_nodes.get(name), record, max_preview=max_preview)
+    for drawn in drawing.graph.nodes:
+        name = drawn.name
+        info = inspector_data(name, fx_nodes.get(name), by_name.get(name), max_preview=max_preview)
         planned = [list(f) for f in info["fields"][:3]]
         if drawn.lines:
             planned.append(["expected output", drawn.lines[0]])
         info["planned"] = planned
         inspectors[name] = info
-    order = [r.name for r in records.values()]
-    rows = (
-        table_rows(list(records.values()))
-        if records
-        else [
-            {"name": n.name, "op": n.kind, "target": n.title, "shape": n.out_label}
-            for n in nodes.values()
-        ]
-    )
-    return {
-        "dot": dot,
-        "units": units(drawing, depth),
-        "rows": rows,
-        "inspectors": inspectors,
-        "order": order,
-        "records": {
-            r.name: {"nonfinite": r.nonfinite, "error": None if r.error is None else str(r.error)}
-            for r in records.values()
-        },
-        "replay": replay and bool(order),
-        "model": drawing.name,
-        "status": "",
-    }
+    data["inspectors"] = inspectors
+    if replay and records:
+        data["replay"] = replay_payload(recording)
+    return data
 
 
 def _fx_nodes(obj: Any) -> dict[str, Any]:
@@ -157,10 +139,7 @@ def _facts(obj: Any, data: dict[str, Any], inputs: Any) -> list[str]:
         lines.append(f"inputs: {shapes}")
     summary = getattr(obj, "summary", None)
     if callable(summary):
-        text = summary()
-        lines.append(
-            text if isinstance(text, str) else ", ".join(f"{k} {v}" for k, v in text.items())
-        )
+        lines.append(str(summary()))  # one line of text on every object that has one
     return lines
 
 

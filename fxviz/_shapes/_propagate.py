@@ -10,13 +10,24 @@ import torch
 import torch.fx
 
 from fxviz._record import RecordingInterpreter
-from fxviz._record._interpreter import check_inputs
+from fxviz._record._interpreter import check_inputs, progress_bar
 from fxviz._record._summary import iter_tensors
 from fxviz._shapes._report import ShapeReport
 from fxviz._shapes._spec import TensorSpec
-from fxviz._torch_compat import extract_tensor_metadata, fake_tensor, reparametrize
+from fxviz._torch_compat import (
+    extract_tensor_metadata,
+    fake_mode,
+    fake_tensor,
+    is_fake,
+    reparametrize,
+)
 from fxviz.capture import trace
-from fxviz.errors import FxvizError, NodeError, node_error_type
+from fxviz.errors import (  # ShapeError re-exported
+    FxvizError,
+    NodeError,
+    ShapeError,
+    node_error_type,
+)
 
 __all__ = ["Mode", "ShapeError", "shapes"]
 
@@ -24,28 +35,17 @@ Mode = Literal["real", "fake", "meta"]
 _MODES = ("real", "fake", "meta")
 
 
-class ShapeError(NodeError):
-    """A node failed during shape propagation; ``.report`` holds the nodes done before it."""
-
-    def __init__(self, message: str, *, node: str, report: ShapeReport) -> None:
-        super().__init__(message, node=node, recording=report.recording)
-        self.report = report
-
-
 class _ShapeInterpreter(RecordingInterpreter):
-    """Records shapes only, writes ``node.meta["tensor_meta"]`` like ShapeProp, shows progress."""
+    """Records shapes only, writes ``node.meta["tensor_meta"]`` like ShapeProp."""
 
-    def __init__(self, module: torch.nn.Module, progress: Any) -> None:
+    def __init__(self, module: torch.nn.Module) -> None:
         super().__init__(module, keep="stats", stats=False)
-        self._progress = progress
 
     def run_node(self, n: torch.fx.Node) -> Any:
         value = super().run_node(n)
         meta = [extract_tensor_metadata(t) for _, t in iter_tensors(value)]
         if meta:
             n.meta["tensor_meta"] = meta[0] if isinstance(value, torch.Tensor) else meta
-        if self._progress is not None:
-            self._progress.update()
         return value
 
 
@@ -75,7 +75,7 @@ def shapes(
         ShapeError: a node failed; the message names it, its op and its input shapes, and
             ``err.report`` holds the partial report.
 
-    Example:
+    Examples:
         >>> import torch, fxviz
         >>> rep = fxviz.shapes(torch.nn.Linear(8, 2), fxviz.spec(4, 8), mode="fake")
         >>> rep["linear"].shape
@@ -96,10 +96,11 @@ def shapes(
         converted = tuple(convert(x) for x in inputs)
         check_inputs(gm, converted)
         grad = torch.enable_grad() if mode == "real" else torch.no_grad()
-        with grad, _parameters(mode, gm, convert), _progress_bar(gm, progress) as bar:
-            interp = _ShapeInterpreter(gm, bar)
+        with grad, _parameters(mode, gm, convert):
+            interp = _ShapeInterpreter(gm)
             try:
-                interp.run(*converted)
+                with progress_bar(interp, progress, "fxviz shapes"):
+                    interp.run(*converted)
             except NodeError as error:
                 report = ShapeReport(gm, error.recording, mode=mode)
                 cause = error.__cause__
@@ -119,19 +120,17 @@ def _mode_context(mode: str, model: Any, device: Any) -> Iterator[Any]:
     if mode == "meta":
         yield lambda x: _to_meta(x)
         return
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
-    fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+    faking = fake_mode()
     target = torch.device(device) if device is not None else _home_device(model)
 
     def to_fake(x: Any) -> Any:
         if isinstance(x, TensorSpec):  # made inside the fake mode: a FakeTensor, no data
             return x.materialize(device if device is not None else x.device or target)
-        if isinstance(x, torch.Tensor) and not _is_fake(x):
-            return fake_tensor(fake_mode, x, target if (device or x.is_meta) else x.device)
+        if isinstance(x, torch.Tensor) and not is_fake(x):
+            return fake_tensor(faking, x, target if (device or x.is_meta) else x.device)
         return x
 
-    with fake_mode:
+    with faking:
         yield to_fake
 
 
@@ -145,22 +144,10 @@ def _parameters(mode: str, gm: torch.nn.Module, convert: Any) -> Iterator[None]:
     state = {
         name: convert(t)
         for name, t in [*gm.named_parameters(), *gm.named_buffers()]
-        if not _is_fake(t) and not (mode == "meta" and t.is_meta)
+        if not is_fake(t) and not (mode == "meta" and t.is_meta)
     }
     with reparametrize(gm, state):
         yield
-
-
-@contextlib.contextmanager
-def _progress_bar(gm: torch.nn.Module, show: bool | None) -> Iterator[Any]:
-    if show is False:
-        yield None
-        return
-    from tqdm.auto import tqdm
-
-    total = len(gm.graph.nodes)  # type: ignore[arg-type]
-    with tqdm(total=total, desc="fxviz shapes", unit="node", delay=0 if show else 1.0) as bar:
-        yield bar
 
 
 def _to_meta(x: Any) -> Any:
@@ -169,12 +156,6 @@ def _to_meta(x: Any) -> Any:
     if isinstance(x, torch.Tensor) and not x.is_meta:
         return x.detach().to("meta").requires_grad_(x.requires_grad and x.is_floating_point())
     return x
-
-
-def _is_fake(t: torch.Tensor) -> bool:
-    from torch._subclasses.fake_tensor import FakeTensor
-
-    return isinstance(t, FakeTensor)
 
 
 def _on_meta(model: torch.nn.Module) -> bool:

@@ -38,7 +38,7 @@ class ShapeReport(Mapping[str, NodeRecord]):
     .shape``). ``complete`` is false when a node failed; ``error`` then holds it and the
     nodes before it are kept.
 
-    Example:
+    Examples:
         >>> import torch, fxviz
         >>> rep = fxviz.shapes(torch.nn.Sequential(torch.nn.Linear(8, 2)), torch.ones(4, 8))
         >>> row = rep.table().loc["_0"]
@@ -92,12 +92,32 @@ class ShapeReport(Mapping[str, NodeRecord]):
         except AttributeError:
             return 0
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> str:
+        """One line, like ``Recording.summary()`` and ``GraphDiff.summary()``: nodes,
+        parameters, activations and the peak of live activation memory.
+
+        The numbers themselves are in :meth:`totals`; indexing the returned text by key
+        (``summary()["peak_node"]``, the old dict form) still works, with an
+        FxvizDeprecationWarning.
+
+        Examples:
+            >>> import torch, fxviz
+            >>> print(fxviz.shapes(torch.nn.Linear(4, 2), fxviz.spec(3, 4), mode="meta").summary())
+            5 nodes, mode=meta; parameters 10 (40 B); activations 24 B; peak live 24 B at 'linear'
+        """
+        return _SummaryText(self._summary_line(), self.totals())
+
+    def totals(self) -> dict[str, Any]:
         """Totals: nodes, parameters (and their bytes), activation bytes, and the peak of
         live activation bytes along the execution order with the node where it happens.
 
         An activation lives from its node until its last user has run; views and in-place
         results share their input's memory and are counted once.
+
+        Examples:
+            >>> import torch, fxviz
+            >>> fxviz.shapes(torch.nn.Linear(4, 2), fxviz.spec(3, 4), mode="meta").totals()["parameters"]
+            10
         """
         params = {id(p): p for p in self.graph_module.parameters()}
         records = self.recording.records()
@@ -172,7 +192,7 @@ class ShapeReport(Mapping[str, NodeRecord]):
         return f"{body}\n\n{self._summary_line()}"
 
     def _summary_line(self) -> str:
-        s = self.summary()
+        s = self.totals()
         state = "" if s["complete"] else f" (stopped at {self.error_node()!r})"
         return (
             f"{s['nodes']} nodes{state}, mode={self.mode}; parameters {s['parameters']:,} "
@@ -191,8 +211,10 @@ class ShapeReport(Mapping[str, NodeRecord]):
         changed_dtype = [_dtype_changed(r) for r in self.recording.values()]
         changed_shape = [_shape_changed(r) for r in self.recording.values()]
 
+        position = {name: i for i, name in enumerate(table.index)}
+
         def row_styles(row: pd.Series) -> list[str]:
-            i = table.index.get_loc(row.name)
+            i = position[row.name]
             styles = []
             for column in row.index:
                 style = ""
@@ -200,14 +222,15 @@ class ShapeReport(Mapping[str, NodeRecord]):
                     style = "background-color: rgba(255, 200, 0, 0.35); font-weight: bold"
                 if column == "shape" and changed_shape[i]:
                     style = "font-weight: bold"
-                if column == "error" and row["error"]:
+                if column == "error" and bool(row["error"]):
                     style = "color: #c00"
                 styles.append(style)
             return styles
 
         shown = table.drop(columns=[c for c in ("symbolic_shape", "error") if not table[c].any()])
+        style: Any = shown.style  # pandas' stubs lose the Styler type along the chain
         styler = (
-            shown.style.apply(row_styles, axis=1)
+            style.apply(row_styles, axis=1)
             .format(escape="html", thousands=",")
             .format_index(escape="html")
             .apply_index(
@@ -233,7 +256,7 @@ def shapes_diff(a: ShapeReport, b: ShapeReport) -> pd.DataFrame:
     Columns: ``shape_a``, ``shape_b``, ``dtype_a``, ``dtype_b`` and ``change`` (``shape``,
     ``dtype``, ``shape, dtype``, ``added`` or ``removed``).
 
-    Example:
+    Examples:
         >>> import torch, fxviz
         >>> model = torch.nn.Linear(8, 2)
         >>> d = fxviz.shapes_diff(fxviz.shapes(model, fxviz.spec(1, 8)), fxviz.shapes(model, fxviz.spec(4, 8)))
@@ -320,9 +343,29 @@ def _peak_live(
     return peak, at
 
 
-def _human(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
+def _human(n: float) -> str:
+    for unit in ("B", "KiB", "MiB"):
+        if abs(n) < 1024:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return str(n)
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+class _SummaryText(str):
+    """``ShapeReport.summary()``'s text; indexing it by key reads :meth:`ShapeReport.totals`
+    (what ``summary()`` returned before 0.2), with a deprecation warning."""
+
+    _totals: dict[str, Any]
+
+    def __new__(cls, text: str, totals: dict[str, Any]) -> _SummaryText:
+        self = super().__new__(cls, text)
+        self._totals = totals
+        return self
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, str):
+            from fxviz.errors import warn_deprecated
+
+            warn_deprecated("ShapeReport.summary()[key]", "ShapeReport.totals()[key]")
+            return self._totals[key]
+        return super().__getitem__(key)

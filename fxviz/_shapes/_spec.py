@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from fxviz.errors import FxvizError
+from fxviz.errors import SpecError  # defined in errors.py, re-exported here
 
 __all__ = ["SpecError", "TensorSpec", "parse_spec", "spec"]
 
@@ -39,16 +39,18 @@ _MAX_TEXT = 1000  # a spec is a short call; longer text is refused before parsin
 _MAX_INT = 2**63 - 1  # torch sizes and element counts are int64
 
 
-class SpecError(FxvizError, ValueError):
-    """An input spec that cannot be parsed or made."""
-
-
 @dataclasses.dataclass(frozen=True)
 class TensorSpec:
     """An input described by shape and dtype; ``fill`` says how a real one is made.
 
     ``args`` holds the fill's extra numbers: ``(low, high)`` for ``randint``, ``(value,)``
     for ``full``.
+
+    Examples:
+        >>> import torch, fxviz
+        >>> s = fxviz.spec(2, 3, dtype=torch.float16)
+        >>> s.shape, s.materialize().dtype
+        ((2, 3), torch.float16)
     """
 
     shape: tuple[int, ...]
@@ -105,7 +107,7 @@ class TensorSpec:
 def spec(*shape: int, dtype: torch.dtype = torch.float32, device: str | None = None) -> TensorSpec:
     """An input of this shape and dtype, allocated only in ``mode="real"``.
 
-    Example:
+    Examples:
         >>> import torch, fxviz
         >>> fxviz.spec(2, 128, dtype=torch.long)
         TensorSpec(shape=(2, 128), dtype=torch.int64, device=None, fill='randn', args=())

@@ -1,6 +1,13 @@
-"""Drawing graphs: DOT built with the ``graphviz`` package, overlays, diffs."""
+"""Drawing graphs: the drawing model, DOT built with the ``graphviz`` package, diffs.
 
-from fxviz.render._api import RenderError, to_dot, to_svg
+Overlay rules are public in :mod:`fxviz.overlays`; ``fxviz.render.errors`` and
+``fxviz.render.nonfinite_values`` are deprecated names of two of them.
+"""
+
+from typing import Any
+
+from fxviz.errors import RenderError, warn_deprecated
+from fxviz.render._api import Drawing, View, to_dot, to_svg
 from fxviz.render._diff import GraphDiff, diff
 from fxviz.render._model import DrawEdge, DrawGraph, DrawNode
 from fxviz.render._overlays import (
@@ -8,24 +15,41 @@ from fxviz.render._overlays import (
     Style,
     bytes_heat,
     debugger_state,
-    errors,
-    nonfinite_values,
+    highlight_errors,
+    highlight_nonfinite,
     time_heat,
 )
+
+# Old name -> (its successor, the object): importable, with an FxvizDeprecationWarning.
+_DEPRECATED = {
+    "errors": ("fxviz.overlays.highlight_errors", highlight_errors),
+    "nonfinite_values": ("fxviz.overlays.highlight_nonfinite", highlight_nonfinite),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _DEPRECATED:
+        new, value = _DEPRECATED[name]
+        warn_deprecated(f"fxviz.render.{name}", new)
+        return value
+    raise AttributeError(f"module 'fxviz.render' has no attribute {name!r}")
+
 
 __all__ = [
     "DrawEdge",
     "DrawGraph",
     "DrawNode",
+    "Drawing",
     "GraphDiff",
     "Overlay",
     "RenderError",
     "Style",
+    "View",
     "bytes_heat",
     "debugger_state",
     "diff",
-    "errors",
-    "nonfinite_values",
+    "highlight_errors",
+    "highlight_nonfinite",
     "time_heat",
     "to_dot",
     "to_svg",

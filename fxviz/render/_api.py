@@ -1,7 +1,14 @@
-"""``fxviz.to_dot`` and ``fxviz.to_svg``: any graph fxviz knows, as DOT or SVG."""
+"""``fxviz.to_dot`` and ``fxviz.to_svg``: any graph fxviz knows, as DOT or SVG.
+
+Draw once: :class:`Drawing` turns an object into its drawing model a single time; each
+state change of a view (depth, expanded or collapsed modules, overlays) is one call of
+:meth:`Drawing.view`, whose :class:`View` carries the DOT and the node -> drawn-box map
+computed together. ``to_dot``, the widget and the HTML report are all views of it.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -12,17 +19,68 @@ import torch.fx
 
 from fxviz._record._records import Recording
 from fxviz._shapes._report import ShapeReport
-from fxviz.errors import FxvizError
+from fxviz.errors import RenderError  # defined in errors.py, re-exported here
+from fxviz.render._collapse import fold, opening_depth
 from fxviz.render._dot import render
 from fxviz.render._from_fx import draw_fx
 from fxviz.render._model import DrawGraph
-from fxviz.render._overlays import Overlay, errors, nonfinite_values
+from fxviz.render._overlays import Overlay, guarded, highlight_errors, highlight_nonfinite
 
-__all__ = ["RenderError", "draw", "to_dot", "to_svg"]
+__all__ = ["Drawing", "RenderError", "View", "draw", "to_dot", "to_svg"]
 
 
-class RenderError(FxvizError, RuntimeError):
-    """A graph could not be drawn (no ``dot`` for SVG, an object fxviz cannot draw)."""
+@dataclasses.dataclass(frozen=True)
+class View:
+    """One state of a drawn graph: the DOT and, for every node name, the DOT id of what
+    draws it (its collapsed module's box, or the node itself)."""
+
+    digraph: graphviz.Digraph
+    units: dict[str, str]
+    depth: int | None
+
+    @property
+    def dot(self) -> str:
+        """The DOT source text."""
+        return self.digraph.source
+
+
+class Drawing:
+    """An object's drawing model, made once; :meth:`view` draws one state of it.
+
+    Examples:
+        >>> import torch, fxviz
+        >>> from fxviz.render import Drawing
+        >>> drawing = Drawing(fxviz.trace(torch.nn.Sequential(torch.nn.Linear(4, 2))))
+        >>> view = drawing.view(depth=None)
+        >>> view.units["_0"], view.dot.startswith("digraph")
+        ('_0', True)
+    """
+
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+        self.graph: DrawGraph = draw(obj)
+        self.defaults: list[Overlay] = _default_overlays(obj)
+        self.opening_depth: int | None = opening_depth(self.graph)
+
+    def view(
+        self,
+        *,
+        depth: int | None = None,
+        expand: Iterable[str] = (),
+        collapse: Iterable[str] = (),
+        overlay: Overlay | Sequence[Overlay] | None = None,
+        **options: Any,
+    ) -> View:
+        """The DOT and units of one state; ``options`` as for :func:`to_dot`."""
+        folding = fold(self.graph, depth, frozenset(expand), frozenset(collapse))
+        digraph = render(
+            self.graph,
+            depth=depth,
+            overlays=guarded([*self.defaults, *_as_list(overlay)]),
+            folding=folding,
+            **options,
+        )
+        return View(digraph, folding.units(self.graph), depth)
 
 
 def draw(obj: Any) -> DrawGraph:
@@ -91,29 +149,42 @@ def to_dot(
     Node ids are the FX node names, so the output is stable and the browser can address
     nodes. Never display the returned Digraph directly in a notebook: that calls ``dot``.
 
-    Example:
+    Examples:
         >>> import torch, fxviz
         >>> dot = fxviz.to_dot(fxviz.trace(torch.nn.Sequential(torch.nn.Linear(4, 2))))
         >>> "Linear(4→2)" in dot.source
         True
     """
-    overlays = [*_default_overlays(obj), *_as_list(overlay)]
-    return render(
-        draw(obj),
-        depth=depth,
-        expand=expand,
-        collapse=collapse,
-        overlays=overlays,
-        legend=legend,
-        edge_labels=edge_labels,
-        rankdir=rankdir,
-        max_label=max_label,
-        stub_fanout=stub_fanout,
+    return (
+        Drawing(obj)
+        .view(
+            depth=depth,
+            expand=expand,
+            collapse=collapse,
+            overlay=overlay,
+            legend=legend,
+            edge_labels=edge_labels,
+            rankdir=rankdir,
+            max_label=max_label,
+            stub_fanout=stub_fanout,
+        )
+        .digraph
     )
 
 
 def to_svg(obj: Any, **options: Any) -> str:
     """SVG text laid out by the system ``dot`` (Graphviz), when it is installed.
+
+    ``options`` are those of :func:`to_dot`; a ``graphviz.Digraph`` is laid out as it is.
+
+    Examples:
+        >>> import torch, fxviz
+        >>> try:
+        ...     svg = fxviz.to_svg(fxviz.trace(torch.nn.Linear(4, 2)), legend=False)
+        ... except fxviz.RenderError:  # no Graphviz `dot` on this machine
+        ...     svg = "<svg></svg>"
+        >>> "<svg" in svg
+        True
 
     Raises:
         RenderError: ``dot`` is not on PATH; the notebook widget and the HTML report lay
@@ -139,12 +210,13 @@ def _default_overlays(obj: Any) -> list[Overlay]:
     if isinstance(obj, GraphDiff):
         return [obj.overlay()]
     if isinstance(obj, (Recording, ShapeReport)) or _debugger_recording(obj) is not None:
-        overlays: list[Overlay] = [errors, nonfinite_values]
-        states = getattr(obj, "node_states", None)
-        if callable(states):
-            from fxviz.render._overlays import debugger_state
+        overlays: list[Overlay] = [highlight_errors, highlight_nonfinite]
+        from fxviz._record import Debugger
 
-            overlays.insert(0, debugger_state(states()))
+        if isinstance(obj, Debugger):
+            from fxviz.overlays import debugger_state
+
+            overlays.insert(0, debugger_state(obj.node_states()))
         return overlays
     return []
 

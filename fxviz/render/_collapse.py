@@ -1,17 +1,68 @@
-"""Which nodes a view draws and which it folds into one box per module."""
+"""The one owner of DOT ids for modules and of collapsing: which nodes a view draws and
+which it folds into one box per module.
+
+The DOT renderer, the widget and the report all read :func:`fold`, and a cluster title
+seen in the browser is turned back into its module by :func:`cluster_path` (split
+``_partK`` clusters included).
+"""
 
 from __future__ import annotations
 
-from fxviz.render._model import DrawGraph, dot_id
+import dataclasses
+import re
 
-__all__ = ["BIG_GRAPH", "module_id", "opening_depth", "unit_path", "units"]
+from fxviz.render._model import DrawGraph, DrawNode, dot_id
+
+__all__ = [
+    "BIG_GRAPH",
+    "Box",
+    "Folding",
+    "cluster_id",
+    "cluster_path",
+    "fold",
+    "module_id",
+    "opening_depth",
+    "unit_path",
+    "units",
+]
 
 BIG_GRAPH = 300  # visible nodes above which a view opens collapsed by module
+_PART = re.compile(r"_part\d+\Z")
 
 
 def module_id(path: str, prefix: str = "module__") -> str:
     """``layers.0`` -> ``module__layers__0`` (readable ids for module boxes and clusters)."""
     return dot_id(path.replace(".", "__"), prefix)
+
+
+def cluster_id(path: str, part: int | None = None) -> str:
+    """The DOT subgraph name of a module's frame (``part``: one piece of a split frame).
+
+    >>> cluster_id("layers.0"), cluster_id("layers", 1)
+    ('cluster_m_layers__0', 'cluster_m_layers_part1')
+    """
+    base = f"cluster_{module_id(path, 'm_')}"
+    return base if part is None else f"{base}_part{part}"
+
+
+def cluster_path(draw: DrawGraph, cluster: str) -> str | None:
+    """The module path whose frame is called ``cluster`` (any part of a split frame), or None.
+
+    >>> from fxviz.render._model import DrawGraph, DrawNode
+    >>> g = DrawGraph("g", [DrawNode("a", "a", "call_function", "relu", module="layers.0")], [])
+    >>> cluster_path(g, "cluster_m_layers__0"), cluster_path(g, "cluster_m_layers_part3")
+    ('layers.0', 'layers')
+    """
+    base = _PART.sub("", cluster)
+    for path in sorted({p for n in draw.nodes for p in _prefixes(n.module)}):
+        if cluster_id(path) in (cluster, base):
+            return path
+    return None
+
+
+def _prefixes(module: str) -> list[str]:
+    parts = module.split(".") if module else []
+    return [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
 
 
 def unit_path(
@@ -36,6 +87,53 @@ def unit_path(
     return ".".join(parts[:cut])
 
 
+@dataclasses.dataclass
+class Box:
+    """A collapsed module drawn as one node."""
+
+    id: str
+    path: str
+    members: list[DrawNode]
+
+
+@dataclasses.dataclass
+class Folding:
+    """What one view draws: ``boxes`` by module path, and for every node id the DOT id
+    of what draws it (``where``: its module's box, or the node itself)."""
+
+    boxes: dict[str, Box]
+    where: dict[str, str]
+    box_of: dict[str, str | None]  # node id -> path of the box it is folded into
+
+    def units(self, draw: DrawGraph) -> dict[str, str]:
+        """``{node name: DOT id of what draws it}`` (what the browser needs)."""
+        return {n.name: self.where[n.id] for n in draw.nodes}
+
+
+def fold(
+    draw: DrawGraph,
+    depth: int | None,
+    expand: frozenset[str] = frozenset(),
+    collapse: frozenset[str] = frozenset(),
+) -> Folding:
+    """Collapse modules per ``depth``/``expand``/``collapse``; a box around a single node
+    (a leaf module's one call) is not drawn: the node is."""
+    if depth is not None and depth < 1:
+        raise ValueError(f"depth must be >= 1 (or None for no collapsing), not {depth}")
+    box_of = {n.id: unit_path(n.module, depth, expand, collapse) for n in draw.nodes}
+    boxes: dict[str, Box] = {}
+    for n in draw.nodes:
+        path = box_of[n.id]
+        if path is not None:
+            boxes.setdefault(path, Box(module_id(path), path, [])).members.append(n)
+    for path, box in list(boxes.items()):
+        if len(box.members) == 1:
+            box_of[box.members[0].id] = None
+            del boxes[path]
+    where = {n.id: boxes[p].id if (p := box_of[n.id]) is not None else n.id for n in draw.nodes}
+    return Folding(boxes, where, box_of)
+
+
 def opening_depth(draw: DrawGraph, limit: int = BIG_GRAPH) -> int | None:
     """``None`` (draw everything) for small graphs; else the deepest collapse that keeps
     at most ``limit`` visible units."""
@@ -53,14 +151,5 @@ def units(
     expand: frozenset[str] = frozenset(),
     collapse: frozenset[str] = frozenset(),
 ) -> dict[str, str]:
-    """``{node name: DOT id of what draws it}``: its module's box, or the node itself
-    (a box around a single node is not drawn)."""
-    paths = {n.name: unit_path(n.module, depth, expand, collapse) for n in draw.nodes}
-    counts: dict[str, int] = {}
-    for path in paths.values():
-        if path:
-            counts[path] = counts.get(path, 0) + 1
-    return {
-        n.name: module_id(paths[n.name]) if paths[n.name] and counts[paths[n.name]] > 1 else n.id
-        for n in draw.nodes
-    }
+    """``{node name: DOT id of what draws it}`` for this view (see :func:`fold`)."""
+    return fold(draw, depth, expand, collapse).units(draw)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import html
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
@@ -60,6 +60,13 @@ class GraphDiff:
             (removed nodes where they were).
         first_divergence: with inputs, the first node (of ``after``) whose output is not
             close to its counterpart's; ``None`` when all are.
+
+    Examples:
+        >>> import torch, fxviz
+        >>> x = torch.ones(2)
+        >>> d = fxviz.diff(fxviz.trace(lambda x: x.relu(), x), fxviz.trace(lambda x: x.relu() + 1, x), x)
+        >>> d.summary(), d.first_divergence
+        ("1 changed, 1 added, 0 removed; first divergence at 'output'", 'output')
     """
 
     def __init__(self, before: DrawGraph, after: DrawGraph, pairs: list[Pair]) -> None:
@@ -205,7 +212,7 @@ def diff(
             module and ``torch.jit.freeze`` of it).
         *inputs: run both graphs on these and compare values.
 
-    Example:
+    Examples:
         >>> import torch, fxviz
         >>> from fxviz.examples import NegSigmSwapXformer, neg_sigmoid
         >>> gm = torch.fx.symbolic_trace(neg_sigmoid)
@@ -230,7 +237,7 @@ def diff(
         return GraphDiff(left, right, _align(left, right, provenance))
     from fxviz.capture import trace
 
-    gm_before, gm_after = trace(before, *inputs), trace(after, *inputs)
+    gm_before, gm_after = trace(before, *inputs), trace(cast(Any, after), *inputs)
     records_before = records_after = None
     if inputs:
         from fxviz._record import record
@@ -326,9 +333,10 @@ def _compare(pair: Pair, before: Recording, after: Recording, rtol: float, atol:
             allclose=False,
             detail=_with(pair.detail, f"shape {tuple(x.shape)} → {tuple(y.shape)}"),
         )
-    if not (x.is_floating_point() or x.is_complex()):
-        x, y = x.double(), y.double()
-    a, b = x.detach().double(), y.detach().double()
+    # compared in double precision; complex outputs stay complex (.double() would drop
+    # their imaginary parts)
+    wide = torch.complex128 if x.is_complex() or y.is_complex() else torch.float64
+    a, b = x.detach().to(wide), y.detach().to(wide)
     abs_err = (a - b).abs()
     max_abs = float(abs_err.max()) if abs_err.numel() else 0.0
     max_rel = float((abs_err / a.abs().clamp_min(1e-12)).max()) if abs_err.numel() else 0.0

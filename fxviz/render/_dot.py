@@ -7,13 +7,13 @@ deterministic, so the same graph gives the same bytes.
 from __future__ import annotations
 
 import collections
-import dataclasses
 from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, cast
 
 import graphviz
 
-from fxviz.render._collapse import module_id as _path_id
-from fxviz.render._collapse import unit_path as _unit_path
+from fxviz.render._collapse import Box, Folding, cluster_id, fold
 from fxviz.render._model import DrawEdge, DrawGraph, DrawNode, dot_id
 from fxviz.render._overlays import Overlay, apply_overlays
 from fxviz.render._style import KIND_STYLES, html_label, palette_colour, tooltip_text
@@ -23,15 +23,6 @@ __all__ = ["MAX_CLUSTER_CHILDREN", "render"]
 MAX_CLUSTER_CHILDREN = 500  # larger groups are split so no single layout is huge
 _INPUT_KINDS = ("placeholder", "get_attr", "parameter", "buffer", "constant")
 _FONT = "Helvetica,Arial,sans-serif"
-
-
-@dataclasses.dataclass
-class _Box:
-    """A collapsed module drawn as one node."""
-
-    id: str
-    path: str
-    members: list[DrawNode]
 
 
 def render(
@@ -46,27 +37,19 @@ def render(
     rankdir: str = "TB",
     max_label: int = 40,
     stub_fanout: int = 6,
+    folding: Folding | None = None,
 ) -> graphviz.Digraph:
-    """DOT for ``draw``; see :func:`fxviz.to_dot` for the arguments."""
+    """DOT for ``draw``; see :func:`fxviz.to_dot` for the arguments. ``folding`` is the
+    view's collapse (:func:`fxviz.render._collapse.fold`), computed here when not given."""
     if depth is not None and depth < 1:
         raise ValueError(f"depth must be >= 1 (or None for no collapsing), not {depth}")
     if isinstance(max_label, bool) or not isinstance(max_label, int) or max_label < 1:
         raise ValueError(
             f"max_label must be a positive int (the longest label line, e.g. 40), not {max_label!r}"
         )
-    expand, collapse = frozenset(expand), frozenset(collapse)
-    unit = {n.id: _unit_path(n.module, depth, expand, collapse) for n in draw.nodes}
-    boxes: dict[str, _Box] = {}
-    for n in draw.nodes:
-        path = unit[n.id]
-        if path is not None:
-            box = boxes.setdefault(path, _Box(_path_id(path, "module__"), path, []))
-            box.members.append(n)
-    for path, box in list(boxes.items()):
-        if len(box.members) == 1:  # a box around one node (a leaf module call): the node
-            unit[box.members[0].id] = None
-            del boxes[path]
-    where = {n.id: (boxes[unit[n.id]].id if unit[n.id] is not None else n.id) for n in draw.nodes}
+    if folding is None:
+        folding = fold(draw, depth, frozenset(expand), frozenset(collapse))
+    unit, boxes, where = folding.box_of, folding.boxes, folding.where
 
     dot = graphviz.Digraph(
         name=dot_id(draw.name),
@@ -116,6 +99,11 @@ def render(
     if legend:
         _legend(dot, draw, boxes)
     return dot
+
+
+def _subgraph(graph: graphviz.Digraph, name: str) -> AbstractContextManager[graphviz.Digraph]:
+    """``graph.subgraph(name=...)`` as a context (the package's types say it may be None)."""
+    return cast("AbstractContextManager[graphviz.Digraph]", graph.subgraph(name=name))
 
 
 def _parent(path: str) -> str:
@@ -186,7 +174,7 @@ class _Statements:
             attrs["penwidth"] = str(style.penwidth)
         graph.node(n.id, **attrs)
 
-    def box(self, graph: graphviz.Digraph, box: _Box) -> None:
+    def box(self, graph: graphviz.Digraph, box: Box) -> None:
         draw = self.draw
         kind = draw.modules.get(box.path, "")
         params = draw.params.get(box.path, 0)
@@ -273,7 +261,7 @@ class _Tree:
         ]
         for k, chunk in enumerate(chunks or [[]]):
             if len(chunks) > 1 and path:
-                with graph.subgraph(name=f"cluster_{_path_id(path, 'm_')}_part{k}") as part:
+                with _subgraph(graph, cluster_id(path, k)) as part:
                     part.attr(
                         label=tooltip_text(f"{path} (part {k + 1}/{len(chunks)})"), style="dashed"
                     )
@@ -283,15 +271,15 @@ class _Tree:
         for child in self.children(path):
             items = self.members.get(child, [])
             if len(items) == 1 and not self.children(child) and items[0][0] == "node":
-                node = items[0][1]
+                node: Any = items[0][1]
                 if node.kind == "call_module":  # a leaf module: its one call needs no frame
-                    out.node(graph, node)  # type: ignore[arg-type]
+                    out.node(graph, node)
                     continue
             if draw.internal_paths:
                 label = draw.modules.get(child, child)
             else:
                 label = f"{child} · {draw.modules.get(child, '')}".rstrip(" ·")
-            with graph.subgraph(name=f"cluster_{_path_id(child, 'm_')}") as sub:
+            with _subgraph(graph, cluster_id(child)) as sub:
                 sub.attr(
                     label=tooltip_text(label),
                     labeljust="l",
@@ -307,14 +295,14 @@ class _Tree:
     ) -> None:
         groups: dict[str, list] = collections.defaultdict(list)
         for kind, item in items:
-            cluster = self.extra.get(item.id) if kind == "node" else None  # type: ignore[attr-defined]
+            cluster = self.extra.get(item.id) if kind == "node" else None
             groups[cluster or ""].append((kind, item))
         for cluster in sorted(groups):
             if not cluster:
                 for kind, item in groups[cluster]:
-                    (out.node if kind == "node" else out.box)(graph, item)  # type: ignore[operator]
+                    (out.node if kind == "node" else out.box)(graph, item)
                 continue
-            with graph.subgraph(name=f"cluster_{dot_id(cluster, 'c_')}") as sub:
+            with _subgraph(graph, f"cluster_{dot_id(cluster, 'c_')}") as sub:
                 sub.attr(
                     label=tooltip_text(draw.clusters.get(cluster, cluster)),
                     style="rounded,filled",
@@ -323,10 +311,10 @@ class _Tree:
                     fontsize="10",
                 )
                 for kind, item in groups[cluster]:
-                    (out.node if kind == "node" else out.box)(sub, item)  # type: ignore[operator]
+                    (out.node if kind == "node" else out.box)(sub, item)
 
 
-def _legend(dot: graphviz.Digraph, draw: DrawGraph, boxes: dict[str, _Box]) -> None:
+def _legend(dot: graphviz.Digraph, draw: DrawGraph, boxes: dict[str, Box]) -> None:
     present = list(dict.fromkeys(n.kind for n in draw.nodes))
     if boxes:
         present.append("module")
@@ -342,7 +330,7 @@ def _legend(dot: graphviz.Digraph, draw: DrawGraph, boxes: dict[str, _Box]) -> N
         "call_module": "module call",
         "module": "collapsed module",
     }
-    with dot.subgraph(name="cluster__legend") as legend:
+    with _subgraph(dot, "cluster__legend") as legend:
         legend.attr(label="legend", fontsize="9", style="dotted", color="#aaaaaa")
         for kind in present:
             if kind not in KIND_STYLES:

@@ -7,11 +7,13 @@ from typing import Any
 
 import torch
 import torch.fx
+from torch.fx.node import map_arg
 
 from fxviz._nodes import module_path, source_line, target_text
 from fxviz._record._records import NodeRecord
 from fxviz._record._summary import dtype_name
 from fxviz._shapes._report import format_shape
+from fxviz._torch_compat import CONV_MODULES, NORM_MODULES
 from fxviz.render._model import DrawEdge, DrawGraph, DrawNode, dot_id
 
 __all__ = ["draw_fx", "module_label"]
@@ -37,7 +39,7 @@ def draw_fx(
     for node in graph.nodes:
         record = records.get(node.name)
         shape = _shape_text(node, record)
-        kind = kinds.get(node.name, node.op)
+        kind: str = kinds.get(node.name) or node.op
         title = _title(node, modules, kind)
         lines = [shape] if shape else []
         nodes.append(
@@ -100,13 +102,14 @@ def module_label(module: torch.nn.Module) -> str:
     kind = type(module).__name__
     if isinstance(module, torch.nn.Linear):
         return f"{kind}({module.in_features}→{module.out_features})"
-    if isinstance(module, torch.nn.modules.conv._ConvNd):
-        k = "×".join(map(str, module.kernel_size))
-        s = "×".join(map(str, module.stride))
+    if isinstance(module, CONV_MODULES):
+        conv: Any = module
+        k = "×".join(map(str, conv.kernel_size))
+        s = "×".join(map(str, conv.stride))
         return f"{kind}({module.in_channels}→{module.out_channels}, k={k}, s={s})"
     if isinstance(module, torch.nn.Embedding):
         return f"{kind}({module.num_embeddings}, {module.embedding_dim})"
-    if isinstance(module, (torch.nn.LayerNorm, torch.nn.modules.batchnorm._NormBase)):
+    if isinstance(module, NORM_MODULES):
         size = getattr(module, "normalized_shape", None) or (getattr(module, "num_features", ""),)
         return f"{kind}({', '.join(map(str, size))})"
     return kind
@@ -164,7 +167,7 @@ def _tooltip(node: torch.fx.Node, title: str, shape: str, record: NodeRecord | N
                     f"{summary.path or 'value'}: min {summary.min:.4g} max {summary.max:.4g} "
                     f"mean {summary.mean:.4g} std {summary.std if summary.std is None else format(summary.std, '.4g')}"
                 )
-            if summary.nonfinite:
+            if summary.nonfinite_count:
                 lines.append(f"NaN {summary.nan}, +Inf {summary.posinf}, -Inf {summary.neginf}")
         if record.error is not None:
             lines.append(f"error: {type(record.error).__name__}: {record.error}")
@@ -175,8 +178,12 @@ def _tooltip(node: torch.fx.Node, title: str, shape: str, record: NodeRecord | N
 
 
 def _brief(value: Any, limit: int = 200) -> str:
-    text = repr(torch.fx.node.map_arg(value, lambda n: _Named(n.name)))
+    text = repr(map_arg(value, _named))
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _named(node: torch.fx.Node) -> Any:
+    return _Named(node.name)
 
 
 class _Named:

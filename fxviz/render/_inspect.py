@@ -17,20 +17,32 @@ _BINS = 20
 
 
 def table_rows(records: list[NodeRecord]) -> list[dict[str, Any]]:
-    """One small dict a node for the linked table."""
+    """One small dict a node for the linked table: a projection of ``record.to_dict()``
+    (the records' one serialized form).
+
+    >>> import torch, fxviz
+    >>> rec = fxviz.record(lambda x: x.log(), torch.tensor([-1.0, 1.0]))
+    >>> {k: v for k, v in table_rows(rec.records())[1].items() if k != "ms"}
+    {'name': 'log', 'op': 'call_method', 'target': 'log', 'shape': '2', 'dtype': 'float32', 'mean': 0.0, 'nonfinite': 1}
+    """
     rows = []
     for r in records:
-        first = r.outputs[0] if r.outputs else None
+        d = r.to_dict()
+        first = d["outputs"][0] if d["outputs"] else None
+        mean = None if first is None or first["mean"] is None else float(f"{first['mean']:.4g}")
+        nonfinite = sum(
+            (o["nan"] or 0) + (o["posinf"] or 0) + (o["neginf"] or 0) for o in d["outputs"]
+        )
         rows.append(
             {
-                "name": r.name,
-                "op": r.op,
-                "target": r.target,
-                "shape": format_shape(first.shape) if first else "",
-                "dtype": dtype_name(first.dtype) if first else "",
-                "mean": None if first is None or first.mean is None else float(f"{first.mean:.4g}"),
-                "nonfinite": r.nonfinite or "",
-                "ms": round(r.time_s * 1e3, 3),
+                "name": d["name"],
+                "op": d["op"],
+                "target": d["target"],
+                "shape": format_shape(tuple(first["shape"])) if first else "",
+                "dtype": first["dtype"] if first else "",
+                "mean": mean,
+                "nonfinite": nonfinite or "",
+                "ms": round(d["time_s"] * 1e3, 3),
             }
         )
     return rows
@@ -60,7 +72,7 @@ def inspector_data(
         ):
             kind = (
                 f"{dtype_name(dtype)} {format_shape(shape)}"
-                if shape is not None
+                if shape is not None and dtype is not None
                 else "(not a tensor)"
             )
             fields.append((f"input {input_name}", kind))
@@ -76,7 +88,9 @@ def inspector_data(
                     )
                 )
             if s.nan is not None:
-                fields.append(("NaN/Inf/zeros", f"{s.nan} / {s.posinf + s.neginf} / {s.zeros}"))
+                fields.append(
+                    ("NaN/Inf/zeros", f"{s.nan} / {(s.posinf or 0) + (s.neginf or 0)} / {s.zeros}")
+                )
         fields.append(("time", f"{record.time_s * 1e3:.3f} ms"))
         if record.mutates:
             fields.append(("writes in place", ", ".join(record.mutates)))

@@ -1,71 +1,81 @@
-"""Overlays: an ordered list of small rules, each turning a drawn node into a style.
+"""Applying overlays to drawn nodes; the rules themselves are public in :mod:`fxviz.overlays`.
 
-A rule is any function ``(node) -> Style | None``; later rules win where they set a field.
-Extend the view by writing one more function, no subclassing:
-
-    >>> import fxviz
-    >>> def big(node):
-    ...     rec = node.record
-    ...     return fxviz.Style(border="#c00") if rec and rec.outputs and rec.outputs[0].numel > 10**6 else None
+A failing overlay never blanks the graph: it is left out, with one
+:class:`fxviz.FxvizWarning` naming it and the node it failed on.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable, Iterable, Mapping
+import warnings
+from collections.abc import Iterable, Sequence
 from typing import Any
 
+from fxviz.errors import FxvizWarning, first_line
+from fxviz.overlays import (
+    STATE_STYLES,
+    Overlay,
+    Style,
+    bytes_heat,
+    debugger_state,
+    highlight_errors,
+    highlight_nonfinite,
+    time_heat,
+)
 from fxviz.render._model import DrawNode
 
 __all__ = [
+    "STATE_STYLES",
     "Overlay",
     "Style",
     "apply_overlays",
     "bytes_heat",
     "debugger_state",
-    "errors",
-    "nonfinite_values",
+    "guarded",
+    "highlight_errors",
+    "highlight_nonfinite",
     "time_heat",
 ]
 
 
-@dataclasses.dataclass(frozen=True)
-class Style:
-    """How an overlay wants a node drawn; ``None`` fields leave the node as it was.
+class _Guarded:
+    """An overlay that, on its first failure, warns once and is left out from then on."""
 
-    ``classes`` become CSS classes on the node's SVG group (the widget styles states with
-    them); ``badge`` is an extra label line; ``tooltip`` an extra tooltip line.
-    """
+    def __init__(self, overlay: Overlay) -> None:
+        self.overlay = overlay
+        self.failed = False
 
-    fill: str | None = None
-    border: str | None = None
-    penwidth: float | None = None
-    badge: str | None = None
-    tooltip: str | None = None
-    classes: tuple[str, ...] = ()
-
-
-Overlay = Callable[[DrawNode], Style | None]
-
-STATE_STYLES = {
-    "done": Style(fill="#e8e8e8", classes=("state-done",)),
-    "current": Style(border="#1f6feb", penwidth=3.0, classes=("state-current",)),
-    "pending": Style(classes=("state-pending",)),
-    "error": Style(fill="#ffb3b3", border="#c00000", penwidth=2.5, classes=("state-error",)),
-    "breakpoint": Style(
-        border="#d12", penwidth=2.0, badge="● breakpoint", classes=("state-breakpoint",)
-    ),
-    "selected": Style(border="#8a2be2", penwidth=3.0, classes=("state-selected",)),
-}
+    def __call__(self, node: DrawNode) -> Style | None:
+        if self.failed:
+            return None
+        try:
+            style = self.overlay(node)
+            if style is not None and not isinstance(style, Style):
+                raise TypeError(f"returned {type(style).__name__}, not fxviz.overlays.Style")
+        except Exception as e:
+            self.failed = True
+            name = getattr(self.overlay, "__name__", repr(self.overlay))
+            warnings.warn(
+                f"overlay {name!r} failed on node {node.name!r} ({type(e).__name__}: "
+                f"{first_line(e)}) and was left out; the graph is drawn without it",
+                FxvizWarning,
+                stacklevel=2,
+            )
+            return None
+        return style
 
 
-def apply_overlays(node: DrawNode, overlays: Iterable[Overlay]) -> tuple[Style, list[str]]:
+def guarded(overlays: Iterable[Overlay]) -> list[Overlay]:
+    """Each overlay wrapped so that one failure leaves it out instead of blanking the graph."""
+    return [o if isinstance(o, _Guarded) else _Guarded(o) for o in overlays]
+
+
+def apply_overlays(node: DrawNode, overlays: Sequence[Overlay]) -> tuple[Style, list[str]]:
     """Merge the styles of every overlay for ``node``; returns the style and its badges."""
     merged: dict[str, Any] = {}
     badges: list[str] = []
     tooltips: list[str] = []
     classes: list[str] = []
-    for overlay in overlays:
+    for overlay in guarded(overlays):
         style = overlay(node)
         if style is None:
             continue
@@ -80,89 +90,3 @@ def apply_overlays(node: DrawNode, overlays: Iterable[Overlay]) -> tuple[Style, 
         classes.extend(style.classes)
     result = Style(**merged, tooltip="\n".join(tooltips) or None, classes=tuple(classes))
     return result, badges
-
-
-def debugger_state(states: Mapping[str, str | Iterable[str]]) -> Overlay:
-    """Colour nodes by debugger state: ``done``, ``current``, ``pending``, ``error``,
-    ``breakpoint``, ``selected`` (a node may have several, e.g. current and breakpoint)."""
-
-    def overlay(node: DrawNode) -> Style | None:
-        state = states.get(node.name)
-        if state is None:
-            return None
-        names = [state] if isinstance(state, str) else list(state)
-        parts = [STATE_STYLES[s] for s in names if s in STATE_STYLES]
-        if not parts:
-            return None
-        merged = {}
-        for part in parts:
-            merged.update(
-                {k: v for k, v in dataclasses.asdict(part).items() if v not in (None, ())}
-            )
-        merged["classes"] = tuple(c for part in parts for c in part.classes)
-        return Style(**merged)
-
-    return overlay
-
-
-def nonfinite_values(node: DrawNode) -> Style | None:
-    """A red border and a badge on nodes whose output held NaN or Inf."""
-    record = node.record
-    if record is None or not record.nonfinite:
-        return None
-    counts = [
-        f"{label} {n}"
-        for label, n in (
-            ("NaN", sum(s.nan or 0 for s in record.outputs)),
-            ("+Inf", sum(s.posinf or 0 for s in record.outputs)),
-            ("-Inf", sum(s.neginf or 0 for s in record.outputs)),
-        )
-        if n
-    ]
-    return Style(
-        border="#d00000", penwidth=2.5, badge="⚠ " + ", ".join(counts), classes=("nonfinite",)
-    )
-
-
-def errors(node: DrawNode) -> Style | None:
-    """Nodes that raised, in red, with the exception's type."""
-    record = node.record
-    if record is None or record.error is None:
-        return None
-    return Style(
-        fill="#ffb3b3",
-        border="#c00000",
-        penwidth=2.5,
-        badge=f"✖ {type(record.error).__name__}",
-        tooltip=f"raised {type(record.error).__name__}: {record.error}",
-        classes=("state-error",),
-    )
-
-
-def _heat(values: Mapping[str, float], unit: Callable[[float], str], css: str) -> Overlay:
-    top = max(values.values(), default=0.0) or 1.0
-
-    def overlay(node: DrawNode) -> Style | None:
-        value = values.get(node.name)
-        if value is None:
-            return None
-        share = value / top
-        # white -> orange -> red, in 10 steps so colours stay stable across runs
-        step = min(9, int(share * 10))
-        shade = ("#ffffff", "#fff3e0", "#ffe0b2", "#ffcc80", "#ffb74d",
-                 "#ffa726", "#ff9800", "#fb8c00", "#f57c00", "#e65100")[step]  # fmt: skip
-        return Style(fill=shade, tooltip=unit(value), classes=(f"{css}-{step}",))
-
-    return overlay
-
-
-def time_heat(records: Iterable[Any]) -> Overlay:
-    """Fill nodes from white to orange by the time they took."""
-    values = {r.name: r.time_s for r in records if r.op not in ("placeholder", "output")}
-    return _heat(values, lambda s: f"time: {s * 1e3:.3f} ms", "heat-time")
-
-
-def bytes_heat(records: Iterable[Any]) -> Overlay:
-    """Fill nodes from white to orange by the bytes of their outputs."""
-    values = {r.name: float(sum(max(s.nbytes, 0) for s in r.outputs)) for r in records}
-    return _heat(values, lambda b: f"output bytes: {int(b):,}", "heat-bytes")

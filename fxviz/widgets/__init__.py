@@ -13,19 +13,33 @@ from fxviz.widgets._graph_view import GraphView
 __all__ = ["DebuggerApp", "GraphView", "debug", "show"]
 
 
-def debug(model_or_gm: Any, *inputs: Any, depth: int | None = None, **options: Any) -> DebuggerApp:
-    """A debugger app for ``model_or_gm`` on ``inputs``: step, inspect, break on NaN.
+def debug(gm_or_module: Any, *inputs: Any, depth: int | None = None, **options: Any) -> DebuggerApp:
+    """A debugger app for ``gm_or_module`` on ``inputs``: step, inspect, break on NaN.
 
     ``options`` go to :class:`fxviz.Debugger` (``interpreter``, ``keep``, ``stats``).
+
+    Examples:
+        >>> import torch, fxviz
+        >>> app = fxviz.debug(torch.nn.Linear(4, 2), torch.ones(1, 4))
+        >>> app.handle({"type": "continue"})
+        >>> app.status
+        'finished — 5/5 nodes · breakpoints: none'
     """
     from fxviz._record import Debugger
 
-    return DebuggerApp(Debugger(model_or_gm, *inputs, **options), depth=depth)
+    return DebuggerApp(Debugger(gm_or_module, *inputs, **options), depth=depth)
 
 
 def show(obj: Any, *, depth: int | None = None) -> GraphView:
     """The right view for a GraphModule, Recording, ShapeReport, GraphDiff, Debugger,
-    ExportedProgram or TorchScript object."""
+    ExportedProgram or TorchScript object.
+
+    Examples:
+        >>> import torch, fxviz
+        >>> view = fxviz.show(fxviz.record(torch.nn.Linear(4, 2), torch.ones(1, 4)))
+        >>> type(view).__name__, [row["name"] for row in view.rows]
+        ('GraphView', ['input_1', 'weight', 'bias', 'linear', 'output'])
+    """
     from fxviz._record import Debugger
 
     if isinstance(obj, Debugger):

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from fxviz._record import Debugger, nonfinite
-from fxviz.errors import FxvizError
-from fxviz.render._inspect import inspector_data, table_rows
+from fxviz.errors import FxvizError, first_line
+from fxviz.render._inspect import inspector_data
+from fxviz.render._payload import BREAKPOINTS_SUFFIX, debugger_states, node_rows
 from fxviz.widgets._graph_view import GraphView
 
 __all__ = ["DebuggerApp"]
@@ -20,7 +21,7 @@ class DebuggerApp(GraphView):
     laid out once and node states change as CSS classes. Keys: ``n`` step, ``b`` back,
     ``c`` continue, ``/`` search.
 
-    Example:
+    Examples:
         >>> import torch, fxviz
         >>> app = fxviz.debug(torch.nn.Sequential(torch.nn.Linear(4, 2)), torch.ones(1, 4))
         >>> app.handle({"type": "step"})
@@ -54,7 +55,7 @@ class DebuggerApp(GraphView):
             actions[kind]()
             self.error = ""
         except FxvizError as e:
-            self.error = str(e).splitlines()[0]
+            self.error = first_line(e)
         except KeyboardInterrupt:
             self.error = "interrupted"
         self._refresh()
@@ -76,15 +77,11 @@ class DebuggerApp(GraphView):
 
     def _publish(self) -> None:
         dbg = self.debugger
-        states = dbg.node_states()
         recording = dbg.recording
-        for record in recording.values():
-            if record.nonfinite:
-                states[record.name].append("nonfinite")
-        self.node_states = states
+        self.node_states = debugger_states(dbg)
         breakpoints = ", ".join(dbg.breakpoints) or "none"
-        self.status = f"{dbg.status} · breakpoints: {breakpoints}"
-        self.rows = table_rows(recording.records())
+        self.status = dbg.status + BREAKPOINTS_SUFFIX.format(breakpoints=breakpoints)
+        self.rows = node_rows(self._drawing, recording.records())
         if not self.selected and dbg.current is not None:
             self._show(dbg.current.name)
         elif self.selected:

@@ -7,16 +7,12 @@ from typing import Any
 import anywidget
 import traitlets
 
-from fxviz._static import STATIC
-from fxviz.render._api import draw, to_dot
-from fxviz.render._collapse import BIG_GRAPH, module_id, opening_depth, unit_path, units
+from fxviz._static import widget_css, widget_esm
+from fxviz.render._api import Drawing
+from fxviz.render._collapse import BIG_GRAPH, cluster_path, unit_path
+from fxviz.render._payload import graph_payload
 
 __all__ = ["BIG_GRAPH", "GraphView"]
-
-
-def _asset(name: str, missing: str) -> str:
-    path = STATIC / name
-    return path.read_text(encoding="utf-8") if path.is_file() else missing
 
 
 class GraphView(anywidget.AnyWidget):
@@ -33,7 +29,7 @@ class GraphView(anywidget.AnyWidget):
         inspector, rows, status, error: what the side panel, table, status line and error
             area show. render_ms: the browser's last layout + paint time.
 
-    Example:
+    Examples:
         >>> import torch, fxviz
         >>> view = fxviz.GraphView(fxviz.trace(torch.nn.Linear(4, 2)))
         >>> view.dot.startswith("digraph")
@@ -43,8 +39,8 @@ class GraphView(anywidget.AnyWidget):
     # Text, not paths: anywidget connects every instance to a file-watch signal of a Path
     # asset with a closure that holds the instance, so no widget (nor the model it
     # shows) would ever be freed.
-    _esm = _asset("widget.js", "export default {}")
-    _css = _asset("widget.css", "")
+    _esm = widget_esm()  # a message saying how to build the front end, when it is missing
+    _css = widget_css()
 
     mode = traitlets.Unicode("graph").tag(sync=True)
     dot = traitlets.Unicode("").tag(sync=True)
@@ -69,45 +65,30 @@ class GraphView(anywidget.AnyWidget):
             )
         super().__init__(**kwargs)
         self._obj = obj
-        self._draw = draw(obj)
-        self._names = {n.id: n.name for n in self._draw.nodes}
-        self.depth = depth if depth is not None else opening_depth(self._draw)
+        self._drawing = Drawing(obj)  # the drawing model, made once
+        self._draw = self._drawing.graph
+        self.depth = depth if depth is not None else self._drawing.opening_depth
         self.observe(self._redraw, names=["depth", "expanded", "collapsed"])
         self.observe(self._on_select, names=["selected"])
         self.on_msg(self._on_message)
         self._redraw()
-        self.rows = self._rows()
 
     # -- what to draw ---------------------------------------------------------------------
     def _redraw(self, _change: Any = None) -> None:
+        """One view of the drawing per state change: DOT and units from one computation."""
         try:
-            digraph = to_dot(
-                self._obj,
-                depth=self.depth,
-                expand=self.expanded,
-                collapse=self.collapsed,
-                overlay=[],
+            view = self._drawing.view(
+                depth=self.depth, expand=self.expanded, collapse=self.collapsed
             )
+            payload = graph_payload(self._drawing, view, include_rows=not self.rows)
         except Exception as e:  # never a blank view: say what failed
             self.error = f"could not draw the graph: {type(e).__name__}: {e}"
             return
         with self.hold_sync():  # one message: the browser never sees new units on an old SVG
-            self.units = self._units()
-            self.dot = digraph.source
-
-    def _units(self) -> dict[str, str]:
-        return units(self._draw, self.depth, frozenset(self.expanded), frozenset(self.collapsed))
-
-    def _rows(self) -> list[dict[str, Any]]:
-        from fxviz.render._inspect import table_rows
-
-        records = [n.record for n in self._draw.nodes if n.record is not None]
-        if records:
-            return table_rows(records)
-        return [
-            {"name": n.name, "op": n.kind, "target": n.title, "shape": n.out_label}
-            for n in self._draw.nodes
-        ]
+            self.units = payload["units"]
+            self.dot = payload["dot"]
+            if "rows" in payload:
+                self.rows = payload["rows"]
 
     # -- browser events ----------------------------------------------------------------------
     def _on_message(self, _widget: Any, content: dict[str, Any], _buffers: Any) -> None:
@@ -162,11 +143,9 @@ class GraphView(anywidget.AnyWidget):
                 return
 
     def _collapse(self, cluster: str) -> None:
-        paths = {p for n in self._draw.nodes for p in _prefixes(n.module)}
-        for path in sorted(paths):
-            if f"cluster_{module_id(path, 'm_')}" == cluster:
-                self.collapse(path)
-                return
+        path = cluster_path(self._draw, cluster)  # a split frame's parts too
+        if path is not None:
+            self.collapse(path)
 
     def _on_select(self, change: Any) -> None:
         from fxviz.render._inspect import inspector_data
@@ -181,11 +160,6 @@ class GraphView(anywidget.AnyWidget):
 
     def __repr__(self) -> str:
         return f"<fxviz.GraphView: {len(self._draw.nodes)} nodes, depth={self.depth}>"
-
-
-def _prefixes(module: str) -> list[str]:
-    parts = module.split(".") if module else []
-    return [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
 
 
 def _fx_node(obj: Any, name: str) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -84,8 +85,9 @@ def test_report_of_a_failed_run_and_hostile_names(offline, tmp_path):
     page.goto(path.as_uri())
     page.locator(".fxviz-graph g.node").first.wait_for()
     page.locator("button[data-action=continue]").click()
+    # the page shows the Debugger's own status line for the failing node
     page.wait_for_function(
-        "document.querySelector('.fxviz-status')?.textContent.includes('(error)')"
+        f"document.querySelector('.fxviz-status')?.textContent.startsWith({json.dumps(dbg.status)})"
     )
     assert page.locator(".fxviz-graph g.fxviz-error").count() == 1
     assert alerts == []

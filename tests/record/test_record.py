@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 import fxviz
+from tests.conftest import make_hostile_graph
 
 
 def test_output_identical_and_every_node_recorded(two_layer_net, x20):
@@ -82,12 +83,15 @@ def test_nonfinite_values_are_counted_and_found():
 
 
 def test_stats_off_keeps_shapes_and_timing():
-    rec = fxviz.record(lambda x: x.relu(), torch.randn(3, 2), stats=False)
+    x = torch.tensor([[1.0, float("nan")], [-2.0, 3.0], [0.5, 1.5]])
+    rec = fxviz.record(lambda x: (x.relu(), x.nan_to_num()), x, stats=False)
     (s,) = rec["relu"].outputs
     assert s.shape == (3, 2)
     assert s.min is None
     assert s.nan is None
-    assert fxviz.nonfinite(rec["relu"]) is False  # falls back to the kept value
+    # without statistics, the predicate reads the kept value itself
+    assert fxviz.nonfinite(rec["relu"]) is True
+    assert fxviz.nonfinite(rec["nan_to_num"]) is False
 
 
 def test_integer_bool_and_low_precision_outputs():
@@ -181,12 +185,9 @@ def test_to_dict_is_json_and_repr_html_escapes_names():
     assert "<table" in rec._repr_html_()
     assert "first NaN/Inf at &#x27;truediv&#x27;" in rec._repr_html_()
 
-    graph = torch.fx.Graph()
-    x = graph.placeholder("x")
-    node = graph.call_function(torch.relu, (x,))
-    node.name = "<script>alert(1)</script>"
-    graph.output(node)
-    html = fxviz.record(torch.fx.GraphModule(nn.Module(), graph), torch.ones(1))._repr_html_()
+    html = fxviz.record(
+        make_hostile_graph("<script>alert(1)</script>"), torch.ones(1)
+    )._repr_html_()
     assert "<script>" not in html
     assert "&lt;script&gt;" in html
 

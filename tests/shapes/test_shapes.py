@@ -142,10 +142,10 @@ def test_summary_peak_live_activation_bytes():
         return d.sum()
 
     report = fxviz.shapes(f, torch.randn(10, 10))
-    s = report.summary()
+    s = report.totals()
     assert s["peak_live_bytes"] == 400 + 800  # c and d, at 'cat' (a died after 'add')
     assert s["peak_node"] == "cat"
-    assert fxviz.shapes(f, torch.randn(10, 10), mode="meta").summary() == s | {"complete": True}
+    assert fxviz.shapes(f, torch.randn(10, 10), mode="meta").totals() == s | {"complete": True}
     assert s["activation_bytes"] == 400 + 400 + 800 + 4  # the view is not counted again
     assert s["parameters"] == 0
 
@@ -161,7 +161,7 @@ def test_summary_counts_parameters_once_even_when_shared():
         def forward(self, ids):
             return self.out(self.emb(ids))
 
-    s = fxviz.shapes(Tied(), torch.tensor([[1, 2]])).summary()
+    s = fxviz.shapes(Tied(), torch.tensor([[1, 2]])).totals()
     assert s["parameters"] == 40
     assert s["parameter_bytes"] == 160
 

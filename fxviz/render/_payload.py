@@ -1,0 +1,146 @@
+"""The one data contract from Python to the page: what the widget and the report read.
+
+Both front ends are fed the same JSON-ready payload, made here and nowhere else:
+
+``payload_version`` (int)
+    :data:`PAYLOAD_VERSION`; bumped when a field changes meaning.
+``model`` (str), ``dot`` (str), ``depth`` (int | None)
+    The drawn object's name, the DOT of the current view and its collapse depth.
+``units`` ({node: DOT id})
+    What draws each node: its collapsed module's box, or the node itself.
+``rows`` ([{name, op, target, shape, dtype, mean, nonfinite, ms}])
+    The linked table, one row a node (:func:`node_rows`).
+``node_states`` ({node: [state, ...]})
+    Debugger states (``done``, ``current``, ``pending``, ``error``, ``breakpoint``,
+    ``nonfinite``), made by the :class:`fxviz.Debugger`'s own rules
+    (:func:`debugger_states`).
+
+The report adds ``inspectors`` ({node: inspector}) and, for a recorded run, ``replay``
+(:func:`replay_payload`): the states and status text of every cursor position, produced
+by the Debugger's functions, so the page only moves a cursor.
+
+    >>> import torch, fxviz
+    >>> from fxviz.render._api import Drawing
+    >>> drawing = Drawing(fxviz.record(torch.nn.Linear(4, 2), torch.ones(1, 4)))
+    >>> payload = graph_payload(drawing, drawing.view())
+    >>> payload["payload_version"], payload["units"]["linear"]
+    (1, 'linear')
+    >>> [row["shape"] for row in payload["rows"] if row["name"] == "linear"]
+    ['1×2']
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import torch.fx
+
+from fxviz._record._debugger import Debugger, node_state, status_line
+from fxviz._record._predicates import nonfinite
+from fxviz._record._records import NodeRecord, Recording
+from fxviz.render._api import Drawing, View
+from fxviz.render._inspect import table_rows
+
+__all__ = [
+    "BREAKPOINTS_SUFFIX",
+    "PAYLOAD_VERSION",
+    "debugger_states",
+    "graph_payload",
+    "node_rows",
+    "replay_payload",
+]
+
+PAYLOAD_VERSION = 1
+BREAKPOINTS_SUFFIX = " · breakpoints: {breakpoints}"  # appended to a status line
+
+
+def node_rows(drawing: Drawing, records: list[NodeRecord] | None = None) -> list[dict[str, Any]]:
+    """The table's rows: from the records when the graph ran, else from the drawing."""
+    if records is not None:
+        return table_rows(records)
+    ran = [n.record for n in drawing.graph.nodes if n.record is not None]
+    if ran:
+        return table_rows(ran)
+    return [
+        {"name": n.name, "op": n.kind, "target": n.title, "shape": n.out_label}
+        for n in drawing.graph.nodes
+    ]
+
+
+def graph_payload(
+    drawing: Drawing,
+    view: View,
+    records: list[NodeRecord] | None = None,
+    *,
+    include_rows: bool = True,
+) -> dict[str, Any]:
+    """The payload of one view of ``drawing`` (see the module docstring); a view that
+    already shows the table may leave ``rows`` out (``include_rows=False``)."""
+    payload: dict[str, Any] = {
+        "payload_version": PAYLOAD_VERSION,
+        "model": drawing.graph.name,
+        "dot": view.dot,
+        "depth": view.depth,
+        "units": view.units,
+        "node_states": {},
+    }
+    if include_rows:
+        payload["rows"] = node_rows(drawing, records)
+    return payload
+
+
+def debugger_states(debugger: Debugger) -> dict[str, list[str]]:
+    """The debugger's node states, with ``nonfinite`` on nodes whose output held NaN/Inf."""
+    states = debugger.node_states()
+    for record in debugger.recording.values():
+        if nonfinite(record):
+            states[record.name].append("nonfinite")
+    return states
+
+
+def replay_payload(recording: Recording) -> dict[str, Any]:
+    """Every cursor position of a recorded run, as the :class:`fxviz.Debugger` shows it.
+
+    ``order``: the nodes run. ``steps[p]`` (``p`` nodes run, up to the failing node):
+    ``status`` (the Debugger's status line, ``{reason}`` standing for why it stopped),
+    ``states`` (the node states that differ from position ``p - 1``; all of them at 0),
+    ``nonfinite`` (whether the node just run satisfies :func:`fxviz.nonfinite`: where
+    "break on NaN/Inf" stops) and ``error`` (the cursor is on the node that raised).
+
+    >>> import torch, fxviz
+    >>> replay = replay_payload(fxviz.record(torch.nn.ReLU(), torch.ones(2)))
+    >>> replay["steps"][1]["status"], replay["steps"][1]["states"]
+    ("stopped at 'relu' ({reason}) — 1/3 nodes", {'input_1': ['done'], 'relu': ['current']})
+    """
+    records = recording.records()
+    graph = cast(torch.fx.Graph, recording.graph_module.graph)
+    names = [n.name for n in graph.nodes]
+    failed = next((i for i, r in enumerate(records) if r.error is not None), None)
+    last = failed if failed is not None else len(records)
+    flags = [nonfinite(r) for r in records]
+    steps: list[dict[str, Any]] = []
+    for position in range(last + 1):
+        error = records[position].error if position == failed else None
+        if position == 0:
+            changed = range(len(names))
+        else:
+            changed = range(position - 1, min(position + 1, len(names)))
+        states = {}
+        for i in changed:
+            state = node_state(i, position, error is not None)
+            if i < len(records) and i < position and flags[i]:
+                state.append("nonfinite")
+            states[names[i]] = state
+        steps.append(
+            {
+                "status": status_line(names, position, "{reason}", error),
+                "states": states,
+                "nonfinite": bool(position and flags[position - 1]),
+                "error": error is not None,
+            }
+        )
+    return {
+        "order": [r.name for r in records],
+        "steps": steps,
+        "breakpoints_suffix": BREAKPOINTS_SUFFIX,
+    }
