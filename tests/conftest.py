@@ -68,14 +68,15 @@ _NEEDS = {
 
 def pytest_collection_modifyitems(config, items):
     """Tests marked ``dot`` or ``browser`` need those tools: skipped (visibly) where one is
-    missing, and an error under CI, which installs them. Tests marked ``slow`` (thousands
-    of generated examples; the default run covers the same checks with fewer) run only
-    when selected: ``pytest -m slow`` or ``make test-slow``."""
-    if "slow" not in (config.getoption("markexpr", "") or ""):
-        skip_slow = pytest.mark.skip(reason="slow: run with pytest -m slow (make test-slow)")
+    missing, and an error under CI, which installs them. Tests marked ``exhaustive``
+    (thousands of generated examples; the default run covers the same checks with fewer)
+    run only when selected: ``pytest -m exhaustive`` or ``make test-slow``. Tests marked
+    ``slow`` run by default (``-m "not slow"`` leaves them out)."""
+    if "exhaustive" not in (config.getoption("markexpr", "") or ""):
+        skip = pytest.mark.skip(reason="exhaustive: run with pytest -m exhaustive (make test-slow)")
         for item in items:
-            if "slow" in item.keywords:
-                item.add_marker(skip_slow)
+            if "exhaustive" in item.keywords:
+                item.add_marker(skip)
     for marker, (present, install) in _NEEDS.items():
         if present():
             continue

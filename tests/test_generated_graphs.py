@@ -13,7 +13,7 @@ names and string arguments. For each one:
 - ``to_dot`` is valid for ``dot``, and the HTML report is well formed with every user
   string escaped.
 
-The default run checks a few hundred graphs; ``make test-slow`` (``pytest -m slow``)
+The default run checks a few hundred graphs; ``make test-slow`` (``pytest -m exhaustive``)
 checks thousands.
 """
 
@@ -538,7 +538,7 @@ def test_report_is_well_formed_and_escapes_user_strings(case, title):
     check_report(*case, title)
 
 
-@pytest.mark.slow
+@pytest.mark.exhaustive
 @MANY
 @given(graphs(max_ops=20), st.integers(1, 30), st.sampled_from(["all", "stats"]))
 def test_many_generated_graphs(case, back, keep):
@@ -546,7 +546,7 @@ def test_many_generated_graphs(case, back, keep):
     check_debugger(*case, back, keep)
 
 
-@pytest.mark.slow
+@pytest.mark.exhaustive
 @pytest.mark.dot
 @settings(MANY, max_examples=400)
 @given(graphs(max_ops=20), st.sampled_from(HOSTILE))

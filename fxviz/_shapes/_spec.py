@@ -132,7 +132,7 @@ def parse_device(name: str | torch.device) -> str:
     >>> parse_device("evil")
     Traceback (most recent call last):
     ...
-    fxviz._shapes._spec.SpecError: unknown device 'evil' (use cpu, cuda, cuda:1, mps or meta)
+    fxviz.errors.SpecError: unknown device 'evil' (use cpu, cuda, cuda:1, mps or meta)
     """
     try:
         return str(torch.device(name))
