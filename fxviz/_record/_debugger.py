@@ -17,6 +17,7 @@ from fxviz._record._explain import describe_failure
 from fxviz._record._interpreter import as_recording_interpreter, check_inputs
 from fxviz._record._recorder import Keep
 from fxviz._record._records import NodeRecord, Recording, unknown_node_message
+from fxviz._capture import bind_inputs
 from fxviz.capture import trace
 from fxviz.errors import DebuggerError, FxvizWarning, RecordingInterrupted, UnknownNodeError
 
@@ -44,7 +45,7 @@ class Debugger:
 
     Args:
         gm_or_module: a ``GraphModule`` or anything :func:`fxviz.trace` accepts.
-        *inputs: the graph's inputs.
+        *inputs, **kwargs: the inputs, as for ``model(*inputs, **kwargs)``.
         interpreter: your own ``torch.fx.Interpreter`` subclass (or instance) to run with.
         keep, stats: as for :func:`fxviz.record`.
 
@@ -68,6 +69,7 @@ class Debugger:
         interpreter: type[torch.fx.Interpreter] | torch.fx.Interpreter | None = None,
         keep: Keep = "all",
         stats: bool = True,
+        **kwargs: Any,
     ) -> None:
         if _is_transformer(interpreter):
             raise TypeError(
@@ -75,7 +77,8 @@ class Debugger:
                 "so there is nothing to step through. Record it with "
                 "fxviz.record(gm, interpreter=...) and debug the module it returns."
             )
-        self.graph_module = trace(gm_or_module, *inputs)
+        self.graph_module = trace(gm_or_module, *inputs, **kwargs)
+        inputs = bind_inputs(self.graph_module, inputs, kwargs)
         self.graph: torch.fx.Graph = self.graph_module.graph  # type: ignore[assignment]
         check_inputs(self.graph_module, inputs)
         self._inputs = inputs

@@ -13,6 +13,7 @@ from fxviz._record._explain import describe_failure
 from fxviz._record._recorder import Keep, Recorder
 from fxviz._record._records import Recording
 from fxviz._torch_compat import has_plain_codegen, input_spec_mismatch
+from fxviz._capture import bind_inputs
 from fxviz.capture import trace
 from fxviz.errors import InputError, NodeError, RecordingInterrupted
 
@@ -183,13 +184,14 @@ def record(
     keep: Keep = "all",
     stats: bool = True,
     progress: bool | None = False,
+    **kwargs: Any,
 ) -> Recording:
     """Run a graph node by node and record what every node produced.
 
     Args:
         gm_or_module: a ``GraphModule``, or anything :func:`fxviz.trace` accepts (traced
             first, with ``inputs`` as example inputs).
-        *inputs: the graph's inputs, as for ``gm(*inputs)``.
+        *inputs, **kwargs: the inputs, as for ``model(*inputs, **kwargs)``.
         interpreter: run through your own ``torch.fx.Interpreter`` subclass (a class, or
             an instance, which is copied); its behaviour is unchanged. A ``Transformer``
             subclass is recorded symbolically: ``.output`` is the new ``GraphModule`` and each
@@ -216,7 +218,8 @@ def record(
         >>> rec["_1"].outputs[0].min >= 0
         True
     """
-    gm = trace(gm_or_module, *inputs)
+    gm = trace(gm_or_module, *inputs, **kwargs)
+    inputs = bind_inputs(gm, inputs, kwargs)
     instance = as_recording_interpreter(gm, interpreter, keep=keep, stats=stats)
     if isinstance(instance, torch.fx.Transformer):
         return _record_transformer(instance, inputs)
