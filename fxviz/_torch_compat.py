@@ -23,6 +23,7 @@ __all__ = [
     "graph_tail",
     "has_plain_codegen",
     "input_spec_mismatch",
+    "positional_graph",
     "qualified_name",
     "reparametrize",
     "shares_storage",
@@ -125,3 +126,33 @@ def shares_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
         return torch._C._is_alias_of(a, b)
     except (RuntimeError, TypeError):
         return False
+
+
+def positional_graph(gm: torch.fx.GraphModule) -> None:
+    """Make an exported module take its inputs as flat, named placeholders (keyword inputs
+    included) and build its structured output in a last ``unflatten`` node, in place."""
+    info = getattr(gm.graph._codegen, "pytree_info", None)  # private: _PyTreeCodeGen
+    if info is None:
+        return
+    out_spec = info.out_spec
+    gm.graph._codegen = torch.fx.graph.CodeGen()
+    output = next(iter(reversed(gm.graph.nodes)))
+    flat = output.args[0]
+    with gm.graph.inserting_before(output):
+        node = gm.graph.call_function(_Unflatten(out_spec), (list(flat),))
+    node.name = "unflatten"
+    output.args = (node,)
+    gm.recompile()
+
+
+class _Unflatten:
+    """Rebuilds an exported graph's structured output from its flat outputs."""
+
+    __name__ = __qualname__ = "unflatten"
+    __module__ = "pytree"
+
+    def __init__(self, spec: Any) -> None:
+        self.spec = spec
+
+    def __call__(self, flat: list[Any]) -> Any:
+        return pytree.tree_unflatten(flat, self.spec)

@@ -19,7 +19,15 @@ from typing import Any, Literal
 import torch
 import torch.fx
 
-from fxviz._capture import Capture, capture_dynamo, capture_real, is_user_file
+from fxviz._capture import (
+    Capture,
+    bind_inputs,
+    capture_dynamo,
+    capture_real,
+    is_user_file,
+    traced_forward,
+)
+from fxviz._torch_compat import positional_graph
 from fxviz.errors import TraceError
 
 __all__ = ["Capture", "trace"]
@@ -99,8 +107,9 @@ def trace(
     failures: list[tuple[str, BaseException]] = []
     order = _AUTO_ORDER if (example_inputs or example_kwargs) else ("symbolic",)
     for name in order:
+        capture = _dynamo_of_forward if name == "dynamo" else _CAPTURES[name]
         try:
-            return _tagged(_CAPTURES[name](obj, *inputs, concrete_args), name)
+            return _tagged(capture(obj, *inputs, concrete_args), name)
         except Exception as error:
             failures.append((name, error))
     raise TraceError(_describe_failures(obj, failures, inputs)) from failures[-1][1]
@@ -126,6 +135,7 @@ def _export(obj: Any, args: tuple, kwargs: dict, concrete_args: Any) -> torch.fx
         program = torch.export.export(module, tuple(args), kwargs or None)
     gm = program.module()
     if kwargs:
+        positional_graph(gm)  # placeholders named after the keyword inputs
         _check_same_output(gm, obj, args, kwargs)
     return gm
 
@@ -137,6 +147,19 @@ def _dynamo(obj: Any, args: tuple, kwargs: dict, concrete_args: Any) -> Capture:
         raise TraceError(
             "Dynamo captured no graph of it (every frame ran as plain Python): "
             f"{capture.breaks[-1]}"
+        )
+    return capture
+
+
+def _dynamo_of_forward(obj: Any, args: tuple, kwargs: dict, concrete_args: Any) -> Capture:
+    """``auto``'s Dynamo step: only when Dynamo traced the model's own forward; when it
+    ran it as Python (a ``torch.jit.fork``, a break inside a loop) and captured only
+    the submodules it called, one real run shows more of the model."""
+    capture = _dynamo(obj, args, kwargs, concrete_args)
+    if not traced_forward(capture, obj):
+        raise TraceError(
+            f"Dynamo ran {_name(obj)}.forward as plain Python and captured only "
+            f"{len(capture.graphs)} graph(s) of what it called"
         )
     return capture
 
@@ -167,7 +190,8 @@ def _check_same_output(gm: Any, obj: Any, args: tuple, kwargs: dict) -> None:
     """An exported graph called with keyword inputs must still give the model's output."""
     from fxviz._capture._real import tensors_in
 
-    got, want = tensors_in(gm(*args, **kwargs)), tensors_in(obj(*args, **kwargs))
+    got = tensors_in(gm(*bind_inputs(gm, args, kwargs)))
+    want = tensors_in(obj(*args, **kwargs))
     if len(got) != len(want) or not all(
         a.shape == b.shape and torch.equal(a, b) for a, b in zip(got, want, strict=True)
     ):
@@ -183,7 +207,7 @@ def _quiet_torch_logs() -> Iterator[None]:
     """torch.export logs graph dumps and guard warnings on failure; fxviz reports instead."""
     logger = logging.getLogger("torch")
     level = logger.level
-    logger.setLevel(logging.ERROR)
+    logger.setLevel(logging.CRITICAL)
     try:
         yield
     finally:

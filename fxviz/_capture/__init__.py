@@ -1,6 +1,7 @@
 """Captures of one real run: Dynamo's graphs with their breaks, or one real trace."""
 
-from fxviz._capture._dynamo import capture_dynamo, is_user_file
+from fxviz._capture._dynamo import capture_dynamo, is_user_file, traced_forward
+from fxviz._capture._frames import frame_capture
 from fxviz._capture._inputs import bind_inputs, describe_value, flatten_inputs
 from fxviz._capture._real import capture_real
 from fxviz._capture._stitch import Capture, GraphBreak, GraphCall
@@ -14,5 +15,7 @@ __all__ = [
     "capture_real",
     "describe_value",
     "flatten_inputs",
+    "frame_capture",
     "is_user_file",
+    "traced_forward",
 ]

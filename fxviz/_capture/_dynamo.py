@@ -20,7 +20,7 @@ import torch.fx
 from fxviz._capture._inputs import flatten_inputs
 from fxviz._capture._stitch import Capture, GraphBreak, GraphCall, stitch
 
-__all__ = ["capture_dynamo", "is_user_file"]
+__all__ = ["capture_dynamo", "is_user_file", "traced_forward"]
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
 _FXVIZ_DIR = os.path.dirname(os.path.dirname(__file__))
@@ -85,6 +85,25 @@ def capture_dynamo(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
     )
 
 
+def traced_forward(capture: Capture, model: Any) -> bool:
+    """Whether one of the capture's graphs came from ``model``'s own forward (or function)."""
+    import inspect
+
+    fn = model.forward if isinstance(model, torch.nn.Module) else model
+    codes = {getattr(f, "__code__", None) for f in (fn, inspect.unwrap(fn))} - {None}
+    spans = []
+    for code in codes:
+        lines = [line for _, _, line in code.co_lines() if line is not None]
+        spans.append((code.co_filename, min(lines, default=0), max(lines, default=0)))
+    for gm in capture.graphs:
+        reason = getattr(gm, "compile_subgraph_reason", None)
+        for frame in getattr(reason, "user_stack", None) or ():
+            for file, first, last in spans:
+                if frame.filename == file and first <= (frame.lineno or 0) <= last:
+                    return True
+    return False
+
+
 def _break_after(
     k: int, calls: list[GraphCall], reasons: list[Any], graphs: list[torch.fx.GraphModule]
 ) -> GraphBreak:
@@ -94,7 +113,7 @@ def _break_after(
         file, line, code = _first_line(first) if first is not None else ("", 0, "")
         return GraphBreak(-1, "Python before the first graph", file, line, code)
     reason = reasons[calls[k].graph]
-    text = "the graph returned"
+    text = "the graph's frame returned to Python"
     frames: list[Any] = []
     if reason is not None:
         frames = [f for f in reason.user_stack if is_user_file(f.filename)] or list(
