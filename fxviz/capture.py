@@ -79,9 +79,7 @@ def trace(
         ('dynamo', ['generic_jump TensorVariable()'])
     """
     if method != "auto" and method not in _CAPTURES:
-        raise ValueError(
-            f"unknown method: {method!r} (must be one of {['auto', *_CAPTURES]})"
-        )
+        raise ValueError(f"unknown method: {method!r} (must be one of {['auto', *_CAPTURES]})")
     if isinstance(obj, torch.fx.GraphModule):
         return obj
     if isinstance(obj, torch.export.ExportedProgram):

@@ -78,7 +78,9 @@ def test_auto_captures_value_dependent_control_flow_by_running_it():
     model, x = ValueBranch(), torch.randn(2)
     gm = fxviz.trace(model, x)  # symbolic and export fail; Dynamo holds it
     assert gm.meta["fxviz_method"] == "dynamo"
-    assert [b.code for b in gm.breaks][:1] == ["if x.sum() > 0:  # value-dependent: neither tracer can capture it"]
+    assert [b.code for b in gm.breaks][:1] == [
+        "if x.sum() > 0:  # value-dependent: neither tracer can capture it"
+    ]
     assert torch.equal(gm(x), model(x))
 
 

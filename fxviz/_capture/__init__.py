@@ -3,7 +3,7 @@
 from fxviz._capture._dynamo import capture_dynamo, is_user_file, traced_forward
 from fxviz._capture._frames import frame_capture
 from fxviz._capture._inputs import bind_inputs, describe_value, flatten_inputs
-from fxviz._capture._real import capture_real
+from fxviz._capture._real import capture_real, tensors_in
 from fxviz._capture._stitch import Capture, GraphBreak, GraphCall
 
 __all__ = [
@@ -17,5 +17,6 @@ __all__ = [
     "flatten_inputs",
     "frame_capture",
     "is_user_file",
+    "tensors_in",
     "traced_forward",
 ]

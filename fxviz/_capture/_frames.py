@@ -24,9 +24,9 @@ def frame_capture(drawing: Any, capture: Capture) -> Any:
         info = node.meta.get("fxviz_break")
         if isinstance(info, GraphBreak):
             drawn.title = "Python"
-            drawn.lines = [_short(info.reason), _short(info.where)] if info.where else [
-                _short(info.reason)
-            ]
+            drawn.lines = (
+                [_short(info.reason), _short(info.where)] if info.where else [_short(info.reason)]
+            )
             drawn.tooltip = f"Python ran here, outside any graph: {info}\n{drawn.tooltip}"
             continue
         if "fxviz_graph" not in node.meta:

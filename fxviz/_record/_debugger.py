@@ -12,12 +12,12 @@ from typing import Any
 import torch
 import torch.fx
 
+from fxviz._capture import bind_inputs
 from fxviz._nodes import target_text
 from fxviz._record._explain import describe_failure
 from fxviz._record._interpreter import as_recording_interpreter, check_inputs
 from fxviz._record._recorder import Keep
 from fxviz._record._records import NodeRecord, Recording, unknown_node_message
-from fxviz._capture import bind_inputs
 from fxviz.capture import trace
 from fxviz.errors import DebuggerError, FxvizWarning, RecordingInterrupted, UnknownNodeError
 

@@ -9,11 +9,11 @@ from typing import Any
 import torch
 import torch.fx
 
+from fxviz._capture import bind_inputs
 from fxviz._record._explain import describe_failure
 from fxviz._record._recorder import Keep, Recorder
 from fxviz._record._records import Recording
 from fxviz._torch_compat import has_plain_codegen, input_spec_mismatch
-from fxviz._capture import bind_inputs
 from fxviz.capture import trace
 from fxviz.errors import InputError, NodeError, RecordingInterrupted
 
