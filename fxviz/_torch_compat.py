@@ -143,6 +143,9 @@ def positional_graph(gm: torch.fx.GraphModule) -> None:
     node.name = "unflatten"
     output.args = (node,)
     gm.recompile()
+    # The exported module checks each call against the (args, kwargs) structure it no
+    # longer takes (a forward pre-hook); its placeholders are positional now.
+    gm._forward_pre_hooks.clear()
 
 
 class _Unflatten:

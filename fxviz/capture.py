@@ -311,6 +311,11 @@ def _hints(
             else "method='export' with example inputs: fxviz.trace(model, x, method='export')"
         )
     elif method == "export":
+        if "register a pytree" in text or "not a known type" in text:
+            hints.append(
+                "the output holds a type torch.export cannot flatten (a cache object): "
+                f"{capture_run} records it as it is"
+            )
         hints.append("method='symbolic' if the model has no data-dependent shapes")
         hints.append(f"for data-dependent control flow, capture one run with {capture_run}")
     else:

@@ -35,7 +35,8 @@ def _case(name):
 
 
 CASES = ["value_if", "detector", "forked", "gpt2", "bert", "t5", "llama"]
-EXPECTED_METHOD = {"forked": "real"}  # Dynamo runs a forking forward as Python
+# Dynamo runs a forking forward as Python; BERT has no cache: one exported graph holds it
+EXPECTED_METHOD = {"forked": "real", "bert": "export"}
 
 
 @pytest.fixture(scope="module", params=CASES)
@@ -51,7 +52,7 @@ def test_records_exactly_what_the_model_returns(recorded):
     name, _, _, _, want, rec = recorded
     assert rec.complete
     assert rec.method == EXPECTED_METHOD.get(name, "dynamo")
-    assert isinstance(rec.graph_module, Capture)
+    assert isinstance(rec.graph_module, Capture) == (rec.method in ("dynamo", "real"))
     assert same_output(rec.output, want)
     names = list(rec)
     assert len(names) == len(set(names))
@@ -67,12 +68,29 @@ def test_keyword_inputs_are_named_in_the_recording(recorded):
     assert placeholders == (list(kwargs) if kwargs else ["x" if name != "detector" else "feats"])
 
 
-def test_the_capture_replays_only_its_own_inputs(recorded):
-    _, _, args, kwargs, _, rec = recorded
-    capture = rec.graph_module
+def test_a_capture_replays_only_its_own_inputs(recorded):
+    _, model, args, kwargs, _, rec = recorded
     changed = {k: v + 1 if v.is_floating_point() else (v + 1) % 100 for k, v in kwargs.items()}
+    new_args = tuple(a + 1 for a in args)
+    if rec.method == "export":  # one graph for any input: it follows the new ones
+        with torch.no_grad():
+            again = fxviz.record(rec.graph_module, *new_args, **changed)
+            assert same_output(again.output, model(*new_args, **changed))
+        return
     with pytest.raises(fxviz.InputError, match="a capture holds one run"):
-        fxviz.record(capture, *(a + 1 for a in args), **changed)
+        fxviz.record(rec.graph_module, *new_args, **changed)
+
+
+def test_debugger_takes_keyword_inputs_and_steps_to_the_end(recorded):
+    _, _, args, kwargs, want, rec = recorded
+    with torch.no_grad():
+        dbg = fxviz.Debugger(rec.graph_module, *args, **kwargs)
+        dbg.step()
+        dbg.continue_()
+    assert dbg.done
+    placeholders = [r.name for r in dbg.recording.values() if r.op == "placeholder"]
+    assert placeholders == (list(kwargs) if kwargs else placeholders[:1])
+    assert same_output(dbg.output, want)
 
 
 def test_value_if_shows_the_break_and_its_line():
@@ -97,6 +115,11 @@ def test_detector_records_every_call_of_the_loop_in_order():
     assert len(capture.calls) == len(capture.breaks)  # Python after every call, incl. the loop
     # the box score is a Python float: Dynamo specialises on it and compiles again
     assert len({c.graph for c in head_calls}) == boxes
+    assert capture.recompiles  # the second box compiled the head again
+    assert "compiled again" in capture.recompiles[0]
+    assert capture.guards  # what Dynamo checks before reusing a graph
+    # Python ran nonzero itself, the loop then called the head: where each stretch ended
+    assert capture.breaks[1].until.endswith("return self.fc(feature).sigmoid() * score")
     reasons = " ".join(b.reason for b in capture.breaks)
     assert "Dynamic shape operator" in reasons
     assert "keep.tolist()" in " ".join(b.code for b in capture.breaks)
@@ -177,3 +200,10 @@ def test_keyword_inputs_for_symbolic_graphs_and_none_in_reports():
     page = fxviz.report(fxviz.record(lambda x, y: x * 2, x, None))
     assert "y: None" in page
     assert "None[]" not in page
+
+
+def test_diff_of_two_captures_of_one_run():
+    model, args, _ = _case("value_if")
+    dynamo, real = fxviz.trace(model, *args), fxviz.trace(model, *args, method="real")
+    diff = fxviz.diff(dynamo, real, *args)
+    assert diff.merged().nodes  # both ran on the same inputs and were drawn together

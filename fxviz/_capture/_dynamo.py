@@ -43,16 +43,24 @@ def capture_dynamo(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
     ``torch._dynamo.explain`` does), so other compiled code recompiles on its next call.
     """
     import torch._dynamo as dynamo
+    import torch._guards
 
     graphs: list[torch.fx.GraphModule] = []
     reasons: list[Any] = []
     calls: list[GraphCall] = []
     guards: list[str] = []
+    recompiles: list[str] = []
 
     def backend(gm: torch.fx.GraphModule, example_inputs: Any) -> Callable[..., Any]:
         index = len(graphs)
         graphs.append(gm)
         reasons.append(getattr(gm, "compile_subgraph_reason", None))
+        compile_id = torch._guards.CompileContext.current_compile_id()  # "frame/attempt"
+        if compile_id is not None and (compile_id.frame_compile_id or 0) > 0:
+            recompiles.append(
+                f"graph {index}: frame {compile_id.frame_id} compiled again "
+                f"(#{compile_id.frame_compile_id}): its guards failed on new values"
+            )
 
         def run(*inputs: Any) -> Any:
             outputs = gm.forward(*inputs)
@@ -82,6 +90,7 @@ def capture_dynamo(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
         method="dynamo",
         breaks=lambda k: _break_after(k, calls, reasons, graphs),
         guards=guards,
+        recompiles=recompiles,
     )
 
 
@@ -123,10 +132,15 @@ def _break_after(
             text = " ".join(str(reason.reason).split("Explanation:")[0].split())
     if k == len(calls) - 1:
         text = "the model returned" if not reason or not reason.graph_break else text
+    until = ""
+    if k + 1 < len(calls):
+        file, line, code = _first_line(graphs[calls[k + 1].graph])
+        until = f"{file.rsplit('/', 1)[-1]}:{line}: {code}" if file else ""
     last = frames[-1] if frames else None
     if last is None:
-        return GraphBreak(k, text)
-    return GraphBreak(k, text, last.filename, last.lineno or 0, (last.line or "").strip())
+        return GraphBreak(k, text, until=until)
+    code = (last.line or "").strip()
+    return GraphBreak(k, text, last.filename, last.lineno or 0, code, until=until)
 
 
 def _first_line(gm: torch.fx.GraphModule) -> tuple[str, int, str]:

@@ -29,6 +29,9 @@ def frame_capture(drawing: Any, capture: Capture) -> Any:
             )
             drawn.tooltip = f"Python ran here, outside any graph: {info}\n{drawn.tooltip}"
             continue
+        if node.op == "get_attr" and "fxviz_graph" not in node.meta:
+            _place_parameter(drawn, node, calls)
+            continue
         if "fxviz_graph" not in node.meta:
             continue
         frame = drawn.name.split("_", 1)[0]
@@ -42,6 +45,16 @@ def frame_capture(drawing: Any, capture: Capture) -> Any:
         for path, label in labels.items():
             drawing.modules[f"{frame}.{path}"] = label
     return drawing
+
+
+def _place_parameter(drawn: Any, node: Any, calls: dict[str, Any]) -> None:
+    """A parameter sits in its module's frame inside the first graph call that reads it."""
+    frames = [u.name.split("_", 1)[0] for u in node.users if "fxviz_graph" in u.meta]
+    frame = next((f for f in frames if f in calls), None)
+    if frame is None:
+        return
+    owner = str(node.target).rpartition(".")[0]
+    drawn.module = f"{frame}.{owner}" if owner else frame
 
 
 def _short(text: str) -> str:

@@ -35,6 +35,8 @@ class GraphBreak:
         reason: why the graph ended (Dynamo's graph-break reason).
         file, line, code: the user's source line where it ended (``""``/``0`` if unknown).
         node: the ``python`` node that stands for it in the capture's graph.
+        until: where the next graph starts (``file:line: code``), the end of the Python
+            that ran in between; empty after the last graph.
     """
 
     after: int
@@ -43,6 +45,7 @@ class GraphBreak:
     line: int = 0
     code: str = ""
     node: str = ""
+    until: str = ""
 
     @property
     def where(self) -> str:
@@ -52,7 +55,8 @@ class GraphBreak:
         return f"{self.file.rsplit('/', 1)[-1]}:{self.line}: {self.code}".rstrip(": ")
 
     def __str__(self) -> str:
-        return f"{self.reason} at {self.where}" if self.where else self.reason
+        text = f"{self.reason} at {self.where}" if self.where else self.reason
+        return f"{text}; Python ran until {self.until}" if self.until else text
 
 
 @dataclasses.dataclass
@@ -132,6 +136,8 @@ class Capture(torch.fx.GraphModule):
         calls: every graph call of the run, in order (``graph`` indexes ``graphs``).
         breaks: where a graph ended and Python took over, one per ``python`` node.
         guards: what Dynamo checks before reusing a graph (text), when known.
+        recompiles: graphs Dynamo made again for a frame it had compiled (new values
+            failed its guards: a Python float, a new shape).
         input_names: the placeholders, named after the model's parameters.
     """
 
@@ -140,6 +146,7 @@ class Capture(torch.fx.GraphModule):
     calls: list[GraphCall]
     breaks: list[GraphBreak]
     guards: list[str]
+    recompiles: list[str]
     input_names: list[str]
     _signature: Callable[..., Any]
     _example: list[Any]
@@ -177,6 +184,7 @@ def stitch(
     method: str,
     breaks: Callable[[int], GraphBreak],
     guards: Sequence[str] = (),
+    recompiles: Sequence[str] = (),
 ) -> Capture:
     """Stitch the graph ``calls`` of one run into a :class:`Capture`.
 
@@ -239,6 +247,9 @@ def stitch(
     capture.calls = list(calls)
     capture.breaks = made_breaks
     capture.guards = list(guards)
+    capture.recompiles = list(recompiles)
+    for call in capture.calls:  # the stitched graph holds what it needs: free the rest
+        call.inputs, call.outputs = (), None
     capture.input_names = list(names)
     capture._signature = model
     capture._example = list(leaves)

@@ -27,11 +27,14 @@ def test_report_of_a_capture_shows_frames_and_breaks(browser, tmp_path):
             has=page.locator("title:text-is('python0')")
         )
         box = marker.bounding_box()
-        assert box is not None and box["width"] > 20 and box["height"] > 10
+        assert box is not None
+        assert box["width"] > 20
+        assert box["height"] > 10
         assert "Python" in marker.text_content()
         frame = page.locator(".fxviz-graph g.cluster").filter(has_text="graph 0 (dynamo)")
         assert frame.count() >= 1
         frame_box = frame.first.bounding_box()
-        assert frame_box is not None and frame_box["width"] > 20
+        assert frame_box is not None
+        assert frame_box["width"] > 20
     finally:
         page.close()
