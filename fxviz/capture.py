@@ -8,6 +8,7 @@ so they hold any model that runs.
 from __future__ import annotations
 
 import contextlib
+import io
 import linecache
 import logging
 import re
@@ -21,6 +22,7 @@ import torch.fx
 
 from fxviz._capture import (
     Capture,
+    GraphBreak,
     bind_inputs,
     capture_dynamo,
     capture_real,
@@ -30,7 +32,7 @@ from fxviz._capture import (
 from fxviz._torch_compat import positional_graph
 from fxviz.errors import TraceError
 
-__all__ = ["Capture", "trace"]
+__all__ = ["Capture", "GraphBreak", "trace"]
 
 Method = Literal["auto", "symbolic", "export", "dynamo", "real"]
 _AUTO_ORDER = ("symbolic", "export", "dynamo", "real")
@@ -128,7 +130,8 @@ def _export(obj: Any, args: tuple, kwargs: dict, concrete_args: Any) -> torch.fx
             f"method='export' needs example inputs: fxviz.trace({_name(obj)}, x, method='export')"
         )
     module = obj if isinstance(obj, torch.nn.Module) else _FunctionModule(obj)
-    with warnings.catch_warnings(), _quiet_torch_logs():
+    # torch.export prints the partial graph to stderr when it fails: fxviz reports instead
+    with warnings.catch_warnings(), _quiet_torch_logs(), contextlib.redirect_stderr(io.StringIO()):
         warnings.simplefilter("ignore")
         program = torch.export.export(module, tuple(args), kwargs or None)
     gm = program.module()

@@ -24,6 +24,7 @@ def frame_capture(drawing: Any, capture: Capture) -> Any:
         info = node.meta.get("fxviz_break")
         if isinstance(info, GraphBreak):
             drawn.title = "Python"
+            drawn.color_key = "python"  # one colour for every break marker
             drawn.lines = (
                 [_short(info.reason), _short(info.where)] if info.where else [_short(info.reason)]
             )

@@ -265,11 +265,17 @@ class _Builder:
         self._known: dict[int, torch.fx.Node] = {}
         self._keep_alive: list[Any] = []
         self._params: dict[int, str] = {}
+        self._model: Any = model
         if isinstance(model, torch.nn.Module):
             for path, t in [*model.named_parameters(), *model.named_buffers()]:
                 self._params.setdefault(id(t), path)
                 self._keep_alive.append(t)
-            self._model = model
+
+    def _owner_type(self, path: str) -> type:
+        try:
+            return type(self._model.get_submodule(path))
+        except (AttributeError, TypeError):
+            return torch.nn.Module
 
     def know(self, value: Any, node: torch.fx.Node) -> None:
         if isinstance(value, torch.Tensor):
@@ -293,9 +299,12 @@ class _Builder:
     ) -> list[torch.fx.Node]:
         """Copy ``gm``'s nodes for this call; returns the nodes of its outputs."""
         env: dict[torch.fx.Node, Any] = {}
+        owner = None  # the path of the module whose forward this graph is
         for ph, value in zip(inputs, call.inputs, strict=False):
             found = self.lookup(value) if isinstance(value, torch.Tensor) else None
             env[ph] = found if found is not None else value
+            if owner is None and found is not None and found.op == "get_attr":
+                owner = _owner_path(str(ph.target), str(found.target))
         returned: list[torch.fx.Node] = []
         for node in gm.graph.nodes:
             if node.op == "placeholder":
@@ -323,8 +332,11 @@ class _Builder:
                 type_expr=node.type,
             )
             new.meta = {k: node.meta[k] for k in _KEPT_META if k in node.meta}
-            if "nn_module_stack" in new.meta:
-                new.meta["nn_module_stack"] = _clean_stack(new.meta["nn_module_stack"])
+            stack = _clean_stack(new.meta.get("nn_module_stack") or {}, owner)
+            if owner:  # the graph is a submodule's forward: its nodes sit in that module
+                stack = {"fxviz_owner": (owner, self._owner_type(owner)), **stack}
+            if stack:
+                new.meta["nn_module_stack"] = stack
             new.meta["fxviz_graph"] = call.graph
             env[node] = new
         outs = call.outputs if isinstance(call.outputs, (tuple, list)) else [call.outputs]
@@ -373,17 +385,38 @@ _INDEX = re.compile(r"\[(\d+)\]")
 _KEY = re.compile(r"\._modules\['([^']+)'\]|\['([^']+)'\]")
 
 
-def _clean_stack(stack: dict[str, Any]) -> dict[str, Any]:
-    """Dynamo writes module paths as ``L['self'].layers[0]``; fxviz uses ``layers.0``."""
+def _clean_stack(stack: dict[str, Any], owner: str | None = None) -> dict[str, Any]:
+    """Dynamo writes module paths as ``L['self'].layers[0]``, relative to the module whose
+    forward it compiled (``owner``); fxviz uses ``layers.0`` from the model's root."""
     clean = {}
     for key, (path, kind) in stack.items():
         if isinstance(path, str):
             path = _SELF.sub("", path)
             path = _KEY.sub(lambda m: "." + (m.group(1) or m.group(2)), path)
             path = _INDEX.sub(r".\1", path).strip(".")
-        if path:
+            if owner:
+                path = f"{owner}.{path}" if path else ""
+        if path and path != owner:
             clean[key] = (path, kind)
     return clean
+
+
+_PARAMETER_INPUT = re.compile(r"^l_self_(.*)_$", re.IGNORECASE)
+_ATTRIBUTE_KIND = re.compile(r"_(?:modules|parameters|buffers)_")
+
+
+def _owner_path(placeholder: str, parameter: str) -> str | None:
+    """``l_self_modules_fc_parameters_weight_`` read as ``head.fc.weight`` means the graph
+    is ``head``'s forward: Dynamo names lifted parameters relative to ``self``."""
+    match = _PARAMETER_INPUT.match(placeholder)
+    if match is None:
+        return None
+    relative = ".".join(p for p in _ATTRIBUTE_KIND.split("_" + match.group(1)) if p)
+    if parameter == relative:
+        return ""
+    if parameter.endswith("." + relative):
+        return parameter[: -len(relative) - 1]
+    return None
 
 
 def _class_name(model: Any) -> str:
