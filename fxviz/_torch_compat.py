@@ -135,7 +135,9 @@ def positional_graph(gm: torch.fx.GraphModule) -> None:
     if info is None:
         return
     out_spec = info.out_spec
-    gm.graph._codegen = torch.fx.graph.CodeGen()
+    from torch.fx.graph import CodeGen
+
+    gm.graph._codegen = CodeGen()
     output = next(iter(reversed(gm.graph.nodes)))
     flat = output.args[0]
     with gm.graph.inserting_before(output):

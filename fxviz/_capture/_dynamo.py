@@ -99,9 +99,11 @@ def traced_forward(capture: Capture, model: Any) -> bool:
     import inspect
 
     fn = model.forward if isinstance(model, torch.nn.Module) else model
-    codes = {getattr(f, "__code__", None) for f in (fn, inspect.unwrap(fn))} - {None}
+    codes = [getattr(f, "__code__", None) for f in (fn, inspect.unwrap(fn))]
     spans = []
     for code in codes:
+        if code is None:
+            continue
         lines = [line for _, _, line in code.co_lines() if line is not None]
         spans.append((code.co_filename, min(lines, default=0), max(lines, default=0)))
     for gm in capture.graphs:
