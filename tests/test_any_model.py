@@ -11,6 +11,9 @@ import fxviz
 from fxviz._capture import Capture, tensors_in
 from tests.any_model.models import Detector, Forked, ValueIf, hugging_face
 
+# torch.jit.fork/script are deprecated upstream; the forked model uses them on purpose
+pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.*deprecated:DeprecationWarning")
+
 
 def same_output(got, want) -> bool:
     """Same type and structure (Hugging Face outputs, caches) and equal tensors."""
@@ -207,3 +210,37 @@ def test_diff_of_two_captures_of_one_run():
     dynamo, real = fxviz.trace(model, *args), fxviz.trace(model, *args, method="real")
     diff = fxviz.diff(dynamo, real, *args)
     assert diff.merged().nodes  # both ran on the same inputs and were drawn together
+
+
+class _FailsInGraphOne(torch.fx.Interpreter):
+    """A user's interpreter that raises on the first linear of the second graph."""
+
+    def run_node(self, n):
+        if n.name == "g1_linear":
+            raise RuntimeError("linear refused")
+        return super().run_node(n)
+
+
+def test_post_mortem_in_a_later_graph_and_back_across_the_break():
+    model, args, _ = _case("value_if")
+    capture = fxviz.trace(model, *args)
+    assert capture.meta["fxviz_method"] == "dynamo"
+    dbg = fxviz.Debugger(capture, *args, interpreter=_FailsInGraphOne)
+    failed = dbg.continue_()
+    assert failed.name == "g1_linear"
+    assert "linear refused" in str(dbg.error)
+    names = [r.name for r in dbg.recording.values()]
+    assert names.index("python0") < names.index(failed.name)  # it ran across the break
+    dbg.run_to("python0")
+    assert dbg.current.name == "python0"
+    assert dbg.inputs()["g0_h"].shape == (2, 4)  # graph 0's value, seen from the break
+
+
+def test_debug_app_takes_keyword_inputs():
+    class Masked(torch.nn.Module):
+        def forward(self, x, mask=None):
+            return x if mask is None else x * mask
+
+    app = fxviz.debug(Masked(), torch.ones(2), mask=torch.zeros(2))
+    app.debugger.continue_()
+    assert torch.equal(app.debugger.output, torch.zeros(2))

@@ -191,7 +191,8 @@ def record(
     Args:
         gm_or_module: a ``GraphModule``, or anything :func:`fxviz.trace` accepts (traced
             first, with ``inputs`` as example inputs).
-        *inputs, **kwargs: the inputs, as for ``model(*inputs, **kwargs)``.
+        *inputs, **kwargs: the inputs, as for ``model(*inputs, **kwargs)`` (keyword
+            inputs named like the options below go to fxviz, not to the model).
         interpreter: run through your own ``torch.fx.Interpreter`` subclass (a class, or
             an instance, which is copied); its behaviour is unchanged. A ``Transformer``
             subclass is recorded symbolically: ``.output`` is the new ``GraphModule`` and each
