@@ -244,3 +244,33 @@ def test_debug_app_takes_keyword_inputs():
     app = fxviz.debug(Masked(), torch.ones(2), mask=torch.zeros(2))
     app.debugger.continue_()
     assert torch.equal(app.debugger.output, torch.zeros(2))
+
+
+class _NoisyNorm(torch.nn.Module):
+    """Batch norm in training mode and dropout, behind a tensor condition."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = torch.nn.BatchNorm1d(4)
+        self.drop = torch.nn.Dropout(0.5)
+
+    def forward(self, x):
+        x = self.drop(self.norm(x))
+        if x.sum() > 0:
+            return x * 2
+        return x
+
+
+@pytest.mark.parametrize("method", ["dynamo", "real"])
+def test_recording_a_capture_is_the_run_the_eager_model_makes(method):
+    x = torch.randn(8, 4)
+    eager, captured = _NoisyNorm().train(), _NoisyNorm().train()
+    captured.load_state_dict(eager.state_dict())
+    torch.manual_seed(3)
+    want = eager(x)
+    torch.manual_seed(3)
+    rec = fxviz.record(fxviz.trace(captured, x, method=method), x)
+    assert torch.equal(rec.output, want)  # same dropout mask
+    # the running statistics moved once, as in the eager run, not once a run
+    assert torch.equal(captured.norm.running_mean, eager.norm.running_mean)
+    assert captured.norm.num_batches_tracked.item() == 1

@@ -18,6 +18,7 @@ import torch
 import torch.fx
 
 from fxviz._capture._inputs import flatten_inputs
+from fxviz._capture._state import restored_state
 from fxviz._capture._stitch import Capture, GraphBreak, GraphCall, stitch
 
 __all__ = ["capture_dynamo", "is_user_file", "traced_forward"]
@@ -75,7 +76,11 @@ def capture_dynamo(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
     names, leaves = flatten_inputs(model, args, kwargs)
     dynamo.reset()
     try:
-        with _quiet(), dynamo.config.patch(suppress_errors=False, verbose=False):
+        with (
+            _quiet(),
+            restored_state(model),
+            dynamo.config.patch(suppress_errors=False, verbose=False),
+        ):
             compiled = dynamo.optimize(backend, nopython=False, guard_export_fn=keep_guards)(model)
             output = compiled(*args, **kwargs)
     finally:

@@ -15,6 +15,7 @@ import torch
 import torch.fx
 
 from fxviz._capture._inputs import flatten_inputs
+from fxviz._capture._state import restored_state
 from fxviz._capture._stitch import Capture, GraphBreak, GraphCall, stitch
 
 __all__ = ["capture_real", "tensors_in"]
@@ -39,7 +40,7 @@ def capture_real(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> C
         result["outputs"] = outs
         return outs
 
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), restored_state(model):
         warnings.simplefilter("ignore")
         gm = make_fx(
             run,
