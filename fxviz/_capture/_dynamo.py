@@ -137,8 +137,8 @@ def _break_after(
         )
         if reason.graph_break:
             text = " ".join(str(reason.reason).split("Explanation:")[0].split())
-    if k == len(calls) - 1:
-        text = "the model returned" if not reason or not reason.graph_break else text
+    if k == len(calls) - 1 and (reason is None or not reason.graph_break):
+        text = "Python after the last graph, until the model returned"
     until = ""
     if k + 1 < len(calls):
         file, line, code = _first_line(graphs[calls[k + 1].graph])

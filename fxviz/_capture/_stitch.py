@@ -56,7 +56,9 @@ class GraphBreak:
 
     def __str__(self) -> str:
         text = f"{self.reason} at {self.where}" if self.where else self.reason
-        return f"{text}; Python ran until {self.until}" if self.until else text
+        if not self.until or self.until == self.where:
+            return text
+        return f"{text}; Python ran until {self.until}"
 
 
 @dataclasses.dataclass
