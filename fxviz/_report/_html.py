@@ -181,7 +181,10 @@ def _capture_facts(obj: Any) -> list[str]:
     if not isinstance(gm, Capture):
         return [f"captured by: {method}"] if method else []
     lines = [f"captured by: {method or gm.method} ({gm.summary()})"]
-    lines += [f"break {b.node}: {b}" for b in gm.breaks]
+    shown = 12  # a loop over many boxes breaks once a box: the first ones tell the story
+    lines += [f"break {b.node}: {b}" for b in gm.breaks[:shown]]
+    if len(gm.breaks) > shown:
+        lines.append(f"… and {len(gm.breaks) - shown} more breaks (capture.breaks)")
     return lines
 
 
