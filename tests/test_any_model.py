@@ -274,3 +274,27 @@ def test_recording_a_capture_is_the_run_the_eager_model_makes(method):
     # the running statistics moved once, as in the eager run, not once a run
     assert torch.equal(captured.norm.running_mean, eager.norm.running_mean)
     assert captured.norm.num_batches_tracked.item() == 1
+
+
+@torch.compiler.disable
+def _made_in_python(x):
+    return x.clone()  # Dynamo leaves this function to Python: a value no graph made
+
+
+class _WritesIntoPythonValues(torch.nn.Module):
+    def forward(self, x):
+        z = _made_in_python(x)
+        z.add_(x * 2)  # in place, inside a graph, on the value Python produced
+        return z.relu()
+
+
+def test_recording_twice_gives_the_same_run():
+    model, x = _WritesIntoPythonValues(), torch.randn(3)
+    capture = fxviz.trace(model, x, method="dynamo")
+    assert "python0" in {n.name for n in capture.graph.nodes}
+    first = fxviz.record(capture, x)
+    second = fxviz.record(capture, x)
+    for a, b in zip(first.values(), second.values(), strict=True):
+        if a.kept and isinstance(a.value, torch.Tensor):
+            assert torch.equal(a.value, b.value), a.name
+    assert torch.equal(second.output, model(x))

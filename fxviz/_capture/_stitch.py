@@ -18,10 +18,11 @@ from typing import Any
 import torch
 import torch.fx
 
-from fxviz._capture._inputs import describe_value, flatten_inputs
+from fxviz._capture._inputs import flatten_inputs
+from fxviz._capture._segments import PythonSegment, check_same_inputs
 from fxviz.errors import InputError
 
-__all__ = ["Capture", "GraphBreak", "GraphCall", "PythonSegment", "stitch"]
+__all__ = ["Capture", "GraphBreak", "GraphCall", "stitch"]
 
 _KEPT_META = ("nn_module_stack", "stack_trace", "source_fn_stack")
 
@@ -71,61 +72,6 @@ class GraphCall:
     prefix: str = ""
 
 
-class PythonSegment:
-    """The target of a ``python`` node: Python ran here in the captured run.
-
-    Calling it returns what that Python produced (fresh copies of its tensors, so nothing
-    recorded later can write into the capture). The first one also checks that the inputs
-    are the captured ones: a capture holds one run, not a function of new inputs.
-    """
-
-    def __init__(self, label: str, values: Any, *, expected: Sequence[Any] | None = None) -> None:
-        self.__name__ = self.__qualname__ = label
-        self.__module__ = "python"
-        self.values = values
-        self.expected = expected
-
-    def __call__(self, *args: Any) -> Any:
-        if self.expected is not None and not any(_is_abstract(a) for a in args):
-            _check_same_inputs(self.expected, args[: len(self.expected)])
-        return self.values
-
-    def __repr__(self) -> str:
-        return f"<python {self.__name__}>"
-
-
-def _is_abstract(value: Any) -> bool:
-    """Fake or meta tensors (shape propagation): nothing to compare, values pass through."""
-    if not isinstance(value, torch.Tensor):
-        return False
-    from torch._subclasses.fake_tensor import is_fake  # private, stable since 2.1
-
-    return value.is_meta or is_fake(value)
-
-
-def _check_same_inputs(expected: Sequence[Any], given: Sequence[Any]) -> None:
-    for i, (want, got) in enumerate(zip(expected, given, strict=False)):
-        if isinstance(want, torch.Tensor) and not isinstance(got, torch.Tensor):
-            continue  # a spec or a placeholder for shape propagation: nothing to compare
-        if isinstance(got, torch.Tensor):
-            if _is_abstract(got):
-                continue
-            same = (
-                isinstance(want, torch.Tensor)
-                and got.shape == want.shape
-                and got.dtype == want.dtype
-                and torch.equal(got, want)
-            )
-        else:
-            same = got is want or bool(got == want)
-        if not same:
-            raise InputError(
-                f"input {i} ({describe_value(got)}) is not the one this capture was made "
-                f"with ({describe_value(want)}): a capture holds one run of the model. "
-                "Capture the new inputs: fxviz.trace(model, *args, **kwargs)"
-            )
-
-
 class Capture(torch.fx.GraphModule):
     """The graphs one run of a model went through, with the Python between them.
 
@@ -161,7 +107,7 @@ class Capture(torch.fx.GraphModule):
                 f"the inputs ({', '.join(names) or 'none'}) are not those this capture was "
                 f"made with ({', '.join(self.input_names) or 'none'})"
             )
-        _check_same_inputs(self._example, leaves)
+        check_same_inputs(self._example, leaves)
         return leaves
 
     def summary(self) -> str:
@@ -236,7 +182,12 @@ def stitch(
     tail_args += [n for n in previous if n not in tail_args]
     info = breaks(len(calls) - 1)
     tail = builder.graph.call_function(
-        PythonSegment("python_return", output, expected=list(leaves) if first_python else None),
+        PythonSegment(
+            "python_return",
+            output,
+            expected=list(leaves) if first_python else None,
+            fresh=False,
+        ),
         tuple(tail_args),
     )
     tail.name = "python_return"
