@@ -41,6 +41,8 @@ __version__ = "0.1.0"
 # Public name -> the private module that defines it (loaded on first attribute access).
 _LAZY: dict[str, str] = {
     "trace": "fxviz.capture",
+    "Capture": "fxviz.capture",
+    "GraphBreak": "fxviz.capture",
     "Debugger": "fxviz._record",
     "NodeRecord": "fxviz._record",
     "Recording": "fxviz._record",
@@ -108,7 +110,7 @@ if TYPE_CHECKING:  # static checkers and IDEs see the real objects
         shapes_diff,
         spec,
     )
-    from fxviz.capture import trace
+    from fxviz.capture import Capture, GraphBreak, trace
     from fxviz.overlays import (
         Style,
         bytes_heat,
@@ -170,12 +172,14 @@ def _register_notebook_display() -> None:
 _register_notebook_display()
 
 __all__ = [
+    "Capture",
     "Debugger",
     "DebuggerApp",
     "DebuggerError",
     "FxvizDeprecationWarning",
     "FxvizError",
     "FxvizWarning",
+    "GraphBreak",
     "GraphDiff",
     "GraphView",
     "InputError",

@@ -37,6 +37,7 @@ __all__ = [
     "is_fake",
     "op_name",
     "op_written_arguments",
+    "positional_graph",
     "qualified_name",
     "reparametrize",
     "shares_storage",
@@ -260,3 +261,38 @@ def _only_in_this_thread(new_fn: Callable[..., Any], before: Any) -> Callable[..
         return before(*args, **kwargs)
 
     return dispatch
+
+
+def positional_graph(gm: torch.fx.GraphModule) -> None:
+    """Make an exported module take its inputs as flat, named placeholders (keyword inputs
+    included) and build its structured output in a last ``unflatten`` node, in place."""
+    info = getattr(gm.graph._codegen, "pytree_info", None)  # private: _PyTreeCodeGen
+    if info is None:
+        return
+    out_spec = info.out_spec
+    from torch.fx.graph import CodeGen
+
+    gm.graph._codegen = CodeGen()
+    output = next(iter(reversed(gm.graph.nodes)))
+    flat = output.args[0]
+    with gm.graph.inserting_before(output):
+        node = gm.graph.call_function(_Unflatten(out_spec), (list(flat),))
+    node.name = "unflatten"
+    output.args = (node,)
+    gm.recompile()
+    # The exported module checks each call against the (args, kwargs) structure it no
+    # longer takes (a forward pre-hook); its placeholders are positional now.
+    gm._forward_pre_hooks.clear()
+
+
+class _Unflatten:
+    """Rebuilds an exported graph's structured output from its flat outputs."""
+
+    __name__ = __qualname__ = "unflatten"
+    __module__ = "pytree"
+
+    def __init__(self, spec: Any) -> None:
+        self.spec = spec
+
+    def __call__(self, flat: list[Any]) -> Any:
+        return pytree.tree_unflatten(flat, self.spec)

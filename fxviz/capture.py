@@ -1,30 +1,42 @@
-"""Turn models, functions and exported programs into a ``torch.fx.GraphModule``."""
+"""Turn models, functions and exported programs into a ``torch.fx.GraphModule``.
+
+``method`` picks how: ``symbolic`` and ``export`` make one graph that works for any
+input; ``dynamo`` and ``real`` capture what one run actually did (a :class:`Capture`),
+so they hold any model that runs.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import io
 import linecache
 import logging
-import os
 import re
 import threading
 import traceback
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
 import torch
 import torch.fx
 
-from fxviz._torch_compat import thread_scoped_fx_patches
+from fxviz._capture import (
+    Capture,
+    GraphBreak,
+    bind_inputs,
+    capture_dynamo,
+    capture_real,
+    is_user_file,
+    traced_forward,
+)
+from fxviz._torch_compat import positional_graph, thread_scoped_fx_patches
 from fxviz.errors import TraceError
 
-__all__ = ["trace"]
+__all__ = ["Capture", "GraphBreak", "trace"]
 
-Method = Literal["auto", "symbolic", "export"]
-_METHODS = ("auto", "symbolic", "export")
-_TORCH_DIR = os.path.dirname(torch.__file__)
-_FXVIZ_DIR = os.path.dirname(__file__)
+Method = Literal["auto", "symbolic", "export", "dynamo", "real"]
+_AUTO_ORDER = ("symbolic", "export", "dynamo", "real")
 
 
 def trace(
@@ -32,31 +44,45 @@ def trace(
     *example_inputs: Any,
     method: Method = "auto",
     concrete_args: dict[str, Any] | None = None,
+    **example_kwargs: Any,
 ) -> torch.fx.GraphModule:
     """Capture ``obj`` as a ``torch.fx.GraphModule``.
 
     Args:
         obj: an ``nn.Module``, a plain function, a ``GraphModule`` (returned as is) or a
             ``torch.export.ExportedProgram`` (its runnable ``.module()``).
-        *example_inputs: inputs for ``method="export"`` (and for ``"auto"``'s fallback).
-        method: ``"symbolic"`` (``torch.fx.symbolic_trace``), ``"export"``
-            (``torch.export.export``) or ``"auto"``: symbolic, then export when symbolic
-            tracing fails and example inputs are given.
+        *example_inputs, **example_kwargs: inputs, exactly as for ``obj(*args, **kwargs)``
+            (needed by every method but ``symbolic``).
+        method: ``"symbolic"`` (``torch.fx.symbolic_trace``); ``"export"``
+            (``torch.export.export``); ``"dynamo"`` (``torch.compile``'s graphs of one
+            run, with the graph breaks between them); ``"real"`` (one graph of the ops
+            one run executed, branches and loop counts as taken); ``"auto"``: symbolic,
+            then export, then dynamo, then real, the first that holds the model (the
+            graph's ``meta["fxviz_method"]`` says which).
         concrete_args: passed to ``symbolic_trace`` to specialise arguments (for example
             a flag that drives Python control flow).
 
+    Returns:
+        A ``GraphModule``; for ``dynamo`` and ``real``, a :class:`fxviz.Capture` (a
+        GraphModule of that one run: ``.breaks``, ``.graphs``, ``.calls``).
+
     Raises:
-        TraceError: the object could not be captured; the message quotes the offending
-            line of the user's code and says what to try.
+        TraceError: nothing could capture the object; the message names each method
+            tried, why it failed, the offending line of the user's code and what to try.
 
     Examples:
         >>> import torch, fxviz
         >>> gm = fxviz.trace(torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.ReLU()))
         >>> [n.op for n in gm.graph.nodes]
         ['placeholder', 'call_module', 'call_module', 'output']
+        >>> def clip(x):
+        ...     return x if x.sum() > 0 else -x  # a Python `if` on a tensor's value
+        >>> capture = fxviz.trace(clip, torch.ones(2))
+        >>> capture.meta["fxviz_method"], [b.reason for b in capture.breaks][:1]
+        ('dynamo', ['generic_jump TensorVariable()'])
     """
-    if method not in _METHODS:
-        raise ValueError(f"unknown method: {method!r} (must be one of {list(_METHODS)})")
+    if method != "auto" and method not in _CAPTURES:
+        raise ValueError(f"unknown method: {method!r} (must be one of {['auto', *_CAPTURES]})")
     if isinstance(obj, torch.fx.GraphModule):
         return obj
     if isinstance(obj, torch.export.ExportedProgram):
@@ -66,52 +92,128 @@ def trace(
             f"cannot trace an object of type {type(obj).__name__}: pass an nn.Module, a "
             "function, a GraphModule or a torch.export.ExportedProgram"
         )
-    # Tracing patches globals (nn.Module.__call__, wrapped functions) and torch.export
-    # uses process-wide state: one trace at a time, and the patches act only in the
+    if _is_script(obj):
+        raise TraceError(
+            f"{_name(obj)} is TorchScript: fxviz draws it as it is, without tracing. Use "
+            "fxviz.show(scripted) or fxviz.to_dot(scripted) for the TorchScript view."
+        )
+    # Tracing patches globals (nn.Module.__call__, wrapped functions), and torch.export and
+    # Dynamo use process-wide state: one trace at a time, and the patches act only in the
     # tracing thread, so other threads' plain forwards are never disturbed.
     with _TRACE_LOCK, thread_scoped_fx_patches():
-        return _capture(obj, example_inputs, method, concrete_args)
+        return _capture(obj, (example_inputs, example_kwargs), method, concrete_args)
 
 
 _TRACE_LOCK = threading.RLock()
 
 
 def _capture(
-    obj: Any, example_inputs: Sequence[Any], method: Method, concrete_args: dict[str, Any] | None
+    obj: Any, inputs: tuple[tuple[Any, ...], dict[str, Any]], method: str, concrete_args: Any
 ) -> torch.fx.GraphModule:
-    if method == "export":
-        return _export(obj, example_inputs)
-    try:
-        return torch.fx.symbolic_trace(obj, concrete_args=concrete_args)
-    except Exception as symbolic_error:
-        if method == "symbolic" or not example_inputs:
-            raise TraceError(
-                _describe_failure("torch.fx.symbolic_trace", obj, symbolic_error, example_inputs)
-            ) from symbolic_error
+    if method != "auto":
         try:
-            return _export(obj, example_inputs)
-        except TraceError as export_error:
-            message = (
-                _describe_failure("torch.fx.symbolic_trace", obj, symbolic_error, example_inputs)
-                + "\n\nThe torch.export fallback failed too:\n"
-                + str(export_error)
-            )
-            raise TraceError(message) from export_error.__cause__
+            return _tagged(_CAPTURES[method](obj, *inputs, concrete_args), method)
+        except TraceError:
+            raise
+        except Exception as error:
+            raise TraceError(_describe_failure(method, obj, error, inputs)) from error
+    failures: list[tuple[str, BaseException]] = []
+    order = _AUTO_ORDER if (inputs[0] or inputs[1]) else ("symbolic",)
+    for name in order:
+        capture = _dynamo_of_forward if name == "dynamo" else _CAPTURES[name]
+        try:
+            return _tagged(capture(obj, *inputs, concrete_args), name)
+        except Exception as error:
+            failures.append((name, error))
+    raise TraceError(_describe_failures(obj, failures, inputs)) from failures[-1][1]
 
 
-def _export(obj: Any, example_inputs: Sequence[Any]) -> torch.fx.GraphModule:
-    if not example_inputs:
+def _tagged(gm: torch.fx.GraphModule, method: str) -> torch.fx.GraphModule:
+    gm.meta["fxviz_method"] = method
+    return gm
+
+
+def _symbolic(obj: Any, args: tuple, kwargs: dict, concrete_args: Any) -> torch.fx.GraphModule:
+    return torch.fx.symbolic_trace(obj, concrete_args=concrete_args)
+
+
+def _export(obj: Any, args: tuple, kwargs: dict, concrete_args: Any) -> torch.fx.GraphModule:
+    if not (args or kwargs):
         raise TraceError(
             f"method='export' needs example inputs: fxviz.trace({_name(obj)}, x, method='export')"
         )
     module = obj if isinstance(obj, torch.nn.Module) else _FunctionModule(obj)
-    try:
-        with warnings.catch_warnings(), _quiet_torch_logs():
-            warnings.simplefilter("ignore")
-            program = torch.export.export(module, tuple(example_inputs))
-    except Exception as e:
-        raise TraceError(_describe_failure("torch.export.export", obj, e, example_inputs)) from e
-    return program.module()
+    # torch.export prints the partial graph to stderr when it fails: fxviz reports instead
+    with warnings.catch_warnings(), _quiet_torch_logs(), contextlib.redirect_stderr(io.StringIO()):
+        warnings.simplefilter("ignore")
+        program = torch.export.export(module, tuple(args), kwargs or None)
+    gm = program.module()
+    if kwargs:
+        positional_graph(gm)  # placeholders named after the keyword inputs
+        _check_same_output(gm, obj, args, kwargs)
+    return gm
+
+
+def _dynamo(obj: Any, args: tuple, kwargs: dict, concrete_args: Any) -> Capture:
+    _need_inputs("dynamo", obj, args, kwargs)
+    capture = capture_dynamo(obj, args, kwargs)
+    if not capture.calls:
+        raise TraceError(
+            "Dynamo captured no graph of it (every frame ran as plain Python): "
+            f"{capture.breaks[-1]}"
+        )
+    return capture
+
+
+def _dynamo_of_forward(obj: Any, args: tuple, kwargs: dict, concrete_args: Any) -> Capture:
+    """``auto``'s Dynamo step: only when Dynamo traced the model's own forward; when it
+    ran it as Python (a ``torch.jit.fork``, a break inside a loop) and captured only
+    the submodules it called, one real run shows more of the model."""
+    capture = _dynamo(obj, args, kwargs, concrete_args)
+    if not traced_forward(capture, obj):
+        raise TraceError(
+            f"Dynamo ran {_name(obj)}.forward as plain Python and captured only "
+            f"{len(capture.graphs)} graph(s) of what it called"
+        )
+    return capture
+
+
+def _real(obj: Any, args: tuple, kwargs: dict, concrete_args: Any) -> Capture:
+    _need_inputs("real", obj, args, kwargs)
+    return capture_real(obj, args, kwargs)
+
+
+# How each method captures; "auto" tries them in _AUTO_ORDER. One entry a method.
+_CAPTURES: dict[str, Callable[..., torch.fx.GraphModule]] = {
+    "symbolic": _symbolic,
+    "export": _export,
+    "dynamo": _dynamo,
+    "real": _real,
+}
+
+
+def _need_inputs(method: str, obj: Any, args: tuple, kwargs: dict) -> None:
+    if not (args or kwargs):
+        raise TraceError(
+            f"method={method!r} captures one run and needs its inputs: "
+            f"fxviz.trace({_name(obj)}, x, method={method!r})"
+        )
+
+
+def _check_same_output(gm: Any, obj: Any, args: tuple, kwargs: dict) -> None:
+    """An exported graph called with keyword inputs must still give the model's output."""
+    from fxviz._capture._real import tensors_in
+
+    got = tensors_in(gm(*bind_inputs(gm, args, kwargs)))
+    want = tensors_in(obj(*args, **kwargs))
+    if len(got) != len(want) or not all(
+        a.shape == b.shape and torch.equal(a, b) for a, b in zip(got, want, strict=True)
+    ):
+        raise TraceError("the exported graph does not reproduce the model's output")
+
+
+def _is_script(obj: Any) -> bool:
+    return isinstance(obj, (torch.jit.ScriptModule, torch.jit.ScriptFunction))
 
 
 @contextlib.contextmanager
@@ -119,7 +221,7 @@ def _quiet_torch_logs() -> Iterator[None]:
     """torch.export logs graph dumps and guard warnings on failure; fxviz reports instead."""
     logger = logging.getLogger("torch")
     level = logger.level
-    logger.setLevel(logging.ERROR)
+    logger.setLevel(logging.CRITICAL)
     try:
         yield
     finally:
@@ -133,8 +235,8 @@ class _FunctionModule(torch.nn.Module):
         super().__init__()
         self.fn = fn
 
-    def forward(self, *args: Any) -> Any:
-        return self.fn(*args)
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
 
 
 def _name(obj: Any) -> str:
@@ -143,39 +245,97 @@ def _name(obj: Any) -> str:
     )
 
 
-def _describe_failure(how: str, obj: Any, error: BaseException, inputs: Sequence[Any]) -> str:
+_HOW = {
+    "symbolic": "torch.fx.symbolic_trace",
+    "export": "torch.export.export",
+    "dynamo": "torch.compile (Dynamo)",
+    "real": "one real run (make_fx)",
+}
+
+
+def _describe_failures(obj: Any, failures: list[tuple[str, BaseException]], inputs: Any) -> str:
+    """Every method tried, why each failed, the user's line, and what to try."""
+    if len(failures) == 1:
+        return _describe_failure(failures[0][0], obj, failures[0][1], inputs)
+    lines = [f"fxviz could not capture {_name(obj)}; tried {', '.join(n for n, _ in failures)}:"]
+    for name, error in failures:
+        lines.append(f"  - {_HOW[name]}: {type(error).__name__}: {_first_line(error)}")
+    where = next((w for w in (_user_frame(e) for _, e in reversed(failures)) if w), None)
+    if where:
+        lines.append(f'  File "{where[0]}", line {where[1]}:\n    {where[2]}')
+    if all(name in ("dynamo", "real") for name, _ in failures[2:]) and len(failures) >= 3:
+        lines.append(
+            "What to try: the model itself fails on these inputs (every capture runs it); "
+            "call it directly to see the error, then fix the inputs or the model."
+        )
+    return "\n".join(lines)
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    if "Explanation:" in text:
+        text = text.split("Explanation:")[0]
+    return (text.splitlines() or [type(error).__name__])[0].strip()
+
+
+def _describe_failure(method: str, obj: Any, error: BaseException, inputs: Any) -> str:
     """One message: what failed, the user's offending line, and what to try instead."""
-    first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
-    lines = [f"{how} could not capture {_name(obj)}: {type(error).__name__}: {first_line}"]
+    has_inputs = bool(inputs[0] or inputs[1])
+    lines = [
+        f"{_HOW[method]} could not capture {_name(obj)}: "
+        f"{type(error).__name__}: {_first_line(error)}"
+    ]
     where = _user_frame(error)
     if where:
         path, lineno, code = where
         lines.append(f'  File "{path}", line {lineno}:\n    {code}')
     lines.append("What to try:")
-    lines.extend(f"  - {hint}" for hint in _hints(how, error, bool(inputs)))
+    lines.extend(f"  - {hint}" for hint in _hints(method, error, has_inputs, where))
     return "\n".join(lines)
 
 
-def _hints(how: str, error: BaseException, has_inputs: bool) -> list[str]:
+_TENSOR_CONDITION = re.compile(
+    r"data.dependent|symbolically traced variables cannot be used as inputs to control flow"
+    r"|GuardOnDataDependent|Could not guard|\.item\(\)|_local_scalar_dense",
+    re.IGNORECASE,
+)
+
+
+def _hints(
+    method: str, error: BaseException, has_inputs: bool, where: tuple[str, int, str] | None
+) -> list[str]:
     text = str(error)
+    code = where[2] if where else ""
+    tensor_condition = bool(_TENSOR_CONDITION.search(text)) and not re.search(
+        r"\b(shape|size|len|ndim|dim)\b", code
+    )
+    capture_run = "fxviz.trace(model, *args, method='dynamo') (or method='real')"
     hints = []
-    if how.endswith("symbolic_trace"):
-        if "control flow" in text or "iteration" in text or "does not support" in text:
+    if method == "symbolic":
+        if not tensor_condition and ("control flow" in text or "iteration" in text):
             hints.append(
                 "if a plain Python argument (a flag, a size) drives that line, fix it with "
                 "concrete_args={'name': value}"
             )
-        if has_inputs:
-            hints.append("method='export' (traces with the example inputs you gave)")
-        else:
+        if tensor_condition:
             hints.append(
-                "method='export' with example inputs: fxviz.trace(model, x, method='export')"
+                f"the line branches on a tensor's value: capture one run with {capture_run}"
             )
-    else:
-        hints.append("method='symbolic' if the model has no data-dependent shapes")
         hints.append(
-            "for data-dependent control flow, rewrite it with torch.cond or move it out of forward"
+            "method='export' (traces with the example inputs you gave)"
+            if has_inputs
+            else "method='export' with example inputs: fxviz.trace(model, x, method='export')"
         )
+    elif method == "export":
+        if "register a pytree" in text or "not a known type" in text:
+            hints.append(
+                "the output holds a type torch.export cannot flatten (a cache object): "
+                f"{capture_run} records it as it is"
+            )
+        hints.append("method='symbolic' if the model has no data-dependent shapes")
+        hints.append(f"for data-dependent control flow, capture one run with {capture_run}")
+    else:
+        hints.append("call the model directly with the same inputs: every capture runs it")
     return hints
 
 
@@ -183,11 +343,11 @@ _FILE_LINE = re.compile(r'File "([^"]+)", line (\d+)')
 
 
 def _user_frame(error: BaseException) -> tuple[str, int, str] | None:
-    """The last frame of user code in the traceback (or in torch.export's message)."""
+    """The last frame of user code in the traceback (or in the error's message)."""
     candidates = [(f.filename, f.lineno or 0) for f in traceback.extract_tb(error.__traceback__)]
     candidates += [(path, int(line)) for path, line in _FILE_LINE.findall(str(error))]
     for path, lineno in reversed(candidates):
-        if path.startswith((_TORCH_DIR, _FXVIZ_DIR, "<")):
+        if not is_user_file(path):
             continue
         code = linecache.getline(path, lineno).strip()
         if code:

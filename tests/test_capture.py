@@ -74,17 +74,63 @@ def test_trace_error_quotes_the_offending_line_and_says_what_to_try():
     assert isinstance(info.value, RuntimeError)
 
 
-def test_auto_reports_both_failures_for_value_dependent_control_flow():
+def test_auto_captures_value_dependent_control_flow_by_running_it():
+    model, x = ValueBranch(), torch.randn(2)
+    gm = fxviz.trace(model, x)  # symbolic and export fail; Dynamo holds it
+    assert gm.meta["fxviz_method"] == "dynamo"
+    assert [b.code for b in gm.breaks][:1] == [
+        "if x.sum() > 0:  # value-dependent: neither tracer can capture it"
+    ]
+    assert torch.equal(gm(x), model(x))
+
+
+def test_a_tensor_condition_gets_capture_advice_not_concrete_args():
     with pytest.raises(fxviz.TraceError) as info:
-        fxviz.trace(ValueBranch(), torch.randn(2))
+        fxviz.trace(ValueBranch(), torch.randn(2), method="symbolic")
     message = str(info.value)
     assert "if x.sum() > 0:" in message
-    assert "torch.export fallback failed too" in message
+    assert "method='dynamo'" in message
+    assert "concrete_args" not in message
+
+
+class Broken(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.sum() > 0:
+            x = x * 2
+        return x @ torch.ones(5, 5)  # wrong size for a (2, 3) input: nothing can run it
+
+
+def test_auto_names_every_method_tried_when_nothing_holds_the_model():
+    with pytest.raises(fxviz.TraceError) as info:
+        fxviz.trace(Broken(), torch.ones(2, 3))
+    message = str(info.value)
+    for how in ("torch.fx.symbolic_trace", "torch.export.export", "Dynamo", "real run"):
+        assert how in message
+    assert "return x @ torch.ones(5, 5)" in message
+    assert "the model itself fails on these inputs" in message
+
+
+def test_script_modules_point_to_the_torchscript_view():
+    with pytest.raises(fxviz.TraceError, match="TorchScript view"):
+        fxviz.trace(torch.jit.script(nn.Linear(2, 2)))
+
+
+def test_user_frames_compare_path_components(tmp_path):
+    import os
+
+    from fxviz._capture import is_user_file
+
+    torch_dir = os.path.dirname(torch.__file__)
+    assert not is_user_file(os.path.join(torch_dir, "nn", "functional.py"))
+    assert is_user_file(torch_dir + "vision" + os.sep + "ops" + os.sep + "boxes.py")
+    assert is_user_file(str(tmp_path / "model.py"))
 
 
 def test_export_needs_inputs_and_methods_are_checked():
     with pytest.raises(fxviz.TraceError, match="needs example inputs"):
         fxviz.trace(Branchy(), method="export")
+    with pytest.raises(fxviz.TraceError, match="needs its inputs"):
+        fxviz.trace(Branchy(), method="dynamo")
     with pytest.raises(ValueError, match="unknown method: 'jit'"):
         fxviz.trace(Branchy(), method="jit")
     with pytest.raises(fxviz.TraceError, match="cannot trace an object of type int"):

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 import torch.fx
 
+from fxviz._capture import bind_inputs
 from fxviz._record._breakpoints import (
     OPS,
     Breakpoint,
@@ -52,7 +53,7 @@ class Debugger:
 
     Args:
         gm_or_module: a ``GraphModule`` or anything :func:`fxviz.trace` accepts.
-        *inputs: the graph's inputs.
+        *inputs, **kwargs: the inputs, as for ``model(*inputs, **kwargs)``.
         interpreter: your own ``torch.fx.Interpreter`` subclass (or instance) to run with.
         keep, stats: as for :func:`fxviz.record`.
 
@@ -76,6 +77,7 @@ class Debugger:
         interpreter: type[torch.fx.Interpreter] | torch.fx.Interpreter | None = None,
         keep: Keep = "all",
         stats: bool = True,
+        **kwargs: Any,
     ) -> None:
         if _is_transformer(interpreter):
             raise TypeError(
@@ -84,7 +86,8 @@ class Debugger:
                 "fxviz.record(gm, interpreter=...) and debug the module it returns."
             )
         reject_specs(inputs, "fxviz.Debugger")
-        self.graph_module = trace(gm_or_module, *inputs)
+        self.graph_module = trace(gm_or_module, *inputs, **kwargs)
+        inputs = bind_inputs(self.graph_module, inputs, kwargs)
         self.graph: torch.fx.Graph = self.graph_module.graph
         check_inputs(self.graph_module, inputs)
         self._inputs = inputs

@@ -11,6 +11,7 @@ from typing import Any
 import torch
 import torch.fx
 
+from fxviz._capture import bind_inputs
 from fxviz._record._explain import describe_failure
 from fxviz._record._recorder import Keep, Recorder, check_keep
 from fxviz._record._records import Recording
@@ -264,13 +265,15 @@ def record(
     keep: Keep = "all",
     stats: bool = True,
     progress: bool | None = None,
+    **kwargs: Any,
 ) -> Recording:
     """Run a graph node by node and record what every node produced.
 
     Args:
         gm_or_module: a ``GraphModule``, or anything :func:`fxviz.trace` accepts (traced
             first, with ``inputs`` as example inputs).
-        *inputs: the graph's inputs, as for ``gm(*inputs)``.
+        *inputs, **kwargs: the inputs, as for ``model(*inputs, **kwargs)`` (keyword
+            inputs named like the options below go to fxviz, not to the model).
         interpreter: run through your own ``torch.fx.Interpreter`` subclass (a class, or
             an instance, which is copied); its behaviour is unchanged. A ``Transformer``
             subclass is recorded symbolically: ``.output`` is the new ``GraphModule`` and each
@@ -298,7 +301,8 @@ def record(
         True
     """
     reject_specs(inputs, "fxviz.record")
-    gm = trace(gm_or_module, *inputs)
+    gm = trace(gm_or_module, *inputs, **kwargs)
+    inputs = bind_inputs(gm, inputs, kwargs)
     instance = as_recording_interpreter(gm, interpreter, keep=keep, stats=stats)
     if isinstance(instance, torch.fx.Transformer):
         return _record_transformer(instance, inputs)

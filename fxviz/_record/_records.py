@@ -211,6 +211,12 @@ class Recording(Mapping[str, NodeRecord]):
     def __len__(self) -> int:
         return len(self._records)
 
+    @property
+    def method(self) -> str:
+        """How the graph was captured (``symbolic``, ``export``, ``dynamo``, ``real``), or
+        ``""`` when it was given as a GraphModule."""
+        return str(getattr(self.graph_module, "meta", {}).get("fxviz_method", ""))
+
     def records(self) -> list[NodeRecord]:
         """The records in execution order."""
         return list(self._records)

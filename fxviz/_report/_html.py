@@ -137,9 +137,34 @@ def _facts(obj: Any, data: dict[str, Any], inputs: Any) -> list[str]:
     shapes = _input_shapes(obj, inputs)
     if shapes:
         lines.append(f"inputs: {shapes}")
+    lines.extend(_capture_facts(obj))
     summary = getattr(obj, "summary", None)
     if callable(summary):
         lines.append(str(summary()))  # one line of text on every object that has one
+    return lines
+
+
+def _input_text(record: Any) -> str:
+    """``float32[2, 3]`` for a tensor input, ``None`` or the value's type otherwise."""
+    if record.shape is None:
+        value = record.value
+        return "None" if value is None else type(value).__name__
+    return f"{str(record.dtype).removeprefix('torch.')}{list(record.shape)}"
+
+
+def _capture_facts(obj: Any) -> list[str]:
+    """How the graph was captured, and for a capture of one run, every break."""
+    from fxviz._capture import Capture
+
+    gm = getattr(obj, "graph_module", obj)
+    method = getattr(gm, "meta", {}).get("fxviz_method") if gm is not None else None
+    if not isinstance(gm, Capture):
+        return [f"captured by: {method}"] if method else []
+    lines = [f"captured by: {method or gm.method} ({gm.summary()})"]
+    shown = 12  # a loop over many boxes breaks once a box: the first ones tell the story
+    lines += [f"break {b.node}: {b}" for b in gm.breaks[:shown]]
+    if len(gm.breaks) > shown:
+        lines.append(f"… and {len(gm.breaks) - shown} more breaks (capture.breaks)")
     return lines
 
 
@@ -147,10 +172,7 @@ def _input_shapes(obj: Any, inputs: Any) -> str:
     records = obj.recording if hasattr(obj, "recording") and not isinstance(obj, Recording) else obj
     if isinstance(records, Recording):
         placeholders = [r for r in records.values() if r.op == "placeholder"]
-        return ", ".join(
-            f"{r.name}: {r.dtype and str(r.dtype).removeprefix('torch.')}{list(r.shape or [])}"
-            for r in placeholders
-        )
+        return ", ".join(f"{r.name}: {_input_text(r)}" for r in placeholders)
     if inputs is not None:
         return ", ".join(f"{list(t.shape)}" for t in inputs if isinstance(t, torch.Tensor))
     return ""

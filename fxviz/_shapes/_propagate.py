@@ -9,6 +9,7 @@ from typing import Any, Literal
 import torch
 import torch.fx
 
+from fxviz._capture import bind_inputs
 from fxviz._record import RecordingInterpreter
 from fxviz._record._interpreter import check_inputs, progress_bar
 from fxviz._record._summary import iter_tensors
@@ -55,12 +56,14 @@ def shapes(
     mode: Mode = "real",
     device: str | torch.device | None = None,
     progress: bool | None = None,
+    **kwargs: Any,
 ) -> ShapeReport:
     """Every node's output shapes and dtypes, as a :class:`ShapeReport`.
 
     Args:
         gm_or_module: a ``GraphModule`` or anything :func:`fxviz.trace` accepts.
-        *inputs: tensors (real, fake or meta) or :func:`fxviz.spec` specs.
+        *inputs: tensors (real, fake or meta) or :func:`fxviz.spec` specs;
+            ``**kwargs`` keyword inputs, as for ``model(*inputs, **kwargs)``.
         mode: ``"real"`` runs the graph; ``"fake"`` runs it on ``FakeTensor``s (parameters
             too: nothing is computed or allocated); ``"meta"`` runs it on the meta device
             (the model may be built there: ``with torch.device("meta"): ...``).
@@ -91,7 +94,12 @@ def shapes(
             "the model's parameters are on the meta device and hold no values: use "
             "mode='meta' or mode='fake' to propagate shapes"
         )
-    gm = trace(model, *(x.materialize("meta") if isinstance(x, TensorSpec) else x for x in inputs))
+    gm = trace(
+        model,
+        *(x.materialize("meta") if isinstance(x, TensorSpec) else x for x in inputs),
+        **kwargs,
+    )
+    inputs = bind_inputs(gm, inputs, kwargs)
     with _mode_context(mode, model, device) as convert:
         converted = tuple(convert(x) for x in inputs)
         check_inputs(gm, converted)

@@ -87,6 +87,16 @@ def draw(obj: Any) -> DrawGraph:
     """The drawing model of anything :func:`to_dot` accepts."""
     if isinstance(obj, DrawGraph):
         return obj
+    drawing = _draw(obj)
+    from fxviz._capture import Capture, frame_capture
+
+    captured = getattr(obj, "graph_module", obj)
+    if isinstance(captured, Capture):  # graph calls as frames, breaks as markers
+        frame_capture(drawing, captured)
+    return drawing
+
+
+def _draw(obj: Any) -> DrawGraph:
     if isinstance(obj, Recording):
         return draw_fx(obj.graph_module, records=obj)
     if isinstance(obj, ShapeReport):

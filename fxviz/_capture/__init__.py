@@ -1,0 +1,22 @@
+"""Captures of one real run: Dynamo's graphs with their breaks, or one real trace."""
+
+from fxviz._capture._dynamo import capture_dynamo, is_user_file, traced_forward
+from fxviz._capture._frames import frame_capture
+from fxviz._capture._inputs import bind_inputs, describe_value, flatten_inputs
+from fxviz._capture._real import capture_real, tensors_in
+from fxviz._capture._stitch import Capture, GraphBreak, GraphCall
+
+__all__ = [
+    "Capture",
+    "GraphBreak",
+    "GraphCall",
+    "bind_inputs",
+    "capture_dynamo",
+    "capture_real",
+    "describe_value",
+    "flatten_inputs",
+    "frame_capture",
+    "is_user_file",
+    "tensors_in",
+    "traced_forward",
+]

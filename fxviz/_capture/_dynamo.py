@@ -1,0 +1,179 @@
+"""Capture with Dynamo (``torch.compile``): every FX graph it makes, with the breaks between.
+
+This module quarantines the private ``torch._dynamo`` APIs it needs: ``reset``,
+``config.patch``, ``optimize(..., guard_export_fn=)`` and each graph's
+``compile_subgraph_reason`` (reason and user stack of a graph break).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+import torch.fx
+
+from fxviz._capture._inputs import flatten_inputs
+from fxviz._capture._state import restored_state
+from fxviz._capture._stitch import Capture, GraphBreak, GraphCall, stitch
+
+__all__ = ["capture_dynamo", "is_user_file", "traced_forward"]
+
+_TORCH_DIR = os.path.dirname(torch.__file__)
+_FXVIZ_DIR = os.path.dirname(os.path.dirname(__file__))
+
+
+def is_user_file(path: str) -> bool:
+    """Whether ``path`` is the user's code: not torch's, not fxviz's, not ``<string>``
+    (compares whole path components, so ``torchvision/`` is the user's side)."""
+    if path.startswith("<"):
+        return False
+    path = os.path.abspath(path)
+    return all(os.path.commonpath([path, d]) != d for d in (_TORCH_DIR, _FXVIZ_DIR))
+
+
+def capture_dynamo(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Capture:
+    """Run ``model(*args, **kwargs)`` once under Dynamo, keeping each graph and each call.
+
+    The backend returns every graph's own ``forward``, so the run computes exactly what
+    eager PyTorch computes; Dynamo's caches are reset before and after (as
+    ``torch._dynamo.explain`` does), so other compiled code recompiles on its next call.
+    """
+    import torch._dynamo as dynamo
+    import torch._guards
+
+    graphs: list[torch.fx.GraphModule] = []
+    reasons: list[Any] = []
+    calls: list[GraphCall] = []
+    guards: list[str] = []
+    recompiles: list[str] = []
+
+    def backend(gm: torch.fx.GraphModule, example_inputs: Any) -> Callable[..., Any]:
+        index = len(graphs)
+        graphs.append(gm)
+        reasons.append(getattr(gm, "compile_subgraph_reason", None))
+        compile_id = torch._guards.CompileContext.current_compile_id()  # "frame/attempt"
+        if compile_id is not None and (compile_id.frame_compile_id or 0) > 0:
+            recompiles.append(
+                f"graph {index}: frame {compile_id.frame_id} compiled again "
+                f"(#{compile_id.frame_compile_id}): its guards failed on new values"
+            )
+
+        def run(*inputs: Any) -> Any:
+            outputs = gm.forward(*inputs)
+            calls.append(GraphCall(index, list(inputs), outputs))
+            return outputs
+
+        return run
+
+    def keep_guards(found: Any) -> None:
+        guards.extend(str(g) for g in found)
+
+    names, leaves = flatten_inputs(model, args, kwargs)
+    dynamo.reset()
+    try:
+        with (
+            _quiet(),
+            restored_state(model),
+            dynamo.config.patch(suppress_errors=False, verbose=False),
+        ):
+            compiled = dynamo.optimize(backend, nopython=False, guard_export_fn=keep_guards)(model)
+            output = compiled(*args, **kwargs)
+    finally:
+        dynamo.reset()
+    return stitch(
+        model,
+        names,
+        leaves,
+        graphs,
+        calls,
+        output,
+        method="dynamo",
+        breaks=lambda k: _break_after(k, calls, reasons, graphs),
+        guards=guards,
+        recompiles=recompiles,
+    )
+
+
+def traced_forward(capture: Capture, model: Any) -> bool:
+    """Whether one of the capture's graphs came from ``model``'s own forward (or function)."""
+    import inspect
+
+    fn = model.forward if isinstance(model, torch.nn.Module) else model
+    codes = [getattr(f, "__code__", None) for f in (fn, inspect.unwrap(fn))]
+    spans = []
+    for code in codes:
+        if code is None:
+            continue
+        lines = [line for _, _, line in code.co_lines() if line is not None]
+        spans.append((code.co_filename, min(lines, default=0), max(lines, default=0)))
+    for gm in capture.graphs:
+        reason = getattr(gm, "compile_subgraph_reason", None)
+        for frame in getattr(reason, "user_stack", None) or ():
+            for file, first, last in spans:
+                if frame.filename == file and first <= (frame.lineno or 0) <= last:
+                    return True
+    return False
+
+
+def _break_after(
+    k: int, calls: list[GraphCall], reasons: list[Any], graphs: list[torch.fx.GraphModule]
+) -> GraphBreak:
+    """What ended graph call ``k`` (``-1``: the Python before the first call)."""
+    if k < 0:
+        first = graphs[calls[0].graph] if calls else None
+        file, line, code = _first_line(first) if first is not None else ("", 0, "")
+        return GraphBreak(-1, "Python before the first graph", file, line, code)
+    reason = reasons[calls[k].graph]
+    text = "the graph's frame returned to Python"
+    frames: list[Any] = []
+    if reason is not None:
+        frames = [f for f in reason.user_stack if is_user_file(f.filename)] or list(
+            reason.user_stack
+        )
+        if reason.graph_break:
+            text = " ".join(str(reason.reason).split("Explanation:")[0].split())
+    if k == len(calls) - 1 and (reason is None or not reason.graph_break):
+        text = "Python after the last graph, until the model returned"
+    until = ""
+    if k + 1 < len(calls):
+        file, line, code = _first_line(graphs[calls[k + 1].graph])
+        until = f"{file.rsplit('/', 1)[-1]}:{line}: {code}" if file else ""
+    last = frames[-1] if frames else None
+    if last is None:
+        return GraphBreak(k, text, until=until)
+    code = (last.line or "").strip()
+    return GraphBreak(k, text, last.filename, last.lineno or 0, code, until=until)
+
+
+def _first_line(gm: torch.fx.GraphModule) -> tuple[str, int, str]:
+    """The user line of the first node with a stack trace in ``gm``."""
+    from fxviz._nodes import source_line
+
+    for node in gm.graph.nodes:
+        text = source_line(node)
+        if text.startswith("File "):
+            head, _, code = text.partition(": ")
+            parts = head.split('"')
+            if len(parts) >= 3:
+                line = head.rsplit("line ", 1)[-1].split(",")[0]
+                return parts[1], int(line) if line.isdigit() else 0, code
+    return "", 0, ""
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """Dynamo logs graph-break warnings; fxviz reports the breaks instead."""
+    logger = logging.getLogger("torch._dynamo")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logger.setLevel(level)
