@@ -35,6 +35,7 @@ __all__ = [
     "has_plain_codegen",
     "input_spec_mismatch",
     "is_fake",
+    "op_arguments",
     "op_name",
     "op_written_arguments",
     "positional_graph",
@@ -163,6 +164,12 @@ def op_name(op: OpOverload | OpOverloadPacket) -> str:
     if isinstance(op, OpOverload):
         return op._schema.name
     return op._qualified_op_name
+
+
+def op_arguments(op: OpOverload) -> list[Any]:
+    """The op's schema arguments (``.name``, ``.kwarg_only``, ``.has_default_value()``,
+    ``.default_value``). ``OpOverload._schema`` is private; checked on torch 2.4 - 2.13."""
+    return list(op._schema.arguments)
 
 
 def op_written_arguments(op: OpOverload) -> list[tuple[int, str, bool]]:

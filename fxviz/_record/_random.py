@@ -30,6 +30,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from fxviz._torch_compat import op_arguments
 from fxviz.errors import FxvizWarning
 
 __all__ = ["RandomStream", "may_draw_random"]
@@ -136,6 +137,8 @@ class _PrivateRandom(TorchDispatchMode):
         gen = self.stream.generator(device)
         routed = _with_generator(func)
         if routed is None:
+            if not _draws_this_time(func, args, kwargs):
+                return func(*args, **kwargs)
             return _draw_from_global(func, args, kwargs, gen)
         op, position = routed
         if position is not None and position < len(args):
@@ -157,13 +160,13 @@ def _with_generator(func: Any) -> tuple[Any, int | None] | None:
         return _ROUTES[func]
     route = None
     for op in [func, *_sibling_overloads(func)]:
-        names = [a.name for a in op._schema.arguments]
+        names = _names(op)
         if "generator" not in names:
             continue
         if op is not func and [n for n in names if n != "generator"] != _names(func):
             continue
         position = names.index("generator")
-        kwarg_only = op._schema.arguments[position].kwarg_only
+        kwarg_only = op_arguments(op)[position].kwarg_only
         route = (op, None if kwarg_only else position)
         break
     _ROUTES[func] = route
@@ -176,7 +179,18 @@ def _sibling_overloads(func: Any) -> list[Any]:
 
 
 def _names(func: Any) -> list[str]:
-    return [a.name for a in func._schema.arguments]
+    return [a.name for a in op_arguments(func)]
+
+
+def _draws_this_time(func: Any, args: Any, kwargs: Any) -> bool:
+    """False when a seeded op without a generator argument draws nothing on this call:
+    fused attention with ``dropout_p=0`` or an RNN kernel with ``train=False`` (eval)."""
+    values = {a.name: a.default_value for a in op_arguments(func) if a.has_default_value()}
+    values |= dict(zip(_names(func), args, strict=False)) | kwargs
+    for name in ("dropout_p", "dropout"):
+        if name in values and not values[name]:
+            return False
+    return not ("train" in values and values["train"] is False)
 
 
 def _draw_from_global(func: Any, args: Any, kwargs: Any, gen: torch.Generator) -> Any:
