@@ -23,6 +23,7 @@ from fxviz.errors import (
     FxvizWarning,
     InputError,
     NodeError,
+    RecordingFileError,
     RecordingInterrupted,
     TraceError,
     UnknownNodeError,
@@ -54,6 +55,11 @@ _LAZY: dict[str, str] = {
     "to_dot": "fxviz.render",
     "to_svg": "fxviz.render",
     "report": "fxviz._report",
+    "load": "fxviz._saved",
+    "Comparison": "fxviz._compare",
+    "compare": "fxviz._compare",
+    "compare_dtype": "fxviz._compare",
+    "compare_pass": "fxviz._compare",
     "ShapeError": "fxviz._shapes",
     "ShapeReport": "fxviz._shapes",
     "SpecError": "fxviz._shapes",
@@ -80,7 +86,9 @@ if TYPE_CHECKING:  # static checkers and IDEs see the real objects
         record,
         recording_class,
     )
+    from fxviz._compare import Comparison, compare, compare_dtype, compare_pass
     from fxviz._report import report
+    from fxviz._saved import load
     from fxviz._shapes import (
         ShapeError,
         ShapeReport,
@@ -148,6 +156,7 @@ def _register_notebook_display() -> None:
 _register_notebook_display()
 
 __all__ = [
+    "Comparison",
     "Debugger",
     "DebuggerApp",
     "DebuggerError",
@@ -159,6 +168,7 @@ __all__ = [
     "NodeError",
     "NodeRecord",
     "Recording",
+    "RecordingFileError",
     "RecordingInterpreter",
     "RecordingInterrupted",
     "RecordingMixin",
@@ -173,10 +183,14 @@ __all__ = [
     "UnknownNodeError",
     "__version__",
     "bytes_heat",
+    "compare",
+    "compare_dtype",
+    "compare_pass",
     "debug",
     "debugger_state",
     "diff",
     "dtype_changed",
+    "load",
     "nonfinite",
     "nonfinite_values",
     "record",
