@@ -74,6 +74,7 @@ _LAZY: dict[str, str] = {
 }
 
 if TYPE_CHECKING:  # static checkers and IDEs see the real objects
+    from fxviz._compare import Comparison, compare, compare_dtype, compare_pass
     from fxviz._record import (
         Debugger,
         NodeRecord,
@@ -86,7 +87,6 @@ if TYPE_CHECKING:  # static checkers and IDEs see the real objects
         record,
         recording_class,
     )
-    from fxviz._compare import Comparison, compare, compare_dtype, compare_pass
     from fxviz._report import report
     from fxviz._saved import load
     from fxviz._shapes import (

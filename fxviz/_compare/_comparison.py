@@ -188,6 +188,11 @@ class Comparison:
 
         return inspector(self, name, max_preview)
 
+    def _fxviz_report(self, max_preview: int = 64) -> tuple[dict[str, Any], str]:
+        from fxviz._compare._view import report_data
+
+        return report_data(self, max_preview)
+
     def __repr__(self) -> str:
         return f"<fxviz.Comparison: {self.summary()}>"
 

@@ -148,3 +148,46 @@ def report_table(comparison: Comparison) -> str:
 
 def _dtype(dtype: Any) -> str:
     return str(dtype).removeprefix("torch.")
+
+
+def report_data(comparison: Comparison, max_preview: int = 64) -> tuple[dict[str, Any], str]:
+    """What ``fxviz.report(comparison)`` puts in the page: the shaded drawing, a table of
+    every pair, each node's inspector with both runs' values, and the diverging pairs."""
+    from fxviz.render._api import draw, to_dot
+    from fxviz.render._collapse import opening_depth, units
+
+    drawing = draw(comparison)
+    depth = opening_depth(drawing)
+    rows = [
+        {
+            "name": p.name,
+            "op": p.op,
+            "target": p.target,
+            "dtypes": " / ".join(
+                _dtype(d) if d is not None else "—" for d in (p.dtype_a, p.dtype_b)
+            ),
+            "SQNR dB": None if p.sqnr_db is None else round(p.sqnr_db, 2),
+            "cosine": None if p.cosine is None else round(p.cosine, 6),
+            "max abs error": None if p.max_abs_error is None else float(f"{p.max_abs_error:.4g}"),
+            "verdict": ("diverges: " if p.diverged else "") + p.reason,
+        }
+        for p in comparison.pairs
+    ]
+    data = {
+        "dot": to_dot(comparison, depth=depth).source,
+        "units": units(drawing, depth),
+        "rows": rows,
+        "inspectors": {n.name: inspector(comparison, n.name, max_preview) for n in drawing.nodes},
+        "order": [],
+        "records": {},
+        "replay": False,
+        "model": f"{_model(comparison.a)} vs {_model(comparison.b)}",
+        "status": comparison.summary(),
+    }
+    return data, report_table(comparison)
+
+
+def _model(recording: Any) -> str:
+    gm = recording.graph_module
+    name = getattr(gm, "name", None) if type(gm).__name__ == "SavedGraph" else None
+    return name if isinstance(name, str) else type(gm).__name__

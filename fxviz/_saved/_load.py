@@ -337,10 +337,15 @@ def _check_header(path: pathlib.Path) -> None:
     if size < 10:
         raise RecordingFileError(f"{path} is not a saved fxviz recording: only {size} bytes")
     (length,) = struct.unpack("<Q", start[:8])
-    if length > min(size - 8, _MAX_HEADER) or start[8:9] != b"{":
+    if start[8:9] != b"{" or length > _MAX_HEADER:
         raise RecordingFileError(
-            f"{path} is not a saved fxviz recording, or it is truncated: its header claims "
-            f"{length:,} bytes but the file holds {size:,}"
+            f"{path} is not a saved fxviz recording (a .fxrec file starts with a header "
+            "length and a JSON header); write one with rec.save(path)"
+        )
+    if length > size - 8:
+        raise RecordingFileError(
+            f"{path} is truncated or corrupted: its header claims {length:,} bytes but the "
+            f"file holds {size:,}"
         )
 
 
