@@ -181,14 +181,15 @@ def _exception(data: Any, where: str) -> SavedException | None:
     return kind(message)
 
 
-def _run_error(data: Any) -> NodeError | None:
+def _run_error(data: Any) -> BaseException | None:
+    """The error that stopped the run: a NodeError again, else a :class:`SavedException`."""
     if data is None:
         return None
-    _expect(
-        isinstance(data, dict) and all(isinstance(data.get(k), str) for k in ("message", "node")),
-        "error",
-    )
-    return NodeError(data["message"], node=data["node"])
+    _expect(isinstance(data, dict) and isinstance(data.get("node"), str), "error")
+    error = _exception(data, "error")
+    if type(error).__name__ == "NodeError":
+        return NodeError(str(error), node=data["node"])
+    return error
 
 
 def _record(data: Any, i: int, tensors: _Tensors) -> NodeRecord:

@@ -61,7 +61,7 @@ def save(
     body = {
         "model": _model_name(recording),
         "complete": recording.complete,
-        "error": _run_error(recording.error),
+        "error": _run_error(recording),
         "saved": {
             "fxviz": _fxviz_version(),
             "torch": torch.__version__,
@@ -120,13 +120,15 @@ def _summary(record: NodeRecord, path: str) -> Any:
     return next(s for s in record.outputs if s.path == path)
 
 
-def _run_error(error: BaseException | None) -> dict[str, str] | None:
+def _run_error(recording: Recording) -> dict[str, str] | None:
+    error = recording.error
     if error is None:
         return None
+    failed = next((r.name for r in recording.values() if r.error is not None), "")
     return {
         "type": type(error).__name__,
         "message": str(error),
-        "node": str(getattr(error, "node", "")),
+        "node": str(getattr(error, "node", failed)),
     }
 
 

@@ -73,6 +73,12 @@ def encode_value(value: Any, tensors: dict[str, torch.Tensor], depth: int = 0) -
         return {"t": "float", "v": repr(value)}  # repr keeps nan/inf, which JSON cannot
     if isinstance(value, str):
         return {"t": "str", "v": value}
+    if isinstance(value, torch.Size):
+        return {"t": "size", "items": [int(d) for d in value]}
+    if isinstance(value, torch.dtype):
+        return {"t": "dtype", "v": str(value).removeprefix("torch.")}
+    if isinstance(value, torch.device):
+        return {"t": "device", "v": str(value)}
     if depth < _MAX_DEPTH and isinstance(value, (tuple, list)):
         kind = "tuple" if isinstance(value, tuple) else "list"
         return {"t": kind, "items": [encode_value(v, tensors, depth + 1) for v in value]}
@@ -81,8 +87,6 @@ def encode_value(value: Any, tensors: dict[str, torch.Tensor], depth: int = 0) -
             "t": "dict",
             "items": [[k, encode_value(v, tensors, depth + 1)] for k, v in value.items()],
         }
-    if isinstance(value, (torch.dtype, torch.device, torch.Size)):
-        return {"t": "str", "v": str(value)}
     return {"t": "other", "type": type(value).__name__}
 
 
@@ -115,6 +119,21 @@ def decode_value(tree: Any, tensor: Callable[[str], torch.Tensor], depth: int = 
                 raise RecordingFileError("malformed dict entry in the saved recording")
             out[item[0]] = decode_value(item[1], tensor, depth + 1)
         return out
+    if kind == "size":
+        dims = _field(tree, "items", list)
+        if not all(type(d) is int and d >= 0 for d in dims):
+            raise RecordingFileError("malformed torch.Size in the saved recording")
+        return torch.Size(dims)
+    if kind == "dtype":
+        dtype = getattr(torch, _field(tree, "v", str), None)
+        if not isinstance(dtype, torch.dtype):
+            raise RecordingFileError("unknown dtype in the saved recording")
+        return dtype
+    if kind == "device":
+        try:
+            return torch.device(_field(tree, "v", str))
+        except RuntimeError:
+            raise RecordingFileError("malformed device in the saved recording") from None
     if kind == "other":
         return NotSaved(_field(tree, "type", str))
     raise RecordingFileError(f"unknown value kind {kind[:40]!r} in the saved recording")
