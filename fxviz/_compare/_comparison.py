@@ -218,6 +218,7 @@ def compare(
     min_cosine: float = 0.999,
     rtol: float = 1e-5,
     atol: float = 1e-6,
+    provenance: dict[str, str] | None = None,
 ) -> Comparison:
     """Compare two recorded runs node by node: where do they part?
 
@@ -230,7 +231,8 @@ def compare(
     A pair diverges when its shapes differ, when NaN/Inf appear on one side only, or when
     it fails ``metric``: ``"sqnr"`` (default: SQNR below ``sqnr_db``, 30 dB, about 3%
     relative L2 error), ``"cosine"`` (below ``min_cosine``) or ``"allclose"`` (outside
-    ``rtol``/``atol``, as ``torch.allclose``).
+    ``rtol``/``atol``, as ``torch.allclose``). ``provenance`` maps node names of ``b``
+    to the names in ``a`` they were made from, where a pass knows it.
 
     Example:
         >>> import torch, fxviz
@@ -257,7 +259,7 @@ def compare(
             )
     threshold = {"sqnr": sqnr_db, "cosine": min_cosine, "allclose": None}[metric]
     left, right = draw(a), draw(b)
-    aligned = _align(left, right, {})
+    aligned = _align(left, right, provenance or {})
     pairs = [
         _pair(
             p.before.record if p.before else None,

@@ -66,10 +66,11 @@ def compare_pass(
 ) -> Comparison:
     """Run a graph before and after a pass on the same inputs, and compare node by node.
 
-    ``transform`` is the pass: a function given a copy of the traced graph, returning the
-    new ``GraphModule`` (or ``None`` when it changed the copy in place); or the
-    transformed ``GraphModule`` itself. Nodes are aligned by provenance
-    (``node.meta["from_node"]``), then name, then target. ``options`` go to
+    ``transform`` is the pass: a ``torch.fx.Transformer`` subclass (its run says which
+    new node came from which old one), a function given a copy of the traced graph and
+    returning the new ``GraphModule`` (or ``None`` when it changed the copy in place), or
+    the transformed ``GraphModule`` itself. Nodes are aligned by provenance (the
+    Transformer's, or ``node.meta["from_node"]``), then name, then target. ``options`` go to
     :func:`fxviz.compare`.
 
     Example:
@@ -89,7 +90,12 @@ def compare_pass(
     from fxviz.capture import trace
 
     before = trace(model, *inputs)
-    if isinstance(transform, torch.nn.Module):
+    provenance: dict[str, str] = {}
+    if isinstance(transform, type) and issubclass(transform, torch.fx.Transformer):
+        made = record(copy.deepcopy(before), interpreter=transform, progress=None)
+        provenance = {new: r.name for r in made.values() for new in r.produced}
+        after = made.output
+    elif isinstance(transform, torch.nn.Module):
         after = trace(transform, *inputs)
     elif callable(transform):
         given = copy.deepcopy(before)
@@ -97,8 +103,8 @@ def compare_pass(
         after = trace(given if result is None else result, *inputs)
     else:
         raise InputError(
-            f"transform must be a pass (a function) or a GraphModule, not {type(transform).__name__}"
+            f"transform must be a pass (a Transformer class or a function) or a GraphModule, not {type(transform).__name__}"
         )
-    return compare(
-        record(before, *inputs, progress=None), record(after, *inputs, progress=None), **options
-    )
+    a = record(before, *inputs, progress=None)
+    b = record(after, *inputs, progress=None)
+    return compare(a, b, provenance=provenance, **options)
