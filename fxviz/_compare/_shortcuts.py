@@ -49,7 +49,7 @@ def compare_dtype(
         with torch.autocast(device_type=device, dtype=dtype):
             other = record(gm, *inputs, progress=None)
     else:
-        converted = copy.deepcopy(gm).to(dtype)
+        converted = _copy(gm).to(dtype)
         cast = [
             t.to(dtype) if isinstance(t, torch.Tensor) and t.is_floating_point() else t
             for t in inputs
@@ -92,13 +92,13 @@ def compare_pass(
     before = trace(model, *inputs)
     provenance: dict[str, str] = {}
     if isinstance(transform, type) and issubclass(transform, torch.fx.Transformer):
-        made = record(copy.deepcopy(before), interpreter=transform, progress=None)
+        made = record(_copy(before), interpreter=transform, progress=None)
         provenance = {new: r.name for r in made.values() for new in r.produced}
         after = made.output
     elif isinstance(transform, torch.nn.Module):
         after = trace(transform, *inputs)
     elif callable(transform):
-        given = copy.deepcopy(before)
+        given = _copy(before)
         result = transform(given)
         after = trace(given if result is None else result, *inputs)
     else:
@@ -108,3 +108,8 @@ def compare_pass(
     a = record(before, *inputs, progress=None)
     b = record(after, *inputs, progress=None)
     return compare(a, b, provenance=provenance, **options)
+
+
+def _copy(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """A deep copy that keeps the model's class name (``deepcopy`` alone names it GraphModule)."""
+    return torch.fx.GraphModule(copy.deepcopy(gm), copy.deepcopy(gm.graph), type(gm).__name__)
