@@ -219,11 +219,42 @@ def test_truncated_and_lying_lengths_are_refused(saved, tmp_path):
 
 def test_a_huge_declared_shape_is_refused(saved, tmp_path):
     header, body = _split(saved)
-    header["v0"]["shape"] = [10**9, 10**9, 10**9]
     bad = tmp_path / "huge.fxrec"
+    block = dict(header["s0"])
+    header["s0"]["shape"] = [10**9, 10**9, 10**9]  # the block header lies
     _join(bad, header, body)
     with pytest.raises(fxviz.RecordingFileError, match="corrupted"):
         fxviz.load(bad)
+    header["s0"] = block
+    records = json.loads(header["__metadata__"]["fxviz"])
+    leaf = records["records"][1]["value"]
+    for lie, match in (
+        ({"shape": [10**12, 10**12], "stride": [0, 0]}, "refused"),  # no memory behind it
+        ({"shape": [10**6, 10**3], "stride": [10**3, 1]}, "reaches past"),  # out of bounds
+        ({"stride": [-1, 1]}, "malformed"),
+        ({"dtype": "object"}, "malformed"),
+    ):
+        records["records"][1]["value"] = {**leaf, **lie}
+        header["__metadata__"]["fxviz"] = json.dumps(records)
+        _join(bad, header, body)
+        loaded = fxviz.load(bad)  # values are read on first use, and checked then
+        with pytest.raises(fxviz.RecordingFileError, match=match):
+            loaded[1].value
+
+
+def test_views_share_one_block_like_torch_save(tmp_path):
+    def f(x):
+        y = x * 2
+        return y.t(), y[1:], y.view(-1)
+
+    rec = fxviz.record(f, torch.randn(300, 400))
+    path = rec.save(tmp_path / "views.fxrec")
+    data = 2 * 300 * 400 * 4  # x and y; the three views add nothing
+    assert data <= path.stat().st_size < data + 64_000
+    loaded = fxviz.load(path)
+    for r in rec.values():
+        assert _same_values(loaded[r.name].value, r.value), r.name
+    assert loaded["t"].value.stride() == rec["t"].value.stride()
 
 
 def test_corrupted_records_name_what_is_wrong(saved, tmp_path):

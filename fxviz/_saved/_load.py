@@ -330,15 +330,13 @@ def _check_header(path: pathlib.Path) -> None:
         raise RecordingFileError(f"no such file: {path}") from None
     except (IsADirectoryError, PermissionError, OSError) as e:
         raise RecordingFileError(f"cannot read {path}: {e}") from None
-    if start[:2] == b"PK" or start[:1] == b"\x80":
-        raise RecordingFileError(
-            f"{path} looks like a torch.save/pickle file, not a saved fxviz recording. fxviz "
-            "never unpickles (that can run arbitrary code); save with rec.save(path)"
-        )
-    if size < 10:
-        raise RecordingFileError(f"{path} is not a saved fxviz recording: only {size} bytes")
-    (length,) = struct.unpack("<Q", start[:8])
-    if start[8:9] != b"{" or length > _MAX_HEADER:
+    length = struct.unpack("<Q", start[:8])[0] if size >= 16 else 0
+    if size < 16 or start[8:9] != b"{" or length > _MAX_HEADER:
+        if start[:2] == b"PK" or start[:1] == b"\x80":
+            raise RecordingFileError(
+                f"{path} looks like a torch.save/pickle file, not a saved fxviz recording. "
+                "fxviz never unpickles (that can run arbitrary code); save with rec.save(path)"
+            )
         raise RecordingFileError(
             f"{path} is not a saved fxviz recording (a .fxrec file starts with a header "
             "length and a JSON header); write one with rec.save(path)"

@@ -7,9 +7,10 @@ The file is a valid `safetensors <https://huggingface.co/docs/safetensors>`_ fil
   ``"version": "1"``, and holds under ``"fxviz"`` (as a JSON string) the graph (nodes,
   ops, targets, module paths, edges, source lines, alignment keys), every record
   (shapes, dtypes, statistics, timings, errors, aliasing and in-place writes) and each
-  node's value as a tree whose leaves name tensors; every other header entry is one
-  tensor (dtype, shape, byte range);
-* the tensors' raw bytes, back to back, in the order of the header.
+  node's value as a tree whose leaves are tensors: a dtype, shape, stride and offset into
+  a block; every other header entry is one block (``U8``, its byte range): the memory
+  of one storage, saved once however many views of it were kept (as ``torch.save``);
+* the blocks' raw bytes, back to back, each padded to 8 bytes.
 
 No pickle anywhere: loading parses JSON and maps bytes, it never runs code.
 """
@@ -28,7 +29,7 @@ import torch
 
 from fxviz._record._records import NodeRecord, Recording
 from fxviz._saved._graph import drawing_to_json
-from fxviz._saved._values import SAFETENSORS_DTYPES, encode_value
+from fxviz._saved._values import Blocks, encode_value
 
 __all__ = ["FORMAT", "SUFFIX", "VERSION", "save"]
 
@@ -56,8 +57,8 @@ def save(
     from fxviz.render._api import draw
 
     path = pathlib.Path(path)
-    tensors: dict[str, torch.Tensor] = {}
-    records = [_record_json(r, tensors if values else None) for r in recording.values()]
+    blocks = Blocks()
+    records = [_record_json(r, blocks if values else None) for r in recording.values()]
     body = {
         "model": _model_name(recording),
         "complete": recording.complete,
@@ -75,19 +76,13 @@ def save(
     header: dict[str, Any] = {"__metadata__": metadata}
     ready = []
     offset = 0
-    for key, t in tensors.items():
-        t = t.detach()
-        if t.device.type != "cpu":
-            t = t.cpu()
-        t = t.contiguous()
-        size = t.numel() * t.element_size()
-        header[key] = {
-            "dtype": SAFETENSORS_DTYPES[t.dtype],
-            "shape": list(t.shape),
-            "data_offsets": [offset, offset + size],
-        }
+    for key, block in blocks.blocks.items():
+        if block.device.type != "cpu":
+            block = block.cpu()
+        size = block.numel() + (-block.numel() % 8)  # blocks stay 8-byte aligned
+        header[key] = {"dtype": "U8", "shape": [size], "data_offsets": [offset, offset + size]}
         offset += size
-        ready.append(t)
+        ready.append(block)
     raw = json.dumps(header, separators=(",", ":")).encode("utf-8")
     raw += b" " * (-len(raw) % 8)  # tensors start 8-byte aligned
     partial = path.with_name(path.name + ".partial")
@@ -95,16 +90,16 @@ def save(
         with open(partial, "wb") as f:
             f.write(struct.pack("<Q", len(raw)))
             f.write(raw)
-            for t in ready:
-                if t.numel():
-                    f.write(memoryview(t.reshape(-1).view(torch.uint8).numpy()))
+            for block in ready:
+                f.write(memoryview(block.numpy()))
+                f.write(b"\0" * (-block.numel() % 8))
         os.replace(partial, path)
     finally:
         partial.unlink(missing_ok=True)
     return path
 
 
-def _record_json(record: NodeRecord, tensors: dict[str, torch.Tensor] | None) -> dict[str, Any]:
+def _record_json(record: NodeRecord, tensors: Blocks | None) -> dict[str, Any]:
     data = record.to_dict()
     for summary in data["outputs"]:  # statistics as Python floats, NaN/Inf kept as text
         for key in ("min", "max", "mean", "std", "absmax"):

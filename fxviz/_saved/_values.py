@@ -1,19 +1,22 @@
 """A node's kept value as a small JSON tree whose leaves name tensors in the file.
 
-Tensors become ``{"t": "tensor", "key": "v3"}``; tuples, lists and dicts keep their
+A tensor becomes a view (dtype, shape, stride, offset) of a block ``{"t": "tensor",
+"key": "s3", ...}``, one block a storage; tuples, lists and dicts keep their
 structure; numbers, strings, booleans and ``None`` are stored as they are; anything
 else (a ``GraphModule``, a custom object) only as its type name, never pickled.
 
     >>> import torch
-    >>> tensors = {}
-    >>> encode_value((torch.ones(2), 3, None), tensors)
-    {'t': 'tuple', 'items': [{'t': 'tensor', 'key': 'v0'}, {'t': 'int', 'v': 3}, {'t': 'none'}]}
-    >>> decode_value(_, tensors.__getitem__)
+    >>> blocks = Blocks()
+    >>> tree = encode_value((torch.ones(2), 3, None), blocks)
+    >>> tree["items"][0]
+    {'t': 'tensor', 'key': 's0', 'dtype': 'float32', 'shape': [2], 'stride': [1], 'offset': 0}
+    >>> decode_value(tree, blocks.blocks.__getitem__)
     (tensor([1., 1.]), 3, None)
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -21,7 +24,7 @@ import torch
 
 from fxviz.errors import RecordingFileError
 
-__all__ = ["SAFETENSORS_DTYPES", "decode_value", "encode_value", "storable"]
+__all__ = ["SAFETENSORS_DTYPES", "Blocks", "decode_value", "encode_value", "storable"]
 
 # torch dtype -> safetensors dtype code (only those safetensors reads back as the same dtype)
 SAFETENSORS_DTYPES: dict[torch.dtype, str] = {
@@ -55,14 +58,37 @@ def storable(t: torch.Tensor) -> bool:
     )
 
 
-def encode_value(value: Any, tensors: dict[str, torch.Tensor], depth: int = 0) -> dict[str, Any]:
-    """The JSON tree of ``value``; its tensors are added to ``tensors`` under new keys."""
+class Blocks:
+    """The distinct memory blocks (storages) behind the tensors to save, each saved once:
+    views share their base's block, as ``torch.save`` shares storages."""
+
+    def __init__(self) -> None:
+        self.blocks: dict[str, torch.Tensor] = {}  # key -> uint8 tensor over a whole storage
+        self._keys: dict[tuple[Any, ...], str] = {}
+
+    def add(self, t: torch.Tensor) -> dict[str, Any]:
+        storage = t.untyped_storage()
+        ident = (t.device, storage.data_ptr(), storage.nbytes())
+        key = self._keys.get(ident)
+        if key is None:
+            key = self._keys[ident] = f"s{len(self.blocks)}"
+            self.blocks[key] = torch.empty(0, dtype=torch.uint8, device=t.device).set_(storage)
+        return {
+            "t": "tensor",
+            "key": key,
+            "dtype": str(t.dtype).removeprefix("torch."),
+            "shape": list(t.shape),
+            "stride": list(t.stride()),
+            "offset": t.storage_offset(),
+        }
+
+
+def encode_value(value: Any, tensors: Blocks, depth: int = 0) -> dict[str, Any]:
+    """The JSON tree of ``value``; its tensors' storages are added to ``tensors``."""
     if isinstance(value, torch.Tensor):
         if not storable(value):
             return {"t": "other", "type": f"{type(value).__name__} ({value.dtype}, {value.layout})"}
-        key = f"v{len(tensors)}"
-        tensors[key] = value
-        return {"t": "tensor", "key": key}
+        return tensors.add(value.detach())
     if value is None:
         return {"t": "none"}
     if isinstance(value, bool):
@@ -96,7 +122,7 @@ def decode_value(tree: Any, tensor: Callable[[str], torch.Tensor], depth: int = 
         raise RecordingFileError(f"malformed value in the saved recording: {str(tree)[:80]!r}")
     kind = tree["t"]
     if kind == "tensor":
-        return tensor(_field(tree, "key", str))
+        return _view(tree, tensor(_field(tree, "key", str)))
     if kind == "none":
         return None
     if kind in ("bool", "int", "str"):
@@ -137,6 +163,47 @@ def decode_value(tree: Any, tensor: Callable[[str], torch.Tensor], depth: int = 
     if kind == "other":
         return NotSaved(_field(tree, "type", str))
     raise RecordingFileError(f"unknown value kind {kind[:40]!r} in the saved recording")
+
+
+_MAX_NUMEL = 2**34
+_DTYPE_NAMES = {str(d).removeprefix("torch."): d for d in SAFETENSORS_DTYPES}
+
+
+def _view(tree: dict[str, Any], block: torch.Tensor) -> torch.Tensor:
+    """The tensor a leaf describes, over the bytes of its block, bounds checked."""
+    dtype = _DTYPE_NAMES.get(_field(tree, "dtype", str))
+    shape, stride = _field(tree, "shape", list), _field(tree, "stride", list)
+    offset = _field(tree, "offset", int)
+    ints = [*shape, *stride, offset]
+    if (
+        dtype is None
+        or len(shape) != len(stride)
+        or not all(type(i) is int and i >= 0 for i in ints)
+    ):
+        raise RecordingFileError(
+            f"malformed tensor description in the saved recording: {str(tree)[:120]}"
+        )
+    numel = math.prod(shape)
+    if numel > _MAX_NUMEL:
+        raise RecordingFileError(
+            f"the saved recording declares a tensor of {numel:,} elements: refused"
+        )
+    if numel == 0:
+        return torch.empty(shape, dtype=dtype)
+    size = dtype.itemsize
+    last = offset + sum((n - 1) * st for n, st in zip(shape, stride, strict=True))
+    if (
+        block.dtype != torch.uint8
+        or block.dim() != 1
+        or (last + 1) * size > block.numel()
+        or block.numel() % size
+    ):
+        raise RecordingFileError(
+            f"the saved recording is corrupted: a tensor of shape {shape} reaches past the "
+            f"{block.numel():,} bytes of its block {tree.get('key')!r}"
+        )
+    typed = block.view(dtype)
+    return typed.as_strided(shape, stride, typed.storage_offset() + offset)
 
 
 class NotSaved:
