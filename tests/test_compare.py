@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import operator
 import os
@@ -213,6 +214,13 @@ def test_drawing_table_show_and_report(gpt, tmp_path):
     assert "Where the runs part" in page
     assert "first at &#x27;blocks_0_ln1&#x27;" in page
     assert "<script>fxvizReport" in page
+    data = page.split('id="fxviz-data">')[1].split("</script>")[0]
+
+    def not_json(constant):
+        raise ValueError(f"{constant} is not JSON: browsers refuse it")
+
+    rows = json.loads(data, parse_constant=not_json)["rows"]
+    assert rows[0]["SQNR dB"] == "inf"  # equal inputs
 
 
 def _fxviz(*args, cwd):

@@ -43,18 +43,18 @@ def compare_dtype(
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise InputError(f"dtype must be a floating-point torch.dtype, not {dtype!r}")
     gm = trace(model, *inputs)
-    reference = record(gm, *inputs, progress=None)
+    reference = record(gm, *inputs, progress=False)
     if autocast:
         device = next((t.device.type for t in inputs if isinstance(t, torch.Tensor)), "cpu")
         with torch.autocast(device_type=device, dtype=dtype):
-            other = record(gm, *inputs, progress=None)
+            other = record(gm, *inputs, progress=False)
     else:
         converted = _copy(gm).to(dtype)
         cast = [
             t.to(dtype) if isinstance(t, torch.Tensor) and t.is_floating_point() else t
             for t in inputs
         ]
-        other = record(converted, *cast, progress=None)
+        other = record(converted, *cast, progress=False)
     return compare(reference, other, **options)
 
 
@@ -92,7 +92,7 @@ def compare_pass(
     before = trace(model, *inputs)
     provenance: dict[str, str] = {}
     if isinstance(transform, type) and issubclass(transform, torch.fx.Transformer):
-        made = record(_copy(before), interpreter=transform, progress=None)
+        made = record(_copy(before), interpreter=transform, progress=False)
         provenance = {new: r.name for r in made.values() for new in r.produced}
         after = made.output
     elif isinstance(transform, torch.nn.Module):
@@ -105,8 +105,8 @@ def compare_pass(
         raise InputError(
             f"transform must be a pass (a Transformer class or a function) or a GraphModule, not {type(transform).__name__}"
         )
-    a = record(before, *inputs, progress=None)
-    b = record(after, *inputs, progress=None)
+    a = record(before, *inputs, progress=False)
+    b = record(after, *inputs, progress=False)
     return compare(a, b, provenance=provenance, **options)
 
 

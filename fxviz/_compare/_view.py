@@ -166,9 +166,9 @@ def report_data(comparison: Comparison, max_preview: int = 64) -> tuple[dict[str
             "dtypes": " / ".join(
                 _dtype(d) if d is not None else "—" for d in (p.dtype_a, p.dtype_b)
             ),
-            "SQNR dB": None if p.sqnr_db is None else round(p.sqnr_db, 2),
-            "cosine": None if p.cosine is None else round(p.cosine, 6),
-            "max abs error": None if p.max_abs_error is None else float(f"{p.max_abs_error:.4g}"),
+            "SQNR dB": _number(p.sqnr_db, 2),
+            "cosine": _number(p.cosine, 6),
+            "max abs error": _number(p.max_abs_error, None),
             "verdict": ("diverges: " if p.diverged else "") + p.reason,
         }
         for p in comparison.pairs
@@ -191,3 +191,12 @@ def _model(recording: Any) -> str:
     gm = recording.graph_module
     name = getattr(gm, "name", None) if type(gm).__name__ == "SavedGraph" else None
     return name if isinstance(name, str) else type(gm).__name__
+
+
+def _number(value: float | None, digits: int | None) -> float | str | None:
+    """JSON-safe: infinities as text (``"inf"``), others rounded."""
+    if value is None:
+        return None
+    if not math.isfinite(value):
+        return str(value)
+    return round(value, digits) if digits is not None else float(f"{value:.4g}")
