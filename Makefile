@@ -41,6 +41,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/record_overhead.py
 	$(BIN)/python benchmarks/shapes.py
 	$(BIN)/python benchmarks/render.py
+	$(BIN)/python benchmarks/save_compare.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache node_modules fxviz/static
