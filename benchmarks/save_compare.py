@@ -75,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     repeats = 2 if args.quick else args.repeats
     torch.manual_seed(0)
     print(
-        f"fxviz {fxviz.__version__}, torch {torch.__version__}, {torch.get_num_threads()} threads"
+        f"fxviz {fxviz.__version__}, torch {torch.__version__}, {torch.get_num_threads()} "
+        f"threads, load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
     )
     model, ids = models.gpt(quick=args.quick)
     with torch.no_grad():
