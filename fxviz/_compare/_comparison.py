@@ -17,7 +17,7 @@ import torch
 from fxviz._compare._metrics import Metrics, measure
 from fxviz._record._records import NodeRecord, Recording
 from fxviz._record._summary import dtype_name
-from fxviz.errors import InputError
+from fxviz.errors import InputError, UnknownNodeError
 
 if TYPE_CHECKING:
     import graphviz
@@ -107,7 +107,7 @@ class Comparison:
                 return p
         from fxviz._record._records import unknown_node_message
 
-        raise KeyError(unknown_node_message(name, [p.name for p in self.pairs]))
+        raise UnknownNodeError(unknown_node_message(name, [p.name for p in self.pairs]))
 
     def diverged(self) -> list[NodeComparison]:
         """Every pair that fails the criterion, in ``b``'s order."""

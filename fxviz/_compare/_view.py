@@ -106,7 +106,7 @@ def inspector(comparison: Comparison, name: str, max_preview: int = 64) -> dict[
 
     try:
         pair = comparison[name]
-    except KeyError:
+    except KeyError:  # UnknownNodeError: a node of neither run
         return {}
     fields = [["compared", f"a: {pair.a or '—'} · b: {pair.b or '—'} ({pair.status})"]]
     fields += [list(f) for f in _metric_fields(pair)]
