@@ -203,6 +203,9 @@ def test_drawing_table_show_and_report(gpt, tmp_path):
     assert "◆ first divergence: SQNR" in dot
     assert dot.count("◆ first divergence") == 1
     view = fxviz.show(cmp)
+    row = next(r for r in view.rows if r["name"] == "blocks_0_ln1")
+    assert row["dtypes"] == "float32 / bfloat16"
+    assert row["verdict"].startswith("diverges: SQNR")
     view.selected = "blocks_0_ln1"
     fields = dict(view.inspector["fields"])
     assert fields["dtypes"] == "float32 (a) vs bfloat16 (b)"

@@ -188,6 +188,11 @@ class Comparison:
 
         return inspector(self, name, max_preview)
 
+    def _fxviz_rows(self) -> list[dict[str, Any]]:
+        from fxviz._compare._view import table_rows
+
+        return table_rows(self)
+
     def _fxviz_report(self, max_preview: int = 64) -> tuple[dict[str, Any], str]:
         from fxviz._compare._view import report_data
 

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from fxviz._compare._comparison import Comparison, NodeComparison
     from fxviz.render._model import DrawNode
 
-__all__ = ["heat_overlay", "inspector", "report_table"]
+__all__ = ["heat_overlay", "inspector", "report_data", "report_table", "table_rows"]
 
 # agreement, from far above the threshold to far below it
 _SHADES = ("#ebfbee", "#d3f9d8", "#fff3bf", "#ffe066", "#ffc078", "#ff922b", "#fa5252")
@@ -150,15 +150,9 @@ def _dtype(dtype: Any) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def report_data(comparison: Comparison, max_preview: int = 64) -> tuple[dict[str, Any], str]:
-    """What ``fxviz.report(comparison)`` puts in the page: the shaded drawing, a table of
-    every pair, each node's inspector with both runs' values, and the diverging pairs."""
-    from fxviz.render._api import draw, to_dot
-    from fxviz.render._collapse import opening_depth, units
-
-    drawing = draw(comparison)
-    depth = opening_depth(drawing)
-    rows = [
+def table_rows(comparison: Comparison) -> list[dict[str, Any]]:
+    """One small dict a pair for the linked table of the widget and the report."""
+    return [
         {
             "name": p.name,
             "op": p.op,
@@ -173,6 +167,17 @@ def report_data(comparison: Comparison, max_preview: int = 64) -> tuple[dict[str
         }
         for p in comparison.pairs
     ]
+
+
+def report_data(comparison: Comparison, max_preview: int = 64) -> tuple[dict[str, Any], str]:
+    """What ``fxviz.report(comparison)`` puts in the page: the shaded drawing, a table of
+    every pair, each node's inspector with both runs' values, and the diverging pairs."""
+    from fxviz.render._api import draw, to_dot
+    from fxviz.render._collapse import opening_depth, units
+
+    drawing = draw(comparison)
+    depth = opening_depth(drawing)
+    rows = table_rows(comparison)
     data = {
         "dot": to_dot(comparison, depth=depth).source,
         "units": units(drawing, depth),
