@@ -265,6 +265,7 @@ def compare(
     threshold = {"sqnr": sqnr_db, "cosine": min_cosine, "allclose": None}[metric]
     left, right = draw(a), draw(b)
     aligned = _align(left, right, provenance or {})
+    measured: dict[tuple[Any, ...], Metrics] = {}  # views of measured memory: same numbers
     pairs = [
         _pair(
             p.before.record if p.before else None,
@@ -275,6 +276,7 @@ def compare(
             threshold,
             rtol,
             atol,
+            measured,
         )
         for p in aligned
     ]
@@ -299,6 +301,7 @@ def _pair(
     threshold: float | None,
     rtol: float,
     atol: float,
+    measured: dict[tuple[Any, ...], Metrics],
 ) -> NodeComparison:
     first_a = ra.outputs[0] if ra is not None and ra.outputs else None
     first_b = rb.outputs[0] if rb is not None and rb.outputs else None
@@ -336,9 +339,40 @@ def _pair(
         return NodeComparison(
             **base, metrics=None, diverged=False, reason="not compared (complex or meta)"
         )
-    metrics = measure(x, y, rtol=rtol, atol=atol, nonfinite=_may_be_nonfinite(ra, rb))
+    key = _memory_key(x, y)
+    metrics = measured.get(key) if key is not None else None
+    if metrics is None:
+        metrics = measure(x, y, rtol=rtol, atol=atol, nonfinite=_may_be_nonfinite(ra, rb))
+        if key is not None:
+            measured[key] = metrics
     diverged, reason = _verdict(metrics, metric, threshold)
     return NodeComparison(**base, metrics=metrics, diverged=diverged, reason=reason)
+
+
+def _memory_key(x: torch.Tensor, y: torch.Tensor) -> tuple[Any, ...] | None:
+    """What the metrics of ``x`` against ``y`` depend on when both are dense views of the
+    same layout (``view``, ``transpose``... of values already measured): the memory they
+    cover, element for element, and their dtypes. ``None`` when that is not the case."""
+    if x.stride() != y.stride() or x.device != y.device:
+        return None
+    spans = []
+    for t in (x, y):
+        if not _dense_layout(t):
+            return None
+        spans.append((t.untyped_storage().data_ptr(), t.storage_offset(), t.numel(), t.dtype))
+    return (*spans, x.device)
+
+
+def _dense_layout(t: torch.Tensor) -> bool:
+    """Whether ``t``'s elements fill a contiguous stretch of memory (in any order)."""
+    expected = 1
+    for stride, size in sorted(
+        (st, sz) for st, sz in zip(t.stride(), t.shape, strict=True) if sz != 1
+    ):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
 
 
 def _verdict(m: Metrics, metric: str, threshold: float | None) -> tuple[bool, str]:

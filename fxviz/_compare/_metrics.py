@@ -16,6 +16,8 @@ import math
 
 import torch
 
+from fxviz._record._summary import _dense
+
 __all__ = ["Metrics", "measure"]
 
 _TINY = 1e-12  # relative errors divide by max(|a|, this)
@@ -63,30 +65,17 @@ def measure(
     ``nonfinite=False`` promises that neither holds NaN or Inf (known from the recorded
     statistics), which saves two passes.
     """
-    a = x.detach().reshape(-1)
-    b = y.detach().to(a.device).reshape(-1)
-    nonfinite_a = nonfinite_b = one_sided = 0
-    if nonfinite:
-        a, b = a.to(torch.float64), b.to(torch.float64)
-        finite_a, finite_b = torch.isfinite(a), torch.isfinite(b)
-        nonfinite_a = a.numel() - int(finite_a.sum())
-        nonfinite_b = b.numel() - int(finite_b.sum())
-        if nonfinite_a or nonfinite_b:
-            both = finite_a & finite_b
-            neither = ~(finite_a | finite_b)
-            same_kind = (a == b) | (torch.isnan(a) & torch.isnan(b))
-            one_sided = int((~both & ~(neither & same_kind)).sum())
-            a, b = a[both], b[both]
-    n = a.numel()
+    a, b = _flat(x.detach(), y.detach().to(x.device))
+    sums = _Sums(rtol, atol, nonfinite)
+    step = a.numel() if a.device.type != "cpu" else _CHUNK  # on the CPU: chunks in cache
+    for start in range(0, a.numel(), max(step, 1)):
+        sums.add(a[start : start + step], b[start : start + step])
+    n, sse, saa, sbb, sab = sums.count, sums.sse, sums.saa, sums.sbb, sums.sab
     if n == 0:
         return Metrics(
-            0.0, 0.0, 1.0, math.inf, 0.0, 0.0, nonfinite_a, nonfinite_b, one_sided, not one_sided
+            *(0.0, 0.0, 1.0, math.inf, 0.0, 0.0),
+            *(sums.nonfinite_a, sums.nonfinite_b, sums.one_sided, not sums.one_sided),
         )
-    sums = _Sums()
-    step = n if a.device.type != "cpu" else _CHUNK  # on the CPU: chunks that stay in cache
-    for start in range(0, n, step):
-        sums.add(a[start : start + step], b[start : start + step], rtol, atol)
-    sse, saa, sbb, sab = sums.sse, sums.saa, sums.sbb, sums.sab
     return Metrics(
         max_abs_error=sums.max_abs,
         max_rel_error=sums.max_rel,
@@ -94,11 +83,20 @@ def measure(
         sqnr_db=_sqnr(saa, sse),
         rmse=math.sqrt(sse / n),
         rel_l2=math.sqrt(sse / saa) if saa else (0.0 if sse == 0 else math.inf),
-        nonfinite_a=nonfinite_a,
-        nonfinite_b=nonfinite_b,
-        one_sided=one_sided,
-        allclose=one_sided == 0 and sums.allclose,
+        nonfinite_a=sums.nonfinite_a,
+        nonfinite_b=sums.nonfinite_b,
+        one_sided=sums.one_sided,
+        allclose=sums.one_sided == 0 and sums.allclose,
     )
+
+
+def _flat(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Both as 1-d tensors whose elements correspond: over their own memory, without a
+    copy, when they share a dense layout (a transposed view in both runs), else copied in
+    logical order."""
+    if a.stride() == b.stride():
+        return _dense(a), _dense(b)
+    return a.reshape(-1), b.reshape(-1)
 
 
 _CHUNK = 1 << 15  # float64 elements: arrays of 256 KiB that stay in cache; at or below
@@ -106,26 +104,57 @@ _CHUNK = 1 << 15  # float64 elements: arrays of 256 KiB that stay in cache; at o
 
 
 class _Sums:
-    """Running sums and maxima over chunks, each chunk widened to float64 once."""
+    """Running sums, counts and maxima over chunks, each chunk widened to float64 once."""
 
-    def __init__(self) -> None:
+    def __init__(self, rtol: float, atol: float, nonfinite: bool) -> None:
+        self.rtol, self.atol, self.nonfinite = rtol, atol, nonfinite
         self.sse = self.saa = self.sbb = self.sab = 0.0
         self.max_abs = self.max_rel = 0.0
+        self.count = self.nonfinite_a = self.nonfinite_b = self.one_sided = 0
         self.allclose = True
 
-    def add(self, x: torch.Tensor, y: torch.Tensor, rtol: float, atol: float) -> None:
+    def add(self, x: torch.Tensor, y: torch.Tensor) -> None:
         a, b = x.to(torch.float64), y.to(torch.float64)
+        if self.nonfinite:
+            a, b = self._finite(a, b)
+        if a.numel() == 0:
+            return
+        self.count += a.numel()
         error = a - b
-        # torch.inner reaches BLAS's dot product, several times faster than torch.dot here
-        self.saa += float(torch.inner(a, a))
-        self.sab += float(torch.inner(a, b))
-        self.sbb += float(torch.inner(b, b))
-        self.sse += float(torch.inner(error, error))
+        # ATen's vectorized norms, not BLAS dot products: BLAS wakes its own threads for
+        # every call, which costs more than the sums on a busy machine
+        saa = float(torch.linalg.vector_norm(a)) ** 2
+        sbb = float(torch.linalg.vector_norm(b)) ** 2
+        sse = float(torch.linalg.vector_norm(error)) ** 2
+        self.saa += saa
+        self.sbb += sbb
+        self.sse += sse
+        self.sab += (saa + sbb - sse) / 2  # Σab from ‖a‖² + ‖b‖² - ‖a - b‖²
         error.abs_()
-        self.max_abs = max(self.max_abs, float(error.max()))
-        if self.allclose:
-            self.allclose = bool((error <= b.abs_().mul_(rtol).add_(atol)).all())
+        largest = float(error.max())
+        self.max_abs = max(self.max_abs, largest)
+        if self.allclose and largest > self.atol:  # else every |a - b| <= atol: close
+            bound = b.abs_()
+            if largest > self.atol + self.rtol * float(bound.max()):
+                self.allclose = False  # even the loosest bound is broken
+            else:
+                self.allclose = bool((error <= bound.mul_(self.rtol).add_(self.atol)).all())
         self.max_rel = max(self.max_rel, float(error.div_(a.abs_().clamp_min_(_TINY)).max()))
+
+    def _finite(self, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The positions finite on both sides; counts the others."""
+        finite_a, finite_b = torch.isfinite(a), torch.isfinite(b)
+        bad_a = a.numel() - int(finite_a.sum())
+        bad_b = b.numel() - int(finite_b.sum())
+        if not (bad_a or bad_b):
+            return a, b
+        self.nonfinite_a += bad_a
+        self.nonfinite_b += bad_b
+        both = finite_a & finite_b
+        neither = ~(finite_a | finite_b)
+        same_kind = (a == b) | (torch.isnan(a) & torch.isnan(b))
+        self.one_sided += int((~both & ~(neither & same_kind)).sum())
+        return a[both], b[both]
 
 
 def _cosine(sab: float, saa: float, sbb: float) -> float:
