@@ -7,9 +7,11 @@ is measured in float64 (:mod:`fxviz._compare._metrics`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import html
 import math
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -266,7 +268,43 @@ def compare(
     left, right = draw(a), draw(b)
     aligned = _align(left, right, provenance or {})
     measured: dict[tuple[Any, ...], Metrics] = {}  # views of measured memory: same numbers
-    pairs = [
+    with _one_thread():
+        pairs = _pairs(aligned, metric, threshold, rtol, atol, measured)
+    return Comparison(
+        a,
+        b,
+        pairs,
+        GraphDiff(left, right, aligned),
+        metric=metric,
+        threshold=threshold,
+        rtol=rtol,
+        atol=atol,
+    )
+
+
+@contextlib.contextmanager
+def _one_thread() -> Iterator[None]:
+    """Measure with one intra-op thread: the metrics run in cache-sized chunks, for which
+    waking a thread pool costs more than it saves (ten times more on a busy machine)."""
+    threads = torch.get_num_threads()
+    if threads > 1:
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        if threads > 1:
+            torch.set_num_threads(threads)
+
+
+def _pairs(
+    aligned: list[Any],
+    metric: str,
+    threshold: float | None,
+    rtol: float,
+    atol: float,
+    measured: dict[tuple[Any, ...], Metrics],
+) -> list[NodeComparison]:
+    return [
         _pair(
             p.before.record if p.before else None,
             p.after.record if p.after else None,
@@ -280,16 +318,6 @@ def compare(
         )
         for p in aligned
     ]
-    return Comparison(
-        a,
-        b,
-        pairs,
-        GraphDiff(left, right, aligned),
-        metric=metric,
-        threshold=threshold,
-        rtol=rtol,
-        atol=atol,
-    )
 
 
 def _pair(
