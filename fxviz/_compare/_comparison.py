@@ -7,16 +7,14 @@ is measured in float64 (:mod:`fxviz._compare._metrics`).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import html
 import math
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import torch
 
-from fxviz._compare._metrics import Metrics, measure
+from fxviz._compare._metrics import Metrics, measure, memory_key, one_thread
 from fxviz._record._records import NodeRecord, Recording
 from fxviz._record._summary import dtype_name
 from fxviz.errors import InputError, UnknownNodeError
@@ -268,7 +266,7 @@ def compare(
     left, right = draw(a), draw(b)
     aligned = _align(left, right, provenance or {})
     measured: dict[tuple[Any, ...], Metrics] = {}  # views of measured memory: same numbers
-    with _one_thread():
+    with one_thread():
         pairs = _pairs(aligned, metric, threshold, rtol, atol, measured)
     return Comparison(
         a,
@@ -280,20 +278,6 @@ def compare(
         rtol=rtol,
         atol=atol,
     )
-
-
-@contextlib.contextmanager
-def _one_thread() -> Iterator[None]:
-    """Measure with one intra-op thread: the metrics run in cache-sized chunks, for which
-    waking a thread pool costs more than it saves (ten times more on a busy machine)."""
-    threads = torch.get_num_threads()
-    if threads > 1:
-        torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        if threads > 1:
-            torch.set_num_threads(threads)
 
 
 def _pairs(
@@ -367,7 +351,7 @@ def _pair(
         return NodeComparison(
             **base, metrics=None, diverged=False, reason="not compared (complex or meta)"
         )
-    key = _memory_key(x, y)
+    key = memory_key(x, y)
     metrics = measured.get(key) if key is not None else None
     if metrics is None:
         metrics = measure(x, y, rtol=rtol, atol=atol, nonfinite=_may_be_nonfinite(ra, rb))
@@ -375,32 +359,6 @@ def _pair(
             measured[key] = metrics
     diverged, reason = _verdict(metrics, metric, threshold)
     return NodeComparison(**base, metrics=metrics, diverged=diverged, reason=reason)
-
-
-def _memory_key(x: torch.Tensor, y: torch.Tensor) -> tuple[Any, ...] | None:
-    """What the metrics of ``x`` against ``y`` depend on when both are dense views of the
-    same layout (``view``, ``transpose``... of values already measured): the memory they
-    cover, element for element, and their dtypes. ``None`` when that is not the case."""
-    if x.stride() != y.stride() or x.device != y.device:
-        return None
-    spans = []
-    for t in (x, y):
-        if not _dense_layout(t):
-            return None
-        spans.append((t.untyped_storage().data_ptr(), t.storage_offset(), t.numel(), t.dtype))
-    return (*spans, x.device)
-
-
-def _dense_layout(t: torch.Tensor) -> bool:
-    """Whether ``t``'s elements fill a contiguous stretch of memory (in any order)."""
-    expected = 1
-    for stride, size in sorted(
-        (st, sz) for st, sz in zip(t.stride(), t.shape, strict=True) if sz != 1
-    ):
-        if stride != expected:
-            return False
-        expected *= size
-    return True
 
 
 def _verdict(m: Metrics, metric: str, threshold: float | None) -> tuple[bool, str]:

@@ -11,14 +11,17 @@ NaN or infinite on one side only are counted apart (they are a divergence of the
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
+from collections.abc import Iterator
+from typing import Any
 
 import torch
 
 from fxviz._record._summary import _dense
 
-__all__ = ["Metrics", "measure"]
+__all__ = ["Metrics", "measure", "memory_key", "one_thread"]
 
 _TINY = 1e-12  # relative errors divide by max(|a|, this)
 
@@ -171,3 +174,43 @@ def _sqnr(signal: float, noise: float) -> float:
     if signal == 0:
         return -math.inf
     return 10.0 * math.log10(signal / noise)
+
+
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """Measure with one intra-op thread: the metrics run in cache-sized chunks, for which
+    waking a thread pool costs more than it saves (ten times more on a busy machine)."""
+    threads = torch.get_num_threads()
+    if threads > 1:
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        if threads > 1:
+            torch.set_num_threads(threads)
+
+
+def memory_key(x: torch.Tensor, y: torch.Tensor) -> tuple[Any, ...] | None:
+    """What the metrics of ``x`` against ``y`` depend on when both are dense views of the
+    same layout (``view``, ``transpose``... of values already measured): the memory they
+    cover, element for element, and their dtypes. ``None`` when that is not the case."""
+    if x.stride() != y.stride() or x.device != y.device:
+        return None
+    spans = []
+    for t in (x, y):
+        if not _dense_layout(t):
+            return None
+        spans.append((t.untyped_storage().data_ptr(), t.storage_offset(), t.numel(), t.dtype))
+    return (*spans, x.device)
+
+
+def _dense_layout(t: torch.Tensor) -> bool:
+    """Whether ``t``'s elements fill a contiguous stretch of memory (in any order)."""
+    expected = 1
+    for stride, size in sorted(
+        (st, sz) for st, sz in zip(t.stride(), t.shape, strict=True) if sz != 1
+    ):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
