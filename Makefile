@@ -93,6 +93,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/record_overhead.py
 	$(BIN)/python benchmarks/shapes.py
 	$(BIN)/python benchmarks/render.py
+	$(BIN)/python benchmarks/save_compare.py
 
 clean:
 	rm -rf $(VENV) $(LINT_VENV) build dist site *.egg-info .pytest_cache .ruff_cache node_modules fxviz/static

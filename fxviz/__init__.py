@@ -24,6 +24,7 @@ from fxviz.errors import (
     FxvizWarning,
     InputError,
     NodeError,
+    RecordingFileError,
     RecordingInterrupted,
     RenderError,
     ShapeError,
@@ -64,6 +65,11 @@ _LAZY: dict[str, str] = {
     "highlight_errors": "fxviz.overlays",
     "highlight_nonfinite": "fxviz.overlays",
     "report": "fxviz._report",
+    "load": "fxviz._saved",
+    "Comparison": "fxviz._compare",
+    "compare": "fxviz._compare",
+    "compare_dtype": "fxviz._compare",
+    "compare_pass": "fxviz._compare",
     "ShapeReport": "fxviz._shapes",
     "TensorSpec": "fxviz._shapes",
     "shapes": "fxviz._shapes",
@@ -90,6 +96,7 @@ _DEPRECATED: dict[str, tuple[str, str, str]] = {
 
 if TYPE_CHECKING:  # static checkers and IDEs see the real objects
     from fxviz import overlays
+    from fxviz._compare import Comparison, compare, compare_dtype, compare_pass
     from fxviz._record import (
         Debugger,
         NodeRecord,
@@ -103,6 +110,7 @@ if TYPE_CHECKING:  # static checkers and IDEs see the real objects
         recording_class,
     )
     from fxviz._report import report
+    from fxviz._saved import load
     from fxviz._shapes import (
         ShapeReport,
         TensorSpec,
@@ -173,6 +181,7 @@ _register_notebook_display()
 
 __all__ = [
     "Capture",
+    "Comparison",
     "Debugger",
     "DebuggerApp",
     "DebuggerError",
@@ -186,6 +195,7 @@ __all__ = [
     "NodeError",
     "NodeRecord",
     "Recording",
+    "RecordingFileError",
     "RecordingInterpreter",
     "RecordingInterrupted",
     "RecordingMixin",
@@ -201,12 +211,16 @@ __all__ = [
     "UnknownNodeError",
     "__version__",
     "bytes_heat",
+    "compare",
+    "compare_dtype",
+    "compare_pass",
     "debug",
     "debugger_state",
     "diff",
     "dtype_changed",
     "highlight_errors",
     "highlight_nonfinite",
+    "load",
     "nonfinite",
     "overlays",
     "record",

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 __all__ = ["main"]
 
 _TARGET_HELP = (
-    "the model: 'package.module:attr' or 'path/to/file.py:attr' (an nn.Module class or a "
+    "the model (for report, also a saved recording: run.fxrec): 'package.module:attr' or 'path/to/file.py:attr' (an nn.Module class or a "
     "factory called with no arguments, an instance, or a function)"
 )
 _INPUT_HELP = (
@@ -102,7 +102,34 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--input", "-i", action="append", default=[], metavar="SPEC", help=_INPUT_HELP)
     rep.add_argument("--mode", choices=("real", "fake", "meta"), default="real")
     rep.add_argument("-o", "--output", default="fxviz-report.html", help="the HTML file to write")
+    _add_compare(commands)
     return parser
+
+
+def _add_compare(commands: argparse._SubParsersAction) -> None:
+    """``fxviz compare A B``: two saved recordings (``rec.save("run.fxrec")``) side by side."""
+    cmp = commands.add_parser(
+        "compare",
+        help="compare two saved recordings (.fxrec) node by node and write an HTML report",
+        description="Align two saved runs as fxviz.compare does, print where they part "
+        "(exit code 1 when they diverge) and write one HTML file that opens offline.",
+    )
+    cmp.add_argument("a", metavar="A", help="the reference run (a .fxrec file)")
+    cmp.add_argument("b", metavar="B", help="the run to check against it (a .fxrec file)")
+    cmp.add_argument("-o", "--output", default="fxviz-compare.html", help="the HTML file to write")
+    cmp.add_argument("--metric", choices=("sqnr", "allclose", "cosine"), default="sqnr")
+    cmp.add_argument("--sqnr-db", type=float, default=30.0, help="SQNR floor in dB (default 30)")
+    cmp.add_argument("--rtol", type=float, default=1e-5, help="with --metric allclose")
+    cmp.add_argument("--atol", type=float, default=1e-6, help="with --metric allclose")
+
+
+def _run_compare(args: argparse.Namespace) -> int:
+    from fxviz._compare._commands import run_compare
+
+    return run_compare(
+        args.a, args.b, args.output,
+        metric=args.metric, sqnr_db=args.sqnr_db, rtol=args.rtol, atol=args.atol,
+    )  # fmt: skip
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -112,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
         if args.command is None:
-            raise UsageError("choose a COMMAND: demo, shapes or report")
+            raise UsageError("choose a COMMAND: demo, shapes, report or compare")
         return _run(args)
     except UsageError as e:
         _print_error(str(e), hint=f"hint: see '{e.prog} --help'")
@@ -143,6 +170,12 @@ def _run(args: argparse.Namespace) -> int:
         from fxviz._commands import run_shapes
 
         return run_shapes(args.target, args.input, args.mode, args.fmt, args.device)
+    if args.command == "compare":
+        return _run_compare(args)
+    if args.command == "report" and args.target.endswith(".fxrec"):
+        from fxviz._compare._commands import run_saved_report
+
+        return run_saved_report(args.target, args.output)
     from fxviz._commands import run_report
 
     return run_report(args.target, args.input, args.mode, args.output)

@@ -20,6 +20,7 @@ __all__ = [
     "FxvizWarning",
     "InputError",
     "NodeError",
+    "RecordingFileError",
     "RecordingInterrupted",
     "RenderError",
     "ShapeError",
@@ -235,6 +236,12 @@ class UnknownNodeError(FxvizError, KeyError):
 
     def __str__(self) -> str:  # KeyError would show the message in quotes
         return str(self.args[0]) if self.args else ""
+
+
+class RecordingFileError(FxvizError, ValueError):
+    """A saved recording (``.fxrec``) that cannot be read: not one, truncated, corrupted,
+    from a newer fxviz, or describing something it must not (a huge shape, a bad offset).
+    Nothing in the file is ever executed."""
 
 
 class DebuggerError(FxvizError, RuntimeError):

@@ -283,6 +283,14 @@ class Recording(Mapping[str, NodeRecord]):
             "nodes": [r.to_dict() for r in self._records],
         }
 
+    def save(self, path: Any, *, values: bool = True) -> Any:
+        """Write this recording to one file (``run.fxrec``); ``fxviz.load(path)`` reads it
+        back in any process, without the model. ``values=False`` saves the records only.
+        Returns the path. See :func:`fxviz._saved.save` for the format."""
+        from fxviz._saved import save
+
+        return save(self, path, values=values)
+
     def summary(self) -> str:
         """One line: nodes run, time, errors and non-finite values."""
         total = sum(r.time_s for r in self._records)

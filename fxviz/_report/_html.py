@@ -70,10 +70,14 @@ def report(
         >>> page.startswith("<!doctype html>") and "http" not in page.split("<script>")[0]
         True
     """
-    data = _data(obj, max_preview)
+    own = getattr(type(obj), "_fxviz_report", None)  # comparisons build their own page data
+    if own is not None:
+        data, extra = own(obj, max_preview)
+    else:
+        data = _data(obj, max_preview)
+        extra = _diff_table(obj) if isinstance(obj, GraphDiff) else ""
     name = title or f"fxviz: {data['model']}"
     facts = "".join(f"<p>{html.escape(visible(line))}</p>" for line in _facts(obj, data, inputs))
-    extra = _diff_table(obj) if isinstance(obj, GraphDiff) else ""
     page = _PAGE.format(
         title=html.escape(visible(name)),  # a bidi override must not reorder the title
         facts=facts,

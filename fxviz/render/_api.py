@@ -97,6 +97,9 @@ def draw(obj: Any) -> DrawGraph:
 
 
 def _draw(obj: Any) -> DrawGraph:
+    drawing = getattr(type(obj), "_fxviz_drawing", None)  # saved recordings, comparisons
+    if drawing is not None:
+        return drawing(obj)
     if isinstance(obj, Recording):
         return draw_fx(obj.graph_module, records=obj)
     if isinstance(obj, ShapeReport):
@@ -217,6 +220,9 @@ def to_svg(obj: Any, **options: Any) -> str:
 def _default_overlays(obj: Any) -> list[Overlay]:
     from fxviz.render._diff import GraphDiff
 
+    own = getattr(type(obj), "_fxviz_overlays", None)  # comparisons
+    if own is not None:
+        return own(obj)
     if isinstance(obj, GraphDiff):
         return [obj.overlay()]
     if isinstance(obj, (Recording, ShapeReport)) or _debugger_recording(obj) is not None:

@@ -88,7 +88,8 @@ class GraphView(anywidget.AnyWidget):
             self.units = payload["units"]
             self.dot = payload["dot"]
             if "rows" in payload:
-                self.rows = payload["rows"]
+                own = getattr(type(self._obj), "_fxviz_rows", None)  # comparisons: both runs
+                self.rows = own(self._obj) if own is not None else payload["rows"]
 
     # -- browser events ----------------------------------------------------------------------
     def _on_message(self, _widget: Any, content: dict[str, Any], _buffers: Any) -> None:
@@ -154,6 +155,10 @@ class GraphView(anywidget.AnyWidget):
         node = next((n for n in self._draw.nodes if n.name == name), None)
         if node is None:
             self.inspector = {}
+            return
+        own = getattr(type(self._obj), "_fxviz_inspector", None)  # comparisons: both runs
+        if own is not None:
+            self.inspector = own(self._obj, name)
             return
         fx_node = _fx_node(self._obj, name)
         self.inspector = inspector_data(name, fx_node, node.record)

@@ -1,0 +1,49 @@
+"""``fxviz compare A.fxrec B.fxrec`` and ``fxviz report RUN.fxrec``: saved runs from the shell."""
+
+from __future__ import annotations
+
+import sys
+
+from fxviz.errors import FxvizError
+
+__all__ = ["run_compare", "run_saved_report"]
+
+
+def run_compare(
+    a: str, b: str, output: str, *, metric: str, sqnr_db: float, rtol: float, atol: float
+) -> int:
+    """Load two saved recordings, compare them, print the verdict and write a report.
+
+    Exit code 0 when the runs agree, 1 when they diverge, 2 when a file cannot be read.
+    """
+    from fxviz._compare import compare
+    from fxviz._report import report
+    from fxviz._saved import load
+
+    try:
+        cmp = compare(load(a), load(b), metric=metric, sqnr_db=sqnr_db, rtol=rtol, atol=atol)
+    except FxvizError as e:
+        return _fail(e)
+    report(cmp, output, title=f"fxviz compare {a} {b}")
+    print(cmp.summary())
+    print(f"wrote {output}: open it in any browser (it works offline)")
+    return 1 if cmp.first_divergence is not None else 0
+
+
+def run_saved_report(path: str, output: str) -> int:
+    """Write the replay report of a saved recording (no model needed)."""
+    from fxviz._report import report
+    from fxviz._saved import load
+
+    try:
+        recording = load(path)
+    except FxvizError as e:
+        return _fail(e)
+    report(recording, output, title=f"fxviz report {path}")
+    print(f"wrote {output}: open it in any browser (it works offline)")
+    return 0
+
+
+def _fail(error: BaseException) -> int:
+    print(f"fxviz: error: {error}", file=sys.stderr)
+    return 2

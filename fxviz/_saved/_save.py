@@ -1,0 +1,140 @@
+"""``Recording.save``: one ``.fxrec`` file holding a run, readable without the model.
+
+The file is a valid `safetensors <https://huggingface.co/docs/safetensors>`_ file:
+
+* 8 bytes: the header length ``N`` (little-endian unsigned 64-bit);
+* ``N`` bytes: a JSON header. Its ``__metadata__`` says ``"format": "fxviz.recording"``,
+  ``"version": "1"``, and holds under ``"fxviz"`` (as a JSON string) the graph (nodes,
+  ops, targets, module paths, edges, source lines, alignment keys), every record
+  (shapes, dtypes, statistics, timings, errors, aliasing and in-place writes) and each
+  node's value as a tree whose leaves are tensors: a dtype, shape, stride and offset into
+  a block; every other header entry is one block (``U8``, its byte range): the memory
+  of one storage, saved once however many views of it were kept (as ``torch.save``);
+* the blocks' raw bytes, back to back, each padded to 8 bytes.
+
+No pickle anywhere: loading parses JSON and maps bytes, it never runs code.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import pathlib
+import platform
+import struct
+from typing import Any
+
+import torch
+
+from fxviz._record._records import NodeRecord, Recording
+from fxviz._saved._graph import drawing_to_json
+from fxviz._saved._values import Blocks, encode_value
+
+__all__ = ["FORMAT", "SUFFIX", "VERSION", "save"]
+
+FORMAT = "fxviz.recording"
+VERSION = 1
+SUFFIX = ".fxrec"
+
+
+def save(
+    recording: Recording, path: str | os.PathLike[str], *, values: bool = True
+) -> pathlib.Path:
+    """Write ``recording`` to ``path`` (one file); returns the path.
+
+    ``values=False`` keeps only the records (shapes, statistics, timings...), not the
+    tensors. The file is written next to ``path`` first and renamed into place, so a
+    crash never leaves half a file under the name.
+
+    Example:
+        >>> import torch, fxviz, tempfile, pathlib
+        >>> rec = fxviz.record(torch.nn.Linear(3, 2), torch.ones(1, 3))
+        >>> path = rec.save(pathlib.Path(tempfile.mkdtemp()) / "run.fxrec")
+        >>> fxviz.load(path)["linear"].shape
+        (1, 2)
+    """
+    from fxviz.render._api import draw
+
+    path = pathlib.Path(path)
+    blocks = Blocks()
+    records = [_record_json(r, blocks if values else None) for r in recording.values()]
+    body = {
+        "model": _model_name(recording),
+        "complete": recording.complete,
+        "error": _run_error(recording),
+        "saved": {
+            "fxviz": _fxviz_version(),
+            "torch": torch.__version__,
+            "python": platform.python_version(),
+            "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        },
+        "graph": drawing_to_json(draw(recording), recording),
+        "records": records,
+    }
+    metadata = {"format": FORMAT, "version": str(VERSION), "fxviz": json.dumps(body)}
+    header: dict[str, Any] = {"__metadata__": metadata}
+    ready = []
+    offset = 0
+    for key, block in blocks.blocks.items():
+        if block.device.type != "cpu":
+            block = block.cpu()
+        size = block.numel() + (-block.numel() % 8)  # blocks stay 8-byte aligned
+        header[key] = {"dtype": "U8", "shape": [size], "data_offsets": [offset, offset + size]}
+        offset += size
+        ready.append(block)
+    raw = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    raw += b" " * (-len(raw) % 8)  # tensors start 8-byte aligned
+    partial = path.with_name(path.name + ".partial")
+    try:
+        with open(partial, "wb") as f:
+            f.write(struct.pack("<Q", len(raw)))
+            f.write(raw)
+            for block in ready:
+                f.write(memoryview(block.numpy()))
+                f.write(b"\0" * (-block.numel() % 8))
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
+    return path
+
+
+def _record_json(record: NodeRecord, tensors: Blocks | None) -> dict[str, Any]:
+    data = record.to_dict()
+    for summary in data["outputs"]:  # statistics as Python floats, NaN/Inf kept as text
+        for key in ("min", "max", "mean", "std", "absmax"):
+            value = getattr(_summary(record, summary["path"]), key)
+            summary[key] = None if value is None else repr(float(value))
+    data["value"] = (
+        encode_value(record.value, tensors) if tensors is not None and record.kept else None
+    )
+    return data
+
+
+def _summary(record: NodeRecord, path: str) -> Any:
+    return next(s for s in record.outputs if s.path == path)
+
+
+def _run_error(recording: Recording) -> dict[str, str] | None:
+    error = recording.error
+    if error is None:
+        return None
+    failed = next((r.name for r in recording.values() if r.error is not None), "")
+    return {
+        "type": type(error).__name__,
+        "message": str(error),
+        "node": str(getattr(error, "node", failed)),
+    }
+
+
+def _model_name(recording: Recording) -> str:
+    from fxviz._saved._graph import SavedGraph
+
+    gm = recording.graph_module
+    return gm.name if isinstance(gm, SavedGraph) else type(gm).__name__
+
+
+def _fxviz_version() -> str:
+    import fxviz
+
+    return fxviz.__version__
