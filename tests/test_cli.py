@@ -27,7 +27,7 @@ def test_demo_prints_the_recorded_table_and_writes_a_report(capsys, tmp_path):
 
 def test_no_command_is_a_usage_error_naming_the_commands(capsys):
     err = _fails(capsys, [], 2)
-    assert "choose a COMMAND: demo, shapes or report" in err
+    assert "choose a COMMAND: demo, shapes, report or compare" in err
 
 
 def test_unknown_command_is_a_usage_error(capsys):

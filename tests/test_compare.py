@@ -257,4 +257,4 @@ def test_cli_compare_and_report_from_saved_files(gpt, tmp_path):
     assert "never unpickles" in bad.stderr
     rep = _fxviz("report", "bf16.fxrec", "-o", "run.html", cwd=tmp_path)
     assert rep.returncode == 0, rep.stderr
-    assert '"replay":true' in (tmp_path / "run.html").read_text()
+    assert '"replay":{' in (tmp_path / "run.html").read_text()

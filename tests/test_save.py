@@ -109,7 +109,7 @@ def test_saving_a_loaded_recording_again(tmp_path):
 def test_report_and_show_of_a_loaded_recording(tmp_path):
     loaded = fxviz.load(_recording().save(tmp_path / "run.fxrec"))
     page = fxviz.report(loaded)
-    assert '"replay":true' in page
+    assert '"replay":{' in page
     assert "model: TwoLayerNet · 5 nodes" in page
     view = fxviz.show(loaded)
     view.selected = "linear1"

@@ -179,9 +179,9 @@ class Comparison:
         return self.drawing()
 
     def _fxviz_overlays(self) -> list[Any]:
-        from fxviz.render._overlays import errors
+        from fxviz.overlays import highlight_errors
 
-        return [errors, self.overlay()]
+        return [highlight_errors, self.overlay()]
 
     def _fxviz_inspector(self, name: str, max_preview: int = 64) -> dict[str, Any]:
         from fxviz._compare._view import inspector
@@ -380,7 +380,7 @@ def _may_be_nonfinite(ra: NodeRecord, rb: NodeRecord) -> bool:
     """False when both records' statistics show no NaN/Inf in their first output."""
     for r in (ra, rb):
         first = r.outputs[0] if r.outputs else None
-        if first is None or first.nan is None or first.nonfinite:
+        if first is None or first.nan is None or first.nonfinite_count:
             return True
     return False
 
