@@ -333,6 +333,12 @@ class Debugger:
         self._recorder = self._interp.fxviz_start()
         self._interp.env = {}
         self._interp.args_iter = iter(self.graph.process_inputs(*self._inputs))
+        # Version counters are shared by a tensor and all its views: a write into an input
+        # through any chain of views (split, getitem, ...) shows in its counter.
+        self._input_versions = [
+            t._version if isinstance(t, torch.Tensor) else None
+            for t in self.graph.process_inputs(*self._inputs)
+        ]
         self._pos = 0
         self._output: Any = None
         self._reason = "start"
@@ -437,13 +443,13 @@ class Debugger:
         through a view: copies are taken per storage before any write)."""
         flat = list(self.graph.process_inputs(*self._inputs))
         placeholders = [e for e in self._recorder.entries if e.node.op == "placeholder"]
-        for entry, original in zip(placeholders, flat, strict=False):
+        for entry, original, version in zip(placeholders, flat, self._input_versions, strict=False):
             if not isinstance(original, torch.Tensor):
                 continue
             if entry.snapshotted and entry.kept and isinstance(entry.value, torch.Tensor):
                 with torch.no_grad():
                     original.copy_(entry.value)
-            elif entry.snapshotted or (not entry.kept and _written(entry, self._recorder)):
+            elif entry.snapshotted or original._version != version:
                 warnings.warn(
                     f"input {entry.node.name!r} was changed in place by the graph and no copy "
                     f"was kept (keep={self._options['keep']!r}); restart() runs on the "
@@ -462,11 +468,6 @@ class Debugger:
         finally:
             self._rng = _rng_state()
             _set_rng_state(outside)
-
-
-def _written(entry: Any, recorder: Any) -> bool:
-    """Whether a later node wrote into this node's output (per the version counters)."""
-    return any(entry.node.name in e.mutates for e in recorder.entries)
 
 
 def _is_transformer(interpreter: Any) -> bool:
