@@ -335,10 +335,7 @@ class Debugger:
         self._interp.args_iter = iter(self.graph.process_inputs(*self._inputs))
         # Version counters are shared by a tensor and all its views: a write into an input
         # through any chain of views (split, getitem, ...) shows in its counter.
-        self._input_versions = [
-            t._version if isinstance(t, torch.Tensor) else None
-            for t in self.graph.process_inputs(*self._inputs)
-        ]
+        self._input_versions = [_version(t) for t in self.graph.process_inputs(*self._inputs)]
         self._pos = 0
         self._output: Any = None
         self._reason = "start"
@@ -449,7 +446,7 @@ class Debugger:
             if entry.snapshotted and entry.kept and isinstance(entry.value, torch.Tensor):
                 with torch.no_grad():
                     original.copy_(entry.value)
-            elif entry.snapshotted or original._version != version:
+            elif entry.snapshotted or _version(original) != version:
                 warnings.warn(
                     f"input {entry.node.name!r} was changed in place by the graph and no copy "
                     f"was kept (keep={self._options['keep']!r}); restart() runs on the "
@@ -524,3 +521,11 @@ def _set_rng_state(state: dict[str, Any]) -> None:
     torch.random.set_rng_state(state["cpu"])
     if "cuda" in state:
         torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _version(t: Any) -> int | None:
+    """A tensor's version counter (bumped by every write, through any view); ``None`` for
+    non-tensors and inference tensors, which have none."""
+    if not isinstance(t, torch.Tensor) or t.is_inference():
+        return None
+    return t._version
