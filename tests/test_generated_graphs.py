@@ -554,3 +554,39 @@ def test_many_generated_graphs(case, back, keep):
 def test_many_generated_graphs_draw_and_report(case, title):
     check_dot(*case)
     check_report(*case, title)
+
+
+# -- failures the generated graphs found, kept as plain regression tests -----------------
+def _write_through_split_views(depth: int) -> torch.fx.GraphModule:
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x0")
+    view = x
+    for _ in range(depth):
+        pieces = graph.call_function(torch.split, (view, 4, 0))
+        view = graph.call_function(operator.getitem, (pieces, 0))
+    graph.call_method("add_", (view, 1.5))
+    graph.output(x)
+    return torch.fx.GraphModule(torch.nn.Module(), graph)
+
+
+@pytest.mark.parametrize("depth", [1, 2])
+def test_restart_warns_when_an_input_was_written_through_views_and_no_copy_kept(depth):
+    # Found by test_many_generated_graphs: with keep="stats", a write into an input through
+    # split/getitem views went unnoticed, and restart() silently ran on the changed input.
+    x = torch.zeros(4)
+    dbg = fxviz.Debugger(_write_through_split_views(depth), x, keep="stats")
+    dbg.continue_()
+    assert x.tolist() == [1.5] * 4
+    with pytest.warns(fxviz.FxvizWarning, match="input 'x0' was changed in place"):
+        dbg.restart()
+
+
+@pytest.mark.parametrize("depth", [1, 2])
+def test_restart_puts_an_input_written_through_views_back(depth):
+    x = torch.zeros(4)
+    dbg = fxviz.Debugger(_write_through_split_views(depth), x)
+    dbg.continue_()
+    dbg.restart()
+    assert x.tolist() == [0.0] * 4
+    dbg.continue_()
+    assert dbg.output.tolist() == [1.5] * 4

@@ -349,6 +349,9 @@ class Debugger:
         self._parameter_versions = {n: p._version for n, p in self.graph_module.named_parameters()}
         self._interp.env = {}
         self._interp.args_iter = iter(self.graph.process_inputs(*self._inputs))
+        # Version counters are shared by a tensor and all its views: a write into an input
+        # through any chain of views (split, getitem, ...) shows in its counter.
+        self._input_versions = [_version(t) for t in self.graph.process_inputs(*self._inputs)]
         self._pos = 0
         self._output: Any = None
         self._reason = "start"
@@ -484,13 +487,13 @@ class Debugger:
         through a view: copies are taken per storage before any write)."""
         flat = list(self.graph.process_inputs(*self._inputs))
         placeholders = [e for e in self._recorder.entries if e.node.op == "placeholder"]
-        for entry, original in zip(placeholders, flat, strict=False):
+        for entry, original, version in zip(placeholders, flat, self._input_versions, strict=False):
             if not isinstance(original, torch.Tensor):
                 continue
             if entry.snapshotted and entry.kept and isinstance(entry.value, torch.Tensor):
                 with torch.no_grad():
                     original.copy_(entry.value)
-            elif entry.snapshotted or (not entry.kept and _written(entry, self._recorder)):
+            elif entry.snapshotted or _version(original) != version:
                 warnings.warn(
                     f"input {entry.node.name!r} was changed in place by the graph and no copy "
                     f"was kept (keep={self._options['keep']!r}); restart() runs on the "
@@ -522,11 +525,6 @@ class Debugger:
                 FxvizWarning,
                 stacklevel=3,
             )
-
-
-def _written(entry: Any, recorder: Any) -> bool:
-    """Whether a later node wrote into this node's output (per the version counters)."""
-    return any(entry.node.name in e.mutates for e in recorder.entries)
 
 
 def _shape(node: torch.fx.Node) -> tuple[Any, ...]:
@@ -585,3 +583,11 @@ def status_line(names: list[str], position: int, reason: str, error: BaseExcepti
     if error is not None:
         return f"stopped at {name!r} ({type(error).__name__}: {first_line(error)}) — {count}"
     return f"stopped at {name!r} ({reason}) — {count}"
+
+
+def _version(t: Any) -> int | None:
+    """A tensor's version counter (bumped by every write, through any view); ``None`` for
+    non-tensors and inference tensors, which have none."""
+    if not isinstance(t, torch.Tensor) or t.is_inference():
+        return None
+    return t._version
