@@ -19,6 +19,7 @@ import torch
 import torch.fx
 
 from fxviz._nodes import module_path, source_line, target_text
+from fxviz._record._grads import GradientWatcher
 from fxviz._record._records import NodeRecord, Recording, StoredValue
 from fxviz._record._summary import TensorSummary, iter_tensors, summarize
 from fxviz._record._writes import storage_key, written_locations, written_tensors
@@ -86,6 +87,7 @@ class Recorder:
         self._dropped = 0
         self._transformer = isinstance(interpreter, torch.fx.Transformer)
         self.next_run_node: Callable[[torch.fx.Node], Any] = interpreter.run_node
+        self.grads: GradientWatcher | None = None  # set when gradients are recorded too
 
     # -- the hot path --------------------------------------------------------------------
     def run_node(self, node: torch.fx.Node, run: Callable[[torch.fx.Node], Any]) -> Any:
@@ -124,6 +126,8 @@ class Recorder:
                 break
         if tail is not None:
             entry.produced = self._produced_since(tail)
+        if self.grads is not None:
+            self.grads.watch(node.name, value)
         self._append(entry)
         return value
 
@@ -172,6 +176,7 @@ class Recorder:
             output=self.output if done else None,
             complete=done,
             error=error if error is not None else self.error,
+            gradients=None if self.grads is None else self.grads.gradients,
         )
 
     def _build(self, index: int, entry: _Entry) -> NodeRecord:
@@ -197,6 +202,7 @@ class Recorder:
             aliases=entry.aliases,
             produced=entry.produced,
             source=source_line(node),
+            gradients=None if self.grads is None else self.grads.gradients,
         )
 
     def _first_output(self, node: torch.fx.Node) -> TensorSummary | None:
