@@ -1,7 +1,8 @@
 """Drawing graphs: DOT built with the ``graphviz`` package, overlays, diffs."""
 
-from fxviz.render._api import RenderError, to_dot, to_svg
+from fxviz.render._api import RenderError, draw, to_dot, to_svg
 from fxviz.render._diff import GraphDiff, diff
+from fxviz.render._grad_overlays import grad_norm_heat, grad_ratio, nonfinite_grads
 from fxviz.render._model import DrawEdge, DrawGraph, DrawNode
 from fxviz.render._overlays import (
     Overlay,
@@ -24,7 +25,11 @@ __all__ = [
     "bytes_heat",
     "debugger_state",
     "diff",
+    "draw",
     "errors",
+    "grad_norm_heat",
+    "grad_ratio",
+    "nonfinite_grads",
     "nonfinite_values",
     "time_heat",
     "to_dot",

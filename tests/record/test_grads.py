@@ -170,3 +170,31 @@ def test_a_failing_forward_takes_the_hooks_off():
     model[1] = nn.Linear(3, 2)
     model(x).sum().backward()  # no stale hook fires (it would raise on a dead recorder)
     assert weights[0].grad is not None
+
+
+def test_gradient_overlays_mark_vanishing_exploding_and_nan_gradients():
+    class Deep(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.big = nn.Linear(4, 4)
+            self.other = nn.Linear(4, 4)
+
+        def forward(self, x):
+            # the gradient reaching big is 1e-5 (vanishing), the one reaching mul is 10
+            # on a tiny output (exploding); sqrt'(0) = inf makes the last one NaN
+            return (self.big(x) * 1e-6).sum() * 10 + torch.sqrt(self.other(x) * 0).sum()
+
+    rec = fxviz.record(Deep(), torch.randn(3, 4), backward=True)
+    dot = fxviz.to_dot(
+        rec, overlay=[fxviz.grad_norm_heat(rec.values()), fxviz.grad_ratio(), fxviz.nonfinite_grads]
+    ).source
+    table = rec.table()
+    vanishing = [n for n in rec if (table.loc[n, "grad_ratio"] or 1) < 1e-4]
+    exploding = [n for n in rec if (table.loc[n, "grad_ratio"] or 0) > 1e2]
+    assert vanishing
+    assert exploding
+    assert "vanishing" in dot
+    assert "exploding" in dot
+    assert "∇ ⚠ " in dot
+    assert rec.first_nonfinite(grad=True) is not None
+    assert "gradient norm: " in dot
