@@ -33,6 +33,8 @@ __version__ = "0.1.0"
 # Public name -> the private module that defines it (loaded on first attribute access).
 _LAZY: dict[str, str] = {
     "trace": "fxviz.capture",
+    "JointGraph": "fxviz._joint",
+    "JointRecording": "fxviz._joint",
     "Debugger": "fxviz._record",
     "NodeRecord": "fxviz._record",
     "Recording": "fxviz._record",
@@ -71,6 +73,7 @@ _LAZY: dict[str, str] = {
 }
 
 if TYPE_CHECKING:  # static checkers and IDEs see the real objects
+    from fxviz._joint import JointGraph, JointRecording
     from fxviz._record import (
         Debugger,
         NodeRecord,
@@ -162,6 +165,8 @@ __all__ = [
     "GraphDiff",
     "GraphView",
     "InputError",
+    "JointGraph",
+    "JointRecording",
     "NodeError",
     "NodeRecord",
     "Recording",

@@ -19,8 +19,8 @@ from fxviz.errors import TraceError
 
 __all__ = ["trace"]
 
-Method = Literal["auto", "symbolic", "export"]
-_METHODS = ("auto", "symbolic", "export")
+Method = Literal["auto", "symbolic", "export", "joint"]
+_METHODS = ("auto", "symbolic", "export", "joint")
 _TORCH_DIR = os.path.dirname(torch.__file__)
 _FXVIZ_DIR = os.path.dirname(__file__)
 
@@ -39,7 +39,9 @@ def trace(
         *example_inputs: inputs for ``method="export"`` (and for ``"auto"``'s fallback).
         method: ``"symbolic"`` (``torch.fx.symbolic_trace``), ``"export"``
             (``torch.export.export``) or ``"auto"``: symbolic, then export when symbolic
-            tracing fails and example inputs are given.
+            tracing fails and example inputs are given. ``"joint"`` returns a
+            ``JointGraph`` instead: AOTAutograd's forward and backward ATen graphs, with
+            the saved tensors between them and links from backward to forward nodes.
         concrete_args: passed to ``symbolic_trace`` to specialise arguments (for example
             a flag that drives Python control flow).
 
@@ -55,6 +57,10 @@ def trace(
     """
     if method not in _METHODS:
         raise ValueError(f"unknown method: {method!r} (must be one of {list(_METHODS)})")
+    if method == "joint":
+        from fxviz._joint import trace_joint
+
+        return trace_joint(obj, *example_inputs)  # type: ignore[return-value]
     if isinstance(obj, torch.fx.GraphModule):
         return obj
     if isinstance(obj, torch.export.ExportedProgram):
