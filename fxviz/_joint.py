@@ -72,6 +72,19 @@ class JointRecording:
         fw = self.joint.link(bad.name)
         return bad.name, fw, self.joint.source(fw) if fw else None
 
+    def to_dot(self, selected: str | None = None, side: str = "backward", **options: Any) -> Any:
+        """Both passes side by side, with shapes and statistics; see :meth:`JointGraph.to_dot`."""
+        from fxviz.render._joint_draw import joint_dot
+
+        return joint_dot(self.joint, self, selected, side, **options)
+
+    def report(self, path: Any = None, *, title: str | None = None) -> str | None:
+        """One offline HTML page with both passes' reports side by side (returned when
+        ``path`` is ``None``)."""
+        from fxviz.render._joint_draw import joint_report
+
+        return joint_report(self, path, title=title)
+
 
 class JointGraph:
     """AOTAutograd's forward and backward graphs of a model, with links between them.
@@ -130,6 +143,14 @@ class JointGraph:
             return self.primal_names[index]
         sources = node.meta.get("from_node") if node is not None else None
         return sources[-1].name if sources else None
+
+    def to_dot(self, selected: str | None = None, side: str = "backward", **options: Any) -> Any:
+        """Forward and backward side by side as a ``graphviz.Digraph``. ``selected`` (a
+        node of ``side``) is highlighted with the nodes linked to it on the other side;
+        other options as for :func:`fxviz.to_dot`."""
+        from fxviz.render._joint_draw import joint_dot
+
+        return joint_dot(self, None, selected, side, **options)
 
     # -- running -------------------------------------------------------------------------
     def primals(self, *inputs: Any) -> list[Any]:

@@ -182,3 +182,38 @@ def test_joint_errors_say_what_to_do():
     joint = fxviz.trace(nn.Linear(2, 2), torch.randn(1, 2), method="joint")
     with pytest.raises(fxviz.InputError, match="takes 1 input"):
         joint.run()
+
+
+@pytest.mark.dot
+def test_drawing_shows_both_passes_and_the_links_of_a_selection(cnn, tmp_path):
+    _, _, joint, x, loss_fn = cnn
+    jrec = joint.record(x, backward=loss_fn)
+    bn_grad = next(
+        n.name for n in joint.backward.graph.nodes if "native_batch_norm" in str(n.target)
+    )
+    forward = joint.link(bn_grad)
+    dot = jrec.to_dot(selected=bn_grad)
+    source = dot.source
+    assert "cluster_c_forward" in source
+    assert "cluster_c_backward" in source
+    linked_lines = [line for line in source.splitlines() if "joint-linked" in line]
+    assert len(linked_lines) == 1  # the forward node, badged
+    assert linked_lines[0].lstrip().startswith(f"fw_{forward} ")
+    assert "⇠ differentiated by native_batch" in linked_lines[0]
+    assert f"differentiates forward node: {forward}" in source  # the backward tooltip
+    svg = fxviz.to_svg(dot)
+    assert f"fw_{forward}" in svg
+    assert f"bw_{bn_grad}" in svg
+    # from the forward side: every backward node linked to that forward node lights up
+    linked = [b for b, f in joint.links.items() if f == forward]
+    assert len(linked) >= 2
+    other = joint.to_dot(selected=forward, side="forward").source
+    lit = [line.split()[0] for line in other.splitlines() if "joint-linked" in line]
+    assert sorted(lit) == sorted(f"bw_{b}" for b in linked)
+    with pytest.raises(fxviz.UnknownNodeError, match="backward"):
+        joint.to_dot(selected="no_such_node")
+
+    page = jrec.report()
+    assert page.count("<iframe") == 2
+    assert "forward pass" in page
+    assert "backward pass" in page
