@@ -11,7 +11,7 @@ import pytest
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
-@pytest.mark.parametrize("script", ["record_overhead.py", "shapes.py", "render.py"])
+@pytest.mark.parametrize("script", ["record_overhead.py", "shapes.py", "render.py", "gradients.py"])
 def test_benchmark_quick_mode_runs(script):
     done = subprocess.run(
         [sys.executable, str(BENCHMARKS / script), "--quick"],

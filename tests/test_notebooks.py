@@ -12,7 +12,9 @@ NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.i
 
 
 def test_there_are_tutorials():
-    assert [p.name[:2] for p in NOTEBOOKS] == ["01", "02", "03", "04", "05", "06"]
+    numbers = [p.name[:2] for p in NOTEBOOKS]
+    assert {"01", "02", "03", "04", "05", "06", "08"} <= set(numbers)
+    assert len(numbers) == len(set(numbers))
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
