@@ -72,6 +72,11 @@ class JointRecording:
         fw = self.joint.link(bad.name)
         return bad.name, fw, self.joint.source(fw) if fw else None
 
+    def _fxviz_draw_(self) -> Any:  # what fxviz.to_dot and fxviz.show draw
+        from fxviz.render._joint_draw import draw_joint
+
+        return draw_joint(self.joint, self)
+
     def to_dot(self, selected: str | None = None, side: str = "backward", **options: Any) -> Any:
         """Both passes side by side, with shapes and statistics; see :meth:`JointGraph.to_dot`."""
         from fxviz.render._joint_draw import joint_dot
@@ -143,6 +148,11 @@ class JointGraph:
             return self.primal_names[index]
         sources = node.meta.get("from_node") if node is not None else None
         return sources[-1].name if sources else None
+
+    def _fxviz_draw_(self) -> Any:  # what fxviz.to_dot and fxviz.show draw
+        from fxviz.render._joint_draw import draw_joint
+
+        return draw_joint(self)
 
     def to_dot(self, selected: str | None = None, side: str = "backward", **options: Any) -> Any:
         """Forward and backward side by side as a ``graphviz.Digraph``. ``selected`` (a

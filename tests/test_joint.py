@@ -217,3 +217,16 @@ def test_drawing_shows_both_passes_and_the_links_of_a_selection(cnn, tmp_path):
     assert page.count("<iframe") == 2
     assert "forward pass" in page
     assert "backward pass" in page
+
+
+def test_to_dot_and_the_widget_draw_both_passes(cnn):
+    _, _, joint, x, loss_fn = cnn
+    jrec = joint.record(x, backward=loss_fn)
+    source = fxviz.to_dot(jrec).source
+    fw_nodes = len(joint.forward.graph.nodes)
+    bw_nodes = len(joint.backward.graph.nodes)
+    assert source.count("fx-node") >= fw_nodes + bw_nodes
+    view = fxviz.show(jrec)
+    assert "cluster_c_forward" in view.dot
+    assert "cluster_c_backward" in view.dot
+    assert len(view.rows) == fw_nodes + bw_nodes  # both passes' records in the table
