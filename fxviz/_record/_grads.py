@@ -116,6 +116,7 @@ class GradientWatcher:
         self._leaves: list[torch.Tensor] = []
         self._seen_leaves: set[int] = set()
         self._last = 0.0
+        self._previous: tuple[Any, Any] = (None, None)
 
     def watch(self, name: str, value: Any) -> None:
         """Hook every tensor of a node's output that requires grad."""
@@ -140,7 +141,11 @@ class GradientWatcher:
 
     def _arrived(self, name: str, kind: str, path: str, grad: torch.Tensor) -> None:
         elapsed = time.perf_counter() - self._last
-        (summary,) = summarize(grad, self.stats)
+        if grad is self._previous[0]:  # one tensor, several nodes (a node and `output`)
+            summary = self._previous[1]
+        else:
+            (summary,) = summarize(grad, self.stats)
+            self._previous = (grad, summary)
         if path:
             summary = dataclasses.replace(summary, path=path)
         order = len(self.gradients.order)
@@ -180,6 +185,7 @@ class GradientWatcher:
 
     def remove(self) -> None:
         """Take every hook off again (parameters outlive the run)."""
+        self._previous = (None, None)
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
