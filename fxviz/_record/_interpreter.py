@@ -231,23 +231,29 @@ def record(
     gm = trace(gm_or_module, *inputs)
     instance = as_recording_interpreter(gm, interpreter, keep=keep, stats=stats)
     if isinstance(instance, torch.fx.Transformer):
+        if backward is not None and backward is not False:
+            raise InputError("backward= needs a real run: a Transformer runs symbolically")
         return _record_transformer(instance, inputs)
     check_inputs(gm, inputs)
     if backward is not None and backward is not False:
         return _record_with_backward(instance, inputs, backward, progress)
+    _run(instance, inputs, progress)
+    return instance.recording
+
+
+def _run(instance: Any, inputs: tuple[Any, ...], progress: bool | None) -> None:
     if progress is False:
         instance.run(*inputs)
-        return instance.recording
+        return
     from tqdm.auto import tqdm
 
-    total = len(gm.graph.nodes)  # type: ignore[arg-type]
+    total = len(instance.graph.nodes)
     with tqdm(total=total, desc="fxviz record", unit="node", delay=0 if progress else 1.0) as bar:
         instance.fxviz_progress = bar
         try:
             instance.run(*inputs)
         finally:
             instance.fxviz_progress = None
-    return instance.recording
 
 
 def _record_with_backward(
@@ -255,7 +261,7 @@ def _record_with_backward(
 ) -> Recording:
     instance._fxviz_gradients = True
     try:
-        instance.run(*inputs)
+        _run(instance, inputs, progress)
     except BaseException:
         recorder = instance._fxviz_recorder
         if recorder is not None and recorder.grads is not None:

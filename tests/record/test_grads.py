@@ -198,3 +198,11 @@ def test_gradient_overlays_mark_vanishing_exploding_and_nan_gradients():
     assert "∇ ⚠ " in dot
     assert rec.first_nonfinite(grad=True) is not None
     assert "gradient norm: " in dot
+
+
+def test_backward_with_a_progress_bar_and_a_transformer():
+    model = nn.Sequential(nn.Linear(4, 3), nn.ReLU())
+    rec = fxviz.record(model, torch.randn(2, 4), backward=True, progress=True)
+    assert rec["_0"].grad.shape == (2, 3)
+    with pytest.raises(fxviz.InputError, match="Transformer runs symbolically"):
+        fxviz.record(model, interpreter=torch.fx.Transformer, backward=True)
