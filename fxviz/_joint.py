@@ -110,12 +110,13 @@ class JointGraph:
         forward: torch.fx.GraphModule,
         backward: torch.fx.GraphModule,
         primal_names: list[str],
+        n_state: int,
         output_structure: Any = None,
     ) -> None:
         self.model, self.forward, self.backward = model, forward, backward
         self._output_structure = output_structure
         self.primal_names = primal_names
-        self._n_state = sum(not n.startswith("input_") for n in primal_names)
+        self._n_state = n_state  # parameters and buffers, before the inputs
         out_descs = forward.graph.output_node().meta.get("desc")
         if out_descs is None:
             raise TraceError("method='joint' needs torch >= 2.9 (AOTAutograd descriptors)")
@@ -300,7 +301,7 @@ def trace_joint(obj: Any, *example_inputs: Any) -> JointGraph:
             "or an input with requires_grad=True"
         )
     primal_names = names + [f"input_{i}" for i in range(len(flat_inputs))]
-    return JointGraph(model, forward, backward, primal_names, tree_structure(sample))
+    return JointGraph(model, forward, backward, primal_names, len(names), tree_structure(sample))
 
 
 @contextlib.contextmanager

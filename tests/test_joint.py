@@ -230,3 +230,19 @@ def test_to_dot_and_the_widget_draw_both_passes(cnn):
     assert "cluster_c_forward" in view.dot
     assert "cluster_c_backward" in view.dot
     assert len(view.rows) == fw_nodes + bw_nodes  # both passes' records in the table
+
+
+def test_a_parameter_named_like_an_input_is_still_a_parameter():
+    class Proj(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.input_proj = nn.Linear(3, 2)
+
+        def forward(self, x):
+            return self.input_proj(x).tanh()
+
+    model, x = Proj(), torch.randn(4, 3)
+    joint = fxviz.trace(model, x, method="joint")
+    run = joint.run(x)
+    (expected,) = torch.autograd.grad(model(x).sum(), [model.input_proj.weight])
+    assert torch.equal(run.grads["input_proj.weight"], expected)
