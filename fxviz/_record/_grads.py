@@ -253,7 +253,8 @@ _NOTHING_REQUIRES_GRAD = (
 def summarize_gradient(grad: torch.Tensor, stats: bool = True) -> TensorSummary:
     """A :class:`TensorSummary` of a gradient: as :func:`summarize`, in three reductions
     instead of four: ``zeros`` is not counted (``None``), as it would cost as much as the
-    other statistics together. NaN and Inf are counted exactly.
+    other statistics together, and a spread small beside the mean is measured around the
+    mean in float32 (not in float64). NaN and Inf are counted exactly.
 
     >>> s = summarize_gradient(torch.tensor([0.0, 3.0, -4.0]))
     >>> s.min, s.max, s.mean, s.zeros
@@ -272,10 +273,13 @@ def summarize_gradient(grad: torch.Tensor, stats: bool = True) -> TensorSummary:
         return dataclasses.replace(summarize(grad, True)[0], zeros=None)
     n = x.numel()
     mean, std = _mean_std(total, norm * norm, n)
-    if not (math.isfinite(mean) and math.isfinite(std or 0.0)) or (
-        std is not None and mean * mean > 1e3 * std * std
-    ):
-        mean, std = _exact_mean_std(x, exact)
+    if not (math.isfinite(mean) and math.isfinite(std or 0.0)):
+        mean, std = _exact_mean_std(x, exact)  # the sums overflowed
+    elif std is not None and mean * mean > 1e3 * std * std:
+        # the sum of squares cancels (gradients are often a constant plus a little):
+        # measure the spread around the mean instead, in one more pass
+        spread = float(torch.linalg.vector_norm(wide - mean))
+        std = spread / math.sqrt(n - 1)
     absmax = max(abs(mn), abs(mx))
     return dataclasses.replace(
         bare, min=mn, max=mx, mean=mean, std=std, absmax=absmax, nan=0, posinf=0, neginf=0

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import dataclasses
 import math
 
 import pytest
@@ -39,6 +38,19 @@ def autograd_reference(gm, inputs, loss_fn):
     )
 
 
+def assert_gradient_summary(summary, grad, path=""):
+    """As summarize's, but zeros are not counted for gradients, and mean and std are
+    taken in float32 where summarize goes to float64."""
+    expected = summarize(grad)[0]
+    exact = ("shape", "dtype", "stride", "numel", "min", "max", "absmax", "nan", "posinf")
+    for field in exact:
+        assert getattr(summary, field) == getattr(expected, field), field
+    assert summary.path == path
+    assert summary.zeros is None
+    assert summary.mean == pytest.approx(expected.mean, rel=1e-5, abs=1e-9 * expected.absmax)
+    assert summary.std == pytest.approx(expected.std, rel=1e-4, abs=1e-9 * expected.absmax)
+
+
 @pytest.mark.parametrize("case", [gpt_case, cnn_case], ids=["gpt", "cnn-batchnorm"])
 def test_recorded_gradients_equal_autograd_exactly(case):
     model, x, target = case()
@@ -59,14 +71,12 @@ def test_recorded_gradients_equal_autograd_exactly(case):
     for key in with_grads:
         expected = node_grads[key]
         assert torch.equal(recorded[key].value, expected), key
-        # as summarize's, but zeros are not counted for gradients
-        expected_summary = dataclasses.replace(summarize(expected)[0], path=key[1], zeros=None)
-        assert recorded[key].summary == expected_summary, key
+        assert_gradient_summary(recorded[key].summary, expected, key[1])
         if key[1] == "":
             assert torch.equal(rec[key[0]].grad_value, expected)
     for name, expected in param_grads.items():
         assert torch.equal(rec.gradients.parameters[name].value, expected), name
-        assert rec.parameter_grad(name) == dataclasses.replace(summarize(expected)[0], zeros=None)
+        assert_gradient_summary(rec.parameter_grad(name), expected)
     assert all(p.grad is None for p in model.parameters())  # .grad left alone
     assert all(not p._backward_hooks for p in model.parameters())  # hooks taken off
 
@@ -207,3 +217,17 @@ def test_backward_with_a_progress_bar_and_a_transformer():
     assert rec["_0"].grad.shape == (2, 3)
     with pytest.raises(fxviz.InputError, match="Transformer runs symbolically"):
         fxviz.record(model, interpreter=torch.fx.Transformer, backward=True)
+
+
+def test_gradient_statistics_of_a_constant_plus_a_little():
+    # the sum of squares cancels: the spread is measured around the mean
+    from fxviz._record._grads import summarize_gradient
+
+    g = 1000.0 + torch.randn(10_000) * 1e-3
+    s = summarize_gradient(g)
+    std, mean = torch.std_mean(g.double())
+    assert s.std == pytest.approx(std.item(), rel=1e-3)
+    assert s.mean == pytest.approx(mean.item(), rel=1e-7)
+    bad = summarize_gradient(torch.tensor([1.0, float("nan"), float("inf"), 0.0]))
+    assert (bad.nan, bad.posinf, bad.zeros) == (1, 1, None)
+    assert (bad.min, bad.max) == (0.0, 1.0)
