@@ -29,7 +29,6 @@ import torch
 from fxviz._record._summary import (
     TensorSummary,
     _dense,
-    _exact_mean_std,
     _mean_std,
     _read,
     iter_tensors,
@@ -253,8 +252,8 @@ _NOTHING_REQUIRES_GRAD = (
 def summarize_gradient(grad: torch.Tensor, stats: bool = True) -> TensorSummary:
     """A :class:`TensorSummary` of a gradient: as :func:`summarize`, in three reductions
     instead of four: ``zeros`` is not counted (``None``), as it would cost as much as the
-    other statistics together, and a spread small beside the mean is measured around the
-    mean in float32 (not in float64). NaN and Inf are counted exactly.
+    other statistics together; where the sums overflow or cancel, the spread is measured
+    around the mean in float32 (not on a float64 copy). NaN and Inf are counted exactly.
 
     >>> s = summarize_gradient(torch.tensor([0.0, 3.0, -4.0]))
     >>> s.min, s.max, s.mean, s.zeros
@@ -272,15 +271,21 @@ def summarize_gradient(grad: torch.Tensor, stats: bool = True) -> TensorSummary:
     if not (math.isfinite(mn) and math.isfinite(mx)):
         return dataclasses.replace(summarize(grad, True)[0], zeros=None)
     n = x.numel()
-    mean, std = _mean_std(total, norm * norm, n)
-    if not (math.isfinite(mean) and math.isfinite(std or 0.0)):
-        mean, std = _exact_mean_std(x, exact)  # the sums overflowed
-    elif std is not None and mean * mean > 1e3 * std * std:
-        # the sum of squares cancels (gradients are often a constant plus a little):
-        # measure the spread around the mean instead, in one more pass
-        spread = float(torch.linalg.vector_norm(wide - mean))
-        std = spread / math.sqrt(n - 1)
     absmax = max(abs(mn), abs(mx))
+    mean, std = _mean_std(total, norm * norm, n)
+    overflowed = not (math.isfinite(mean) and math.isfinite(std or 0.0))
+    if std is not None and (overflowed or mean * mean > 1e3 * std * std):
+        # the sums overflowed (exploding gradients), or the sum of squares cancels (a
+        # constant plus a little): measure the spread around the mean (x - mean is exact
+        # in float32 for values near the mean), scaled to [-1, 1] where it could overflow
+        if overflowed:
+            mean = float((wide / absmax).sum()) / n * absmax
+        centred = wide - mean
+        if overflowed:
+            spread = float(torch.linalg.vector_norm(centred / absmax)) * absmax
+        else:
+            spread = float(torch.linalg.vector_norm(centred))
+        std = spread / math.sqrt(n - 1)
     return dataclasses.replace(
         bare, min=mn, max=mx, mean=mean, std=std, absmax=absmax, nan=0, posinf=0, neginf=0
     )

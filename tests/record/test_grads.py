@@ -231,3 +231,14 @@ def test_gradient_statistics_of_a_constant_plus_a_little():
     bad = summarize_gradient(torch.tensor([1.0, float("nan"), float("inf"), 0.0]))
     assert (bad.nan, bad.posinf, bad.zeros) == (1, 1, None)
     assert (bad.min, bad.max) == (0.0, 1.0)
+
+
+def test_gradient_statistics_of_exploding_gradients():
+    from fxviz._record._grads import summarize_gradient
+
+    g = torch.randn(10_000) * 1e25 + 3e25  # the float32 sum of squares overflows
+    s = summarize_gradient(g)
+    std, mean = torch.std_mean(g.double())
+    assert s.std == pytest.approx(std.item(), rel=1e-4)
+    assert s.mean == pytest.approx(mean.item(), rel=1e-4)
+    assert s.nonfinite == 0
