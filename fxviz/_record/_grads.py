@@ -266,26 +266,29 @@ def summarize_gradient(grad: torch.Tensor, stats: bool = True) -> TensorSummary:
     x = _dense(grad.detach())
     wide = x if x.element_size() >= 4 else x.to(torch.float32)
     exact = torch.float32 if x.device.type == "mps" else torch.float64
+    n = x.numel()
     lo, hi = torch.aminmax(x)
+    scale = 1.0
+    if x.device.type == "cpu":  # reading the range first costs nothing here
+        absmax = max(abs(lo.item()), abs(hi.item()))
+        if math.isfinite(absmax) and absmax * absmax * n > 1e36:  # float32 sums overflow
+            scale = absmax
+            wide = wide / scale
     mn, mx, total, norm = _read(exact, lo, hi, wide.sum(), torch.linalg.vector_norm(wide))
     if not (math.isfinite(mn) and math.isfinite(mx)):
         return dataclasses.replace(summarize(grad, True)[0], zeros=None)
-    n = x.numel()
     absmax = max(abs(mn), abs(mx))
     mean, std = _mean_std(total, norm * norm, n)
     overflowed = not (math.isfinite(mean) and math.isfinite(std or 0.0))
+    if overflowed:  # off the CPU, the range was not known before the sums
+        scale = absmax
+        wide = wide / scale
+        mean = float(wide.sum()) / n
     if std is not None and (overflowed or mean * mean > 1e3 * std * std):
-        # the sums overflowed (exploding gradients), or the sum of squares cancels (a
-        # constant plus a little): measure the spread around the mean (x - mean is exact
-        # in float32 for values near the mean), scaled to [-1, 1] where it could overflow
-        if overflowed:
-            mean = float((wide / absmax).sum()) / n * absmax
-        centred = wide - mean
-        if overflowed:
-            spread = float(torch.linalg.vector_norm(centred / absmax)) * absmax
-        else:
-            spread = float(torch.linalg.vector_norm(centred))
-        std = spread / math.sqrt(n - 1)
+        # the sum of squares cancels (a constant plus a little): measure the spread
+        # around the mean (x - mean is exact in float32 for values near the mean)
+        std = float(torch.linalg.vector_norm(wide - mean)) / math.sqrt(n - 1)
+    mean, std = mean * scale, None if std is None else std * scale
     return dataclasses.replace(
         bare, min=mn, max=mx, mean=mean, std=std, absmax=absmax, nan=0, posinf=0, neginf=0
     )
