@@ -44,6 +44,8 @@ _LAZY: dict[str, str] = {
     "trace": "fxviz.capture",
     "Capture": "fxviz.capture",
     "GraphBreak": "fxviz.capture",
+    "JointGraph": "fxviz._joint",
+    "JointRecording": "fxviz._joint",
     "Debugger": "fxviz._record",
     "NodeRecord": "fxviz._record",
     "Recording": "fxviz._record",
@@ -59,6 +61,9 @@ _LAZY: dict[str, str] = {
     "bytes_heat": "fxviz.overlays",
     "debugger_state": "fxviz.overlays",
     "diff": "fxviz.render",
+    "grad_norm_heat": "fxviz.render",
+    "grad_ratio": "fxviz.render",
+    "nonfinite_grads": "fxviz.render",
     "time_heat": "fxviz.overlays",
     "to_dot": "fxviz.render",
     "to_svg": "fxviz.render",
@@ -97,6 +102,7 @@ _DEPRECATED: dict[str, tuple[str, str, str]] = {
 if TYPE_CHECKING:  # static checkers and IDEs see the real objects
     from fxviz import overlays
     from fxviz._compare import Comparison, compare, compare_dtype, compare_pass
+    from fxviz._joint import JointGraph, JointRecording
     from fxviz._record import (
         Debugger,
         NodeRecord,
@@ -192,6 +198,8 @@ __all__ = [
     "GraphDiff",
     "GraphView",
     "InputError",
+    "JointGraph",
+    "JointRecording",
     "NodeError",
     "NodeRecord",
     "Recording",
@@ -218,10 +226,13 @@ __all__ = [
     "debugger_state",
     "diff",
     "dtype_changed",
+    "grad_norm_heat",
+    "grad_ratio",
     "highlight_errors",
     "highlight_nonfinite",
     "load",
     "nonfinite",
+    "nonfinite_grads",
     "overlays",
     "record",
     "recording_class",

@@ -45,6 +45,7 @@ __all__ = [
     "storage_id",
     "store_node_value",
     "thread_scoped_fx_patches",
+    "tree_leaves",
     "tree_map_only_tensors",
 ]
 
@@ -303,3 +304,96 @@ class _Unflatten:
 
     def __call__(self, flat: list[Any]) -> Any:
         return pytree.tree_unflatten(flat, self.spec)
+
+
+def aot_graphs(
+    fn: Callable[..., Any], flat_args: list[Any], num_params_buffers: int
+) -> tuple[torch.fx.GraphModule | None, torch.fx.GraphModule | None, Any]:
+    """The forward and backward ATen graphs AOTAutograd makes of ``fn`` (default
+    partitioner), and ``fn``'s outputs. Node metadata is kept (``nn_module_stack``,
+    ``from_node`` on forward nodes; ``seq_nr`` and ``fwd_nn_module_stack`` on backward ones).
+
+    Relies on ``torch._functorch.aot_autograd.aot_function`` (private, stable since 2.0)
+    and ``torch.fx.traceback.preserve_node_meta``. The backward graph is made by one
+    ``torch.autograd.grad`` over the outputs (no ``.grad`` is touched).
+    """
+    import torch.fx.traceback as fx_traceback
+    from functorch.compile import make_boxed_func
+    from torch._functorch.aot_autograd import aot_function
+
+    graphs: dict[str, torch.fx.GraphModule] = {}
+
+    def keep(kind: str) -> Callable[..., Any]:
+        def compiler(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
+            graphs[kind] = gm
+            return make_boxed_func(gm.forward)
+
+        return compiler
+
+    compiled = aot_function(
+        fn,
+        fw_compiler=keep("forward"),
+        bw_compiler=keep("backward"),
+        num_params_buffers=num_params_buffers,
+    )
+    with fx_traceback.preserve_node_meta():
+        outputs = compiled(*flat_args)
+    roots = [
+        t for t in pytree.tree_leaves(outputs) if isinstance(t, torch.Tensor) and t.requires_grad
+    ]
+    leaves = [a for a in flat_args if isinstance(a, torch.Tensor) and a.requires_grad]
+    if roots and leaves:
+        grads = [torch.ones_like(t) for t in roots]
+        torch.autograd.grad(roots, leaves, grads, allow_unused=True)
+    return graphs.get("forward"), graphs.get("backward"), outputs
+
+
+def aot_descriptor(desc: Any) -> tuple[str, int | None]:
+    """What an AOTAutograd input/output descriptor (``node.meta["desc"]``, torch >= 2.9)
+    says: ``("PlainAOTOutput", 0)``, ``("TangentAOTInput", 0)`` (the output it is the
+    tangent of), ``("GradAOTOutput", 3)`` (the input it is the gradient of),
+    ``("InputMutationAOTOutput", 7)`` (the input it updates)..."""
+    if desc is None:
+        return "", None
+    kind = type(desc).__name__
+    inner = next(
+        (getattr(desc, a) for a in ("output", "grad_of", "mutated_input") if hasattr(desc, a)),
+        None,
+    )
+    index = getattr(inner if inner is not None else desc, "idx", None)
+    return kind, index
+
+
+def tree_leaves(value: Any) -> list[Any]:
+    """The leaves of a pytree (tuples, lists, dicts, dataclass outputs...)."""
+    return pytree.tree_leaves(value)
+
+
+def tree_structure(value: Any) -> Any:
+    """The pytree structure of ``value`` (to rebuild it from its leaves)."""
+    return pytree.tree_flatten(value)[1]
+
+
+def tree_rebuild(leaves: list[Any], structure: Any) -> Any:
+    """``value`` again from its leaves and :func:`tree_structure`."""
+    return pytree.tree_unflatten(leaves, structure)
+
+
+class ProvenanceInterpreter(torch.fx.Interpreter):
+    """An Interpreter whose every node tags what it traces with ``from_node`` (torch's own
+    ``set_current_meta`` skips nodes with empty ``meta``, as symbolic tracing leaves
+    top-level functions). Relies on ``torch.fx.traceback.current_meta`` (private)."""
+
+    def run_node(self, n: torch.fx.Node) -> Any:
+        import torch.fx.traceback as fx_traceback
+
+        if n.meta or not fx_traceback.has_preserved_node_meta():
+            return super().run_node(n)
+        saved = fx_traceback.current_meta
+        fx_traceback.current_meta = {
+            "from_node": [fx_traceback.NodeSource(n, "", fx_traceback.NodeSourceAction.CREATE)]
+        }
+        try:
+            return super().run_node(n)
+        finally:
+            fx_traceback.current_meta = saved

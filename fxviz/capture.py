@@ -35,7 +35,7 @@ from fxviz.errors import TraceError
 
 __all__ = ["Capture", "GraphBreak", "trace"]
 
-Method = Literal["auto", "symbolic", "export", "dynamo", "real"]
+Method = Literal["auto", "symbolic", "export", "dynamo", "real", "joint"]
 _AUTO_ORDER = ("symbolic", "export", "dynamo", "real")
 
 
@@ -58,7 +58,9 @@ def trace(
             run, with the graph breaks between them); ``"real"`` (one graph of the ops
             one run executed, branches and loop counts as taken); ``"auto"``: symbolic,
             then export, then dynamo, then real, the first that holds the model (the
-            graph's ``meta["fxviz_method"]`` says which).
+            graph's ``meta["fxviz_method"]`` says which). ``"joint"`` returns a
+            ``JointGraph`` instead: AOTAutograd's forward and backward ATen graphs, with
+            the saved tensors between them and links from backward to forward nodes.
         concrete_args: passed to ``symbolic_trace`` to specialise arguments (for example
             a flag that drives Python control flow).
 
@@ -81,8 +83,14 @@ def trace(
         >>> capture.meta["fxviz_method"], [b.reason for b in capture.breaks][:1]
         ('dynamo', ['generic_jump TensorVariable()'])
     """
-    if method != "auto" and method not in _CAPTURES:
-        raise ValueError(f"unknown method: {method!r} (must be one of {['auto', *_CAPTURES]})")
+    if method not in ("auto", "joint", *_CAPTURES):
+        raise ValueError(
+            f"unknown method: {method!r} (must be one of {['auto', *_CAPTURES, 'joint']})"
+        )
+    if method == "joint":
+        from fxviz._joint import trace_joint
+
+        return trace_joint(obj, *example_inputs)  # type: ignore[return-value]
     if isinstance(obj, torch.fx.GraphModule):
         return obj
     if isinstance(obj, torch.export.ExportedProgram):

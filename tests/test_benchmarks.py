@@ -13,7 +13,15 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 @pytest.mark.slow  # a smoke test; still part of the default run (and CI)
 @pytest.mark.parametrize(
-    "script", ["record_overhead.py", "shapes.py", "render.py", "any_model.py", "save_compare.py"]
+    "script",
+    [
+        "record_overhead.py",
+        "shapes.py",
+        "render.py",
+        "any_model.py",
+        "save_compare.py",
+        "gradients.py",
+    ],
 )
 def test_benchmark_quick_mode_runs(script):
     done = subprocess.run(

@@ -13,6 +13,7 @@ import torch.fx
 
 from fxviz._capture import bind_inputs
 from fxviz._record._explain import describe_failure
+from fxviz._record._grads import Backward, GradientWatcher
 from fxviz._record._recorder import Keep, Recorder, check_keep
 from fxviz._record._records import Recording
 from fxviz._torch_compat import has_plain_codegen, input_spec_mismatch
@@ -71,6 +72,7 @@ class RecordingMixin:
     _fxviz_recorder: Recorder | None = None
     fxviz_progress: Any = None  # a tqdm bar to advance once a node, when set
     _fxviz_options: dict[str, Any] = {"keep": None, "stats": True}  # noqa: RUF012 (read-only default)
+    _fxviz_gradients = False  # hook the outputs for record(..., backward=...)
 
     def fxviz_configure(self, *, keep: Keep | None = None, stats: bool = True) -> None:
         """Set what later runs keep: ``keep="all" | "stats" | <bytes>`` (``None``: follow
@@ -91,6 +93,9 @@ class RecordingMixin:
             keep = "stats" if collects else "all"
         recorder = Recorder(self, keep=keep, stats=self._fxviz_options["stats"])
         recorder.next_run_node = super().run_node  # type: ignore[misc]  # bound once a run
+        if self._fxviz_gradients:
+            recorder.grads = GradientWatcher(recorder, stats=recorder.stats)
+            recorder.grads.watch_parameters(self.module)  # type: ignore[attr-defined]
         self._fxviz_recorder = recorder
         return recorder
 
@@ -265,6 +270,7 @@ def record(
     keep: Keep = "all",
     stats: bool = True,
     progress: bool | None = None,
+    backward: Backward = None,
     **kwargs: Any,
 ) -> Recording:
     """Run a graph node by node and record what every node produced.
@@ -282,6 +288,12 @@ def record(
             values up to that many bytes, then drops values (keeping statistics) and warns.
         stats: take statistics of every output (off: shapes, dtypes and timing only).
         progress: show a progress bar (``None``: only when the run takes over a second).
+        backward: also run the backward pass and record every gradient: ``True``
+            differentiates the sum of the output, a callable ``output -> scalar loss`` that
+            loss, and tensor(s) are the gradients of the output tensors. ``rec[name].grad``
+            then summarises the gradient with respect to that node's output (values kept
+            under the same ``keep=`` budget) and ``rec.gradients`` lists them in backward
+            order, parameters' included. Parameters' ``.grad`` is left untouched.
 
     Returns:
         A :class:`Recording`; ``rec.output`` is identical to ``gm(*inputs)``.
@@ -305,8 +317,12 @@ def record(
     inputs = bind_inputs(gm, inputs, kwargs)
     instance = as_recording_interpreter(gm, interpreter, keep=keep, stats=stats)
     if isinstance(instance, torch.fx.Transformer):
+        if backward is not None and backward is not False:
+            raise InputError("backward= needs a real run: a Transformer runs symbolically")
         return _record_transformer(instance, inputs)
     check_inputs(gm, inputs)
+    if backward is not None and backward is not False:
+        return _record_with_backward(instance, inputs, backward, progress)
     with progress_bar(instance, progress, "fxviz record"):
         instance.run(*inputs)
     return instance.recording
@@ -330,6 +346,23 @@ def progress_bar(interp: Any, show: bool | None, desc: str) -> Iterator[None]:
             yield
         finally:
             interp.fxviz_progress = None
+
+
+def _record_with_backward(
+    instance: Any, inputs: tuple[Any, ...], backward: Backward, progress: bool | None
+) -> Recording:
+    instance._fxviz_gradients = True
+    try:
+        with progress_bar(instance, progress, "fxviz record"):
+            instance.run(*inputs)
+    except BaseException:
+        recorder = instance._fxviz_recorder
+        if recorder is not None and recorder.grads is not None:
+            recorder.grads.remove()  # the parameters' hooks must not outlive the run
+        raise
+    recorder = instance._fxviz_recorder
+    recorder.grads.run_backward(recorder.output, backward)
+    return instance.recording
 
 
 def _record_transformer(instance: Any, inputs: tuple[Any, ...]) -> Recording:

@@ -18,6 +18,7 @@ import torch
 import torch.fx
 
 from fxviz._nodes import module_path, source_line, target_text
+from fxviz._record._grads import GradientWatcher
 from fxviz._record._records import NodeRecord, Recording, StoredValue
 from fxviz._record._summary import TensorSummary, iter_tensors, summarize
 from fxviz._record._writes import storage_key, written_locations, written_tensors
@@ -89,6 +90,7 @@ class Recorder:
         # called with the tensors a node is about to write in place (the Debugger copies
         # parameters there, to put them back on restart)
         self.before_write: Callable[[list[torch.Tensor]], None] | None = None
+        self.grads: GradientWatcher | None = None  # set when gradients are recorded too
 
     # -- the hot path --------------------------------------------------------------------
     def run_node(self, node: torch.fx.Node, run: Callable[[torch.fx.Node], Any]) -> Any:
@@ -130,6 +132,8 @@ class Recorder:
                 break
         if tail is not None:
             entry.produced = self._produced_since(tail)
+        if self.grads is not None:
+            self.grads.watch(node.name, value)
         self._append(entry)
         return value
 
@@ -178,6 +182,7 @@ class Recorder:
             output=self.output if done else None,
             complete=done,
             error=error if error is not None else self.error,
+            gradients=None if self.grads is None else self.grads.gradients,
         )
 
     def _build(self, index: int, entry: _Entry) -> NodeRecord:
@@ -203,6 +208,7 @@ class Recorder:
             aliases=entry.aliases,
             produced=entry.produced,
             source=source_line(node),
+            gradients=None if self.grads is None else self.grads.gradients,
         )
 
     def _first_output(self, node: torch.fx.Node) -> TensorSummary | None:

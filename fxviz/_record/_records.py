@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.fx
 
+from fxviz._record._grads import Gradients, GradRecord, summary_norm
 from fxviz._record._summary import TensorSummary, dtype_name
 from fxviz.errors import UnknownNodeError
 
@@ -55,6 +56,9 @@ class NodeRecord:
             result of writing into them in place).
         produced: for a recorded ``Transformer``, the new nodes made from this one.
         source: the user's source line that made the node, when known.
+        grad: (property) with ``record(..., backward=...)``, a :class:`TensorSummary` of
+            the gradient of the loss with respect to this output, ``None`` when none
+            arrived; ``grad_value`` is the gradient itself when kept.
 
     Examples:
         >>> import torch, fxviz
@@ -79,6 +83,24 @@ class NodeRecord:
     aliases: tuple[str, ...] = ()
     produced: tuple[str, ...] = ()
     source: str = ""
+    gradients: Gradients | None = dataclasses.field(default=None, repr=False, compare=False)
+
+    @property
+    def grads(self) -> list[GradRecord]:
+        """The gradients of this node's output tensors, in output order."""
+        return [] if self.gradients is None else self.gradients.of(self.name)
+
+    @property
+    def grad(self) -> TensorSummary | None:
+        """Statistics of the gradient with respect to the (first) output tensor."""
+        grads = self.grads
+        return grads[0].summary if grads else None
+
+    @property
+    def grad_value(self) -> torch.Tensor | None:
+        """The gradient with respect to the (first) output tensor, when kept."""
+        grads = self.grads
+        return grads[0].value if grads else None
 
     @property
     def value(self) -> Any:
@@ -132,7 +154,12 @@ class NodeRecord:
             "aliases": list(self.aliases),
             "produced": list(self.produced),
             "source": self.source,
+            **({} if self.gradients is None else {"grads": [_grad_dict(g) for g in self.grads]}),
         }
+
+
+def _grad_dict(g: GradRecord) -> dict[str, Any]:
+    return {"order": g.order, "time_s": g.time_s, **g.summary.to_dict()}
 
 
 def _error_text(error: BaseException) -> dict[str, str]:
@@ -145,6 +172,32 @@ _COLUMNS = [
     *("min", "max", "mean", "std", "absmax", "nan", "posinf", "neginf", "zeros"),
     *("time_s", "mutates", "aliases", "error", "kept"),
 ]
+
+
+_GRAD_COLUMNS = [
+    *("grad_order", "grad_time_s", "grad_norm", "grad_absmax", "grad_mean", "grad_std"),
+    *("grad_nan", "grad_inf", "grad_ratio"),
+]
+
+
+def _grad_columns(r: NodeRecord) -> dict[str, Any]:
+    grads = r.grads
+    if not grads:
+        return dict.fromkeys(_GRAD_COLUMNS)
+    g = grads[0].summary
+    norm = summary_norm(g)
+    out_norm = summary_norm(r.outputs[0]) if r.outputs else None
+    return {
+        "grad_order": grads[0].order,
+        "grad_time_s": grads[0].time_s,
+        "grad_norm": norm,
+        "grad_absmax": g.absmax,
+        "grad_mean": g.mean,
+        "grad_std": g.std,
+        "grad_nan": g.nan,
+        "grad_inf": None if g.posinf is None else g.posinf + (g.neginf or 0),
+        "grad_ratio": norm / out_norm if norm is not None and out_norm else None,
+    }
 
 
 class Recording(Mapping[str, NodeRecord]):
@@ -162,6 +215,8 @@ class Recording(Mapping[str, NodeRecord]):
             ``value`` holds it as it was when its node ran.
         complete: whether the run reached the output node.
         error: the :class:`fxviz.NodeError` that stopped the run, or ``None``.
+        gradients: with ``record(..., backward=...)``, the :class:`Gradients` of the
+            backward pass (every gradient in backward order, parameters' included).
 
     Examples:
         >>> import torch, fxviz
@@ -180,6 +235,7 @@ class Recording(Mapping[str, NodeRecord]):
         output: Any = None,
         complete: bool = False,
         error: BaseException | None = None,
+        gradients: Gradients | None = None,
     ) -> None:
         self.graph_module = graph_module
         self._records = records  # may build each NodeRecord on first access
@@ -189,6 +245,7 @@ class Recording(Mapping[str, NodeRecord]):
         self.output = output
         self.complete = complete
         self.error = error
+        self.gradients = gradients
 
     def __getitem__(self, key: str | int | torch.fx.Node) -> NodeRecord:
         if isinstance(key, int) and not isinstance(key, bool):
@@ -221,8 +278,12 @@ class Recording(Mapping[str, NodeRecord]):
         """The records in execution order."""
         return list(self._records)
 
-    def first_nonfinite(self) -> NodeRecord | None:
+    def first_nonfinite(self, grad: bool = False) -> NodeRecord | None:
         """The first node whose output holds a NaN or an infinity, or ``None``.
+
+        With ``grad=True``: the forward node whose gradient became NaN/Inf first, in
+        backward order (``rec.gradients.first_nonfinite()`` has the gradient itself; a
+        parameter's gradient names the node that uses the parameter).
 
         Examples:
             >>> import torch, fxviz
@@ -230,10 +291,42 @@ class Recording(Mapping[str, NodeRecord]):
             >>> rec.first_nonfinite().name
             'log'
         """
+        if grad:
+            return self._first_nonfinite_grad()
         for r in self._records:
             if r.nonfinite_count:
                 return r
         return None
+
+    def _first_nonfinite_grad(self) -> NodeRecord | None:
+        bad = None if self.gradients is None else self.gradients.first_nonfinite()
+        if bad is None:
+            return None
+        if bad.kind == "node":
+            return self[bad.name]
+        for node in self.graph_module.graph.nodes:  # type: ignore[union-attr]
+            owner = str(node.target)
+            if node.op == "get_attr" and owner == bad.name:
+                return self.get(node.name, None)
+            if node.op == "call_module" and bad.name.startswith(owner + "."):
+                return self.get(node.name, None)
+        return None
+
+    def parameter_grad(self, name: str) -> TensorSummary:
+        """Statistics of parameter ``name``'s gradient (``rec.gradients.parameters`` has
+        the value, its order and timing)."""
+        found = None if self.gradients is None else self.gradients.parameters.get(name)
+        if found is None:
+            known = [] if self.gradients is None else list(self.gradients.parameters)
+            raise UnknownNodeError(
+                f"no gradient recorded for parameter {name!r}"
+                + (
+                    f"; recorded: {', '.join(known[:8])}"
+                    if known
+                    else " (record with backward=True, or the parameter did not affect the loss)"
+                )
+            )
+        return found.summary
 
     def table(self) -> pd.DataFrame:
         """One row a node, indexed by node name, in execution order.
@@ -243,7 +336,10 @@ class Recording(Mapping[str, NodeRecord]):
         (how many tensors it produced), its statistics ``min``, ``max``, ``mean``,
         ``std``, ``absmax``, ``nan``, ``posinf``, ``neginf``, ``zeros``, ``time_s``,
         ``mutates``/``aliases`` (comma-separated node names), ``error`` (``"Type:
-        message"`` or ``""``) and ``kept`` (value kept).
+        message"`` or ``""``) and ``kept`` (value kept). With gradients recorded, also
+        ``grad_order`` (position in backward order), ``grad_time_s``, ``grad_norm``,
+        ``grad_absmax``, ``grad_mean``, ``grad_std``, ``grad_nan``, ``grad_inf`` and
+        ``grad_ratio`` (gradient norm / output norm) of the first output tensor.
         """
         import pandas as pd
 
@@ -272,8 +368,11 @@ class Recording(Mapping[str, NodeRecord]):
                 error="" if r.error is None else f"{type(r.error).__name__}: {r.error}",
                 kept=r.kept,
             )
+            if self.gradients is not None:
+                row.update(_grad_columns(r))
             rows.append(row)
-        return pd.DataFrame(rows, columns=_COLUMNS).set_index("name")
+        columns = _COLUMNS + (_GRAD_COLUMNS if self.gradients is not None else [])
+        return pd.DataFrame(rows, columns=columns).set_index("name")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form: ``{"complete", "error", "nodes": [record.to_dict(), ...]}``."""
@@ -302,6 +401,9 @@ class Recording(Mapping[str, NodeRecord]):
         bad = self.first_nonfinite()
         if bad is not None:
             parts.append(f"first NaN/Inf at {bad.name!r}")
+        bad_grad = None if self.gradients is None else self.gradients.first_nonfinite()
+        if bad_grad is not None:
+            parts.append(f"first NaN/Inf gradient at {bad_grad.name!r}")
         return ", ".join(parts)
 
     def __repr__(self) -> str:

@@ -7,8 +7,9 @@ Overlay rules are public in :mod:`fxviz.overlays`; ``fxviz.render.errors`` and
 from typing import Any
 
 from fxviz.errors import RenderError, warn_deprecated
-from fxviz.render._api import Drawing, View, to_dot, to_svg
+from fxviz.render._api import Drawing, View, draw, to_dot, to_svg
 from fxviz.render._diff import GraphDiff, diff
+from fxviz.render._grad_overlays import grad_norm_heat, grad_ratio, nonfinite_grads
 from fxviz.render._model import DrawEdge, DrawGraph, DrawNode
 from fxviz.render._overlays import (
     Overlay,
@@ -48,8 +49,12 @@ __all__ = [
     "bytes_heat",
     "debugger_state",
     "diff",
+    "draw",
+    "grad_norm_heat",
+    "grad_ratio",
     "highlight_errors",
     "highlight_nonfinite",
+    "nonfinite_grads",
     "time_heat",
     "to_dot",
     "to_svg",

@@ -119,6 +119,9 @@ def _draw(obj: Any) -> DrawGraph:
     debugger = _debugger_recording(obj)
     if debugger is not None:
         return draw_fx(obj.graph_module, records=debugger)
+    own_drawing = getattr(type(obj), "_fxviz_draw_", None)  # JointGraph, JointRecording
+    if own_drawing is not None:
+        return own_drawing(obj)
     raise RenderError(
         f"cannot draw an object of type {type(obj).__name__}: pass a GraphModule, Recording, "
         "ShapeReport, Debugger, ExportedProgram or TorchScript module/function/graph "

@@ -1,0 +1,349 @@
+"""The backward pass as a graph: AOTAutograd's forward and backward ATen graphs, linked.
+
+``fxviz.trace(model, x, method="joint")`` returns a :class:`JointGraph`: the forward graph
+(parameters, buffers and inputs in; outputs and the tensors saved for backward out), the
+backward graph (saved tensors and output gradients in; input gradients out), and links from
+each backward node to the forward node it differentiates (``seq_nr``) and from each forward
+node to the node of the traced model it came from (``from_node``).
+
+    >>> import torch, fxviz
+    >>> model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Tanh())
+    >>> joint = fxviz.trace(model, torch.randn(2, 4), method="joint")
+    >>> joint.link("tanh_backward"), joint.source("tanh")
+    ('tanh', '_1')
+    >>> jrec = joint.record(torch.randn(2, 4))
+    >>> sorted(jrec.grads)
+    ['0.bias', '0.weight']
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+import torch.fx
+
+from fxviz._record._grads import Backward
+from fxviz._torch_compat import (
+    ProvenanceInterpreter,
+    aot_descriptor,
+    aot_graphs,
+    reparametrize,
+    tree_leaves,
+    tree_rebuild,
+    tree_structure,
+)
+from fxviz.errors import InputError, TraceError
+
+__all__ = ["JointGraph", "JointRecording", "JointRun", "trace_joint"]
+
+
+@dataclasses.dataclass
+class JointRun:
+    """One real run of a joint graph: what the forward returned and saved, what the
+    backward took and returned. ``grads`` maps each parameter (dotted name) or input
+    (``"input_0"``...) to its gradient (``None`` where it gets none)."""
+
+    outputs: list[Any]
+    saved: list[Any]
+    tangents: list[torch.Tensor]
+    grads: dict[str, torch.Tensor | None]
+    mutations: dict[str, torch.Tensor]
+
+
+@dataclasses.dataclass
+class JointRecording:
+    """``forward`` and ``backward`` :class:`fxviz.Recording` of one run, and the gradients."""
+
+    joint: JointGraph
+    forward: Any
+    backward: Any
+    grads: dict[str, torch.Tensor | None]
+
+    def first_nonfinite(self) -> tuple[str, str | None, str | None] | None:
+        """``(backward node, forward node, model node)`` of the first backward node whose
+        output held a NaN or Inf, or ``None``."""
+        bad = self.backward.first_nonfinite()
+        if bad is None:
+            return None
+        fw = self.joint.link(bad.name)
+        return bad.name, fw, self.joint.source(fw) if fw else None
+
+    def _fxviz_draw_(self) -> Any:  # what fxviz.to_dot and fxviz.show draw
+        from fxviz.render._joint_draw import draw_joint
+
+        return draw_joint(self.joint, self)
+
+    def to_dot(self, selected: str | None = None, side: str = "backward", **options: Any) -> Any:
+        """Both passes side by side, with shapes and statistics; see :meth:`JointGraph.to_dot`."""
+        from fxviz.render._joint_draw import joint_dot
+
+        return joint_dot(self.joint, self, selected, side, **options)
+
+    def report(self, path: Any = None, *, title: str | None = None) -> str | None:
+        """One offline HTML page with both passes' reports side by side (returned when
+        ``path`` is ``None``)."""
+        from fxviz.render._joint_draw import joint_report
+
+        return joint_report(self, path, title=title)
+
+
+class JointGraph:
+    """AOTAutograd's forward and backward graphs of a model, with links between them.
+
+    Attributes:
+        forward: the forward ``GraphModule`` (ATen ops). It takes the parameters, the
+            buffers and the inputs (``primal_names``) and returns the buffers it updates,
+            the outputs, then the tensors saved for backward.
+        backward: the backward ``GraphModule``: it takes the saved tensors (``saved``),
+            then one gradient per output (``tangents``), and returns one gradient per
+            forward input (``grad_of``; ``None`` for those that get none).
+        model: the traced model (``fxviz.trace(model)``) the graphs were made from.
+    """
+
+    def __init__(
+        self,
+        model: torch.fx.GraphModule,
+        forward: torch.fx.GraphModule,
+        backward: torch.fx.GraphModule,
+        primal_names: list[str],
+        n_state: int,
+        output_structure: Any = None,
+    ) -> None:
+        self.model, self.forward, self.backward = model, forward, backward
+        self._output_structure = output_structure
+        self.primal_names = primal_names
+        self._n_state = n_state  # parameters and buffers, before the inputs
+        out_descs = forward.graph.output_node().meta.get("desc")
+        if out_descs is None:
+            raise TraceError("method='joint' needs torch >= 2.9 (AOTAutograd descriptors)")
+        self._fw_outputs = [aot_descriptor(d) for d in out_descs]
+        placeholders = backward.graph.find_nodes(op="placeholder")
+        self.tangents = [n.name for n in placeholders if n.name.startswith("tangents")]
+        self.saved = [n.name for n in placeholders if not n.name.startswith("tangents")]
+        self._tangent_of = [
+            aot_descriptor(n.meta.get("desc"))[1] for n in placeholders if n.name in self.tangents
+        ]
+        bw_descs = backward.graph.output_node().meta.get("desc") or []
+        self.grad_of = [
+            None if d is None else primal_names[aot_descriptor(d)[1]]  # type: ignore[index]
+            for d in bw_descs
+        ]
+        self.links = _backward_links(forward, backward)
+
+    # -- links ---------------------------------------------------------------------------
+    def link(self, name: str) -> str | None:
+        """The forward node that backward node ``name`` differentiates (or, for a saved
+        tensor, the forward node that made it)."""
+        return self.links.get(name)
+
+    def source(self, name: str) -> str | None:
+        """The node of the traced model (``joint.model``) that forward node ``name`` came
+        from; for a forward input, the parameter, buffer or ``input_<i>`` it takes."""
+        node = _find(self.forward, name)
+        if node is not None and node.op == "placeholder":
+            index = self.forward.graph.find_nodes(op="placeholder").index(node)
+            return self.primal_names[index]
+        sources = node.meta.get("from_node") if node is not None else None
+        return sources[-1].name if sources else None
+
+    def _fxviz_draw_(self) -> Any:  # what fxviz.to_dot and fxviz.show draw
+        from fxviz.render._joint_draw import draw_joint
+
+        return draw_joint(self)
+
+    def to_dot(self, selected: str | None = None, side: str = "backward", **options: Any) -> Any:
+        """Forward and backward side by side as a ``graphviz.Digraph``. ``selected`` (a
+        node of ``side``) is highlighted with the nodes linked to it on the other side;
+        other options as for :func:`fxviz.to_dot`."""
+        from fxviz.render._joint_draw import joint_dot
+
+        return joint_dot(self, None, selected, side, **options)
+
+    # -- running -------------------------------------------------------------------------
+    def primals(self, *inputs: Any) -> list[Any]:
+        """The forward graph's inputs: the model's current parameters and buffers, then ``inputs``."""
+        state = dict(self.model.named_parameters(remove_duplicate=False))
+        state.update(self.model.named_buffers(remove_duplicate=False))
+        names = self.primal_names[: self._n_state]
+        flat = tree_leaves(list(inputs))
+        expected = len(self.primal_names) - self._n_state
+        if len(flat) != expected:
+            raise InputError(
+                f"this joint graph takes {expected} input tensor(s) but {len(flat)} were given"
+            )
+        return [state[n] for n in names] + flat
+
+    def run(self, *inputs: Any, backward: Backward = True) -> JointRun:
+        """Run the forward graph, then the backward graph on its saved tensors.
+
+        ``backward`` is as for :func:`fxviz.record`: ``True`` (gradient of the outputs'
+        sum), a loss function ``outputs -> scalar``, or the output gradients themselves.
+        The model's buffers are not updated (the updates are in ``mutations``).
+        """
+        fw_out = list(self.forward(*self.primals(*inputs)))
+        outputs, saved, mutations = self._split(fw_out)
+        tangents = self.tangents_for(outputs, backward)
+        bw_out = self.backward(*saved, *tangents)
+        return JointRun(outputs, saved, tangents, self._grads(bw_out), mutations)
+
+    def backward_inputs(self, *inputs: Any, backward: Backward = True) -> list[Any]:
+        """The backward graph's inputs for a real run: saved tensors, then tangents."""
+        run_forward = list(self.forward(*self.primals(*inputs)))
+        outputs, saved, _ = self._split(run_forward)
+        return [*saved, *self.tangents_for(outputs, backward)]
+
+    def record(
+        self, *inputs: Any, backward: Backward = True, keep: Any = "all", stats: bool = True
+    ) -> JointRecording:
+        """Record the forward graph, then the backward graph on the real saved tensors."""
+        from fxviz._record import record
+
+        fw_rec = record(self.forward, *self.primals(*inputs), keep="all", stats=stats)
+        outputs, saved, _ = self._split(list(fw_rec.output))
+        tangents = self.tangents_for(outputs, backward)
+        bw_rec = record(self.backward, *saved, *tangents, keep=keep, stats=stats)
+        return JointRecording(self, fw_rec, bw_rec, self._grads(bw_rec.output))
+
+    def debugger(self, *inputs: Any, backward: Backward = True, **options: Any) -> Any:
+        """A :class:`fxviz.Debugger` over the backward graph, fed real saved tensors:
+        breakpoints, NaN breaks, post-mortem and time travel work as on any graph."""
+        from fxviz._record import Debugger
+
+        return Debugger(self.backward, *self.backward_inputs(*inputs, backward=backward), **options)
+
+    def tangents_for(self, outputs: list[Any], backward: Backward) -> list[torch.Tensor]:
+        """The gradients of the outputs that the backward graph starts from."""
+        from fxviz._record._grads import backward_roots
+
+        if backward is None or backward is False:
+            raise InputError("a joint run needs backward=True, a loss function or gradients")
+        leaves = [
+            o.detach().requires_grad_(True)
+            if isinstance(o, torch.Tensor) and o.is_floating_point()
+            else o
+            for o in outputs
+        ]
+        wanted = [o for o in leaves if isinstance(o, torch.Tensor) and o.requires_grad]
+        structured = leaves
+        if self._output_structure is not None and callable(backward):
+            structured = tree_rebuild(leaves, self._output_structure)
+        roots, given = backward_roots(structured, backward)
+        if given is None:  # a loss function: its gradient with respect to each output
+            given = list(
+                torch.autograd.grad(roots, wanted, allow_unused=True, materialize_grads=True)
+            )
+        by_output = {id(t): g for t, g in zip(wanted, given, strict=True)}
+        placeholders = {n.name: n for n in self.backward.graph.find_nodes(op="placeholder")}
+        tangents = []
+        for name, index in zip(self.tangents, self._tangent_of, strict=True):
+            grad = by_output.get(id(leaves[index])) if index is not None else None
+            if grad is None:  # a tangent for something the loss does not reach
+                val = placeholders[name].meta["val"]
+                grad = torch.zeros(val.shape, dtype=val.dtype, device=val.device)
+            tangents.append(grad)
+        return tangents
+
+    def _split(self, fw_out: list[Any]) -> tuple[list[Any], list[Any], dict[str, torch.Tensor]]:
+        outputs: dict[int, Any] = {}
+        saved, mutations = [], {}
+        for (kind, index), value in zip(self._fw_outputs, fw_out, strict=True):
+            if kind == "PlainAOTOutput":
+                outputs[index] = value  # type: ignore[index]
+            elif kind.startswith("SavedForBackwards"):
+                saved.append(value)
+            elif kind == "InputMutationAOTOutput":
+                mutations[self.primal_names[index]] = value  # type: ignore[index]
+        return [outputs[i] for i in sorted(outputs)], saved, mutations
+
+    def _grads(self, bw_out: Any) -> dict[str, torch.Tensor | None]:
+        return {name: g for name, g in zip(self.grad_of, bw_out, strict=True) if name is not None}
+
+    def __repr__(self) -> str:
+        fw, bw = len(self.forward.graph.nodes), len(self.backward.graph.nodes)
+        return (
+            f"<fxviz.JointGraph: forward {fw} nodes, backward {bw} nodes, "
+            f"{len(self.saved)} saved tensors>"
+        )
+
+
+def trace_joint(obj: Any, *example_inputs: Any) -> JointGraph:
+    """AOTAutograd's forward and backward graphs of ``obj`` on ``example_inputs``."""
+    from fxviz.capture import trace
+
+    if not example_inputs:
+        raise TraceError(
+            "method='joint' needs example inputs: fxviz.trace(model, x, method='joint')"
+        )
+    model = trace(obj, *example_inputs)
+    state = dict(model.named_parameters(remove_duplicate=False))
+    state.update(model.named_buffers(remove_duplicate=False))
+    names = list(state)
+    flat_inputs = tree_leaves(list(example_inputs))
+
+    def run_model(*flat: Any) -> Any:
+        with reparametrize(model, dict(zip(names, flat[: len(names)], strict=True))):
+            return ProvenanceInterpreter(model).run(*flat[len(names) :])
+
+    try:
+        with _buffers_restored(model):
+            forward, backward, sample = aot_graphs(
+                run_model, [*state.values(), *flat_inputs], len(names)
+            )
+    except Exception as e:
+        raise TraceError(f"AOTAutograd could not capture {type(obj).__name__}: {e}") from e
+    if forward is None or backward is None:
+        raise TraceError(
+            "method='joint' found nothing to differentiate: no output depends on a parameter "
+            "or an input with requires_grad=True"
+        )
+    primal_names = names + [f"input_{i}" for i in range(len(flat_inputs))]
+    return JointGraph(model, forward, backward, primal_names, len(names), tree_structure(sample))
+
+
+@contextlib.contextmanager
+def _buffers_restored(model: torch.nn.Module) -> Iterator[None]:
+    """Capturing runs the model once: put back what it changed (BatchNorm statistics)."""
+    before = {name: b.detach().clone() for name, b in model.named_buffers()}
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for name, b in model.named_buffers():
+                b.copy_(before[name])
+
+
+def _find(gm: torch.fx.GraphModule, name: str) -> torch.fx.Node | None:
+    return next((n for n in gm.graph.nodes if n.name == name), None)
+
+
+def _backward_links(
+    forward: torch.fx.GraphModule, backward: torch.fx.GraphModule
+) -> dict[str, str]:
+    """Backward node -> the forward node it differentiates: same ``seq_nr`` (the autograd
+    node's sequence number), the one in the same module first; a saved tensor -> the
+    forward node that produced it."""
+    by_seq: dict[int, list[torch.fx.Node]] = {}
+    fw_names = set()
+    for node in forward.graph.nodes:
+        fw_names.add(node.name)
+        if node.op == "call_function" and "seq_nr" in node.meta:
+            by_seq.setdefault(node.meta["seq_nr"], []).append(node)
+    links = {}
+    for node in backward.graph.nodes:
+        if node.op == "placeholder":
+            if node.name in fw_names:
+                links[node.name] = node.name
+            continue
+        if node.meta.get("partitioner_tag") != "is_backward" or "seq_nr" not in node.meta:
+            continue
+        candidates = by_seq.get(node.meta["seq_nr"], [])
+        stack = node.meta.get("fwd_nn_module_stack")
+        same_module = [c for c in candidates if c.meta.get("nn_module_stack") == stack]
+        best = (same_module or candidates)[:1]
+        if best:
+            links[node.name] = best[0].name
+    return links

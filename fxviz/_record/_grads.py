@@ -1,0 +1,310 @@
+"""Gradients per node: tensor hooks on the recorded outputs, fired as autograd computes them.
+
+While the forward pass is recorded, every output tensor that requires grad gets a hook
+(``Tensor.register_hook``), and so does every parameter of the module. The backward pass is
+then run by autograd itself (``torch.autograd.grad``, so no ``.grad`` is touched); each hook
+receives the gradient of the loss with respect to that output, exactly as autograd computed
+it, in backward order. A hook registered before an in-place write gets the gradient with
+respect to the value as it was when its node ran.
+
+    >>> import torch, fxviz
+    >>> model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU())
+    >>> rec = fxviz.record(model, torch.ones(2, 4), backward=True)
+    >>> rec["_1"].grad.shape, rec["_1"].grad.min, rec["_1"].grad.max
+    ((2, 3), 1.0, 1.0)
+    >>> [g.name for g in rec.gradients.order][:2]
+    ['_1', 'output']
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from fxviz._record._summary import (
+    TensorSummary,
+    _dense,
+    _mean_std,
+    _read,
+    iter_tensors,
+    summarize,
+)
+from fxviz.errors import InputError
+
+__all__ = [
+    "Backward",
+    "GradRecord",
+    "GradientWatcher",
+    "Gradients",
+    "summarize_gradient",
+    "summary_norm",
+]
+
+Backward = bool | Callable[[Any], torch.Tensor] | torch.Tensor | Sequence[torch.Tensor] | None
+
+
+@dataclasses.dataclass(slots=True)
+class GradRecord:
+    """The gradient of the loss with respect to one recorded tensor.
+
+    Attributes:
+        name: the forward node it belongs to, or the parameter's dotted name.
+        kind: ``"node"`` (a node's output) or ``"parameter"``.
+        path: where the tensor sits in the node's output (``""`` for a bare tensor).
+        summary: statistics of the gradient (a :class:`TensorSummary`).
+        order: position in backward order (0 = the first gradient autograd computed).
+        time_s: autograd's time since the previous gradient arrived (statistics excluded).
+        value: the gradient itself when the ``keep=`` budget allowed it, else ``None``.
+    """
+
+    name: str
+    kind: str
+    path: str
+    summary: TensorSummary
+    order: int
+    time_s: float
+    value: torch.Tensor | None = None
+
+    @property
+    def kept(self) -> bool:
+        """Whether ``value`` was kept."""
+        return self.value is not None
+
+
+class Gradients:
+    """What one backward pass computed, in backward order.
+
+    Attributes:
+        order: every :class:`GradRecord`, in the order autograd computed them.
+        parameters: ``{parameter name: GradRecord}``.
+        time_s: wall time of the whole backward pass (statistics included).
+    """
+
+    def __init__(self) -> None:
+        self.order: list[GradRecord] = []
+        self.parameters: dict[str, GradRecord] = {}
+        self._by_node: dict[str, list[GradRecord]] = {}
+        self.time_s = 0.0
+
+    def of(self, name: str) -> list[GradRecord]:
+        """The gradients of node ``name``'s output tensors (empty when none arrived)."""
+        return self._by_node.get(name, [])
+
+    def first_nonfinite(self) -> GradRecord | None:
+        """The first gradient, in backward order, holding a NaN or an infinity."""
+        return next((g for g in self.order if g.summary.nonfinite), None)
+
+    def _add(self, grad: GradRecord) -> None:
+        self.order.append(grad)
+        if grad.kind == "parameter":
+            self.parameters[grad.name] = grad
+        else:
+            self._by_node.setdefault(grad.name, []).append(grad)
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def __repr__(self) -> str:
+        bad = self.first_nonfinite()
+        note = f", first NaN/Inf at {bad.name!r}" if bad else ""
+        return f"<fxviz.Gradients: {len(self)} gradients, {self.time_s * 1e3:.2f} ms{note}>"
+
+
+class GradientWatcher:
+    """Hooks the tensors of a run, then runs its backward pass.
+
+    ``recorder`` is the run's :class:`~fxviz._record._recorder.Recorder`: its ``keep``
+    budget is shared with the gradients kept here.
+    """
+
+    def __init__(self, recorder: Any, *, stats: bool = True) -> None:
+        self.recorder = recorder
+        self.stats = stats
+        self.gradients = Gradients()
+        self._handles: list[Any] = []
+        self._leaves: list[torch.Tensor] = []
+        self._seen_leaves: set[int] = set()
+        self._last = 0.0
+        self._previous: tuple[Any, Any] = (None, None)
+
+    def watch(self, name: str, value: Any) -> None:
+        """Hook every tensor of a node's output that requires grad."""
+        for path, t in iter_tensors(value):
+            if t.requires_grad:
+                self._hook(t, name, "node", path)
+
+    def watch_parameters(self, module: torch.nn.Module) -> None:
+        """Hook the module's parameters (the leaves whose gradients a training step uses)."""
+        for name, p in module.named_parameters():
+            if p.requires_grad:
+                self._hook(p, name, "parameter", "")
+
+    def _hook(self, t: torch.Tensor, name: str, kind: str, path: str) -> None:
+        def arrived(grad: torch.Tensor) -> None:
+            self._arrived(name, kind, path, grad)
+
+        self._handles.append(t.register_hook(arrived))
+        if t.grad_fn is None and id(t) not in self._seen_leaves:
+            self._seen_leaves.add(id(t))
+            self._leaves.append(t)
+
+    def _arrived(self, name: str, kind: str, path: str, grad: torch.Tensor) -> None:
+        elapsed = time.perf_counter() - self._last
+        if grad is self._previous[0]:  # one tensor, several nodes (a node and `output`)
+            summary = self._previous[1]
+        else:
+            summary = summarize_gradient(grad, self.stats)
+            self._previous = (grad, summary)
+        if path:
+            summary = dataclasses.replace(summary, path=path)
+        order = len(self.gradients.order)
+        kept = grad.detach() if self._admit(grad) else None
+        self.gradients._add(GradRecord(name, kind, path, summary, order, elapsed, kept))
+        self._last = time.perf_counter()
+
+    def _admit(self, grad: torch.Tensor) -> bool:
+        keep = self.recorder.keep
+        if keep == "all":
+            return True
+        if keep == "stats":
+            return False
+        cost = grad.numel() * grad.element_size()
+        if self.recorder._kept_bytes + cost > keep:
+            return False
+        self.recorder._kept_bytes += cost
+        return True
+
+    def run_backward(self, output: Any, backward: Backward) -> Gradients:
+        """Differentiate ``output`` as ``backward`` asks; the hooks record every gradient.
+
+        ``backward``: ``True`` (the sum of every output tensor that requires grad), a
+        callable ``output -> scalar loss``, or the gradient(s) of the output tensors.
+        """
+        try:
+            roots, grad_outputs = backward_roots(output, backward)
+            start = self._last = time.perf_counter()
+            if self._leaves:
+                torch.autograd.grad(roots, self._leaves, grad_outputs, allow_unused=True)
+            else:  # the leaves are outside the graph (a tensor a function closes over)
+                torch.autograd.backward(roots, grad_outputs)
+            self.gradients.time_s = time.perf_counter() - start
+        finally:
+            self.remove()
+        return self.gradients
+
+    def remove(self) -> None:
+        """Take every hook off again (parameters outlive the run)."""
+        self._previous = (None, None)
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+        self._leaves.clear()
+
+
+def backward_roots(
+    output: Any, backward: Backward
+) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
+    """The tensors to differentiate and the gradients they start from."""
+    if callable(backward) and not isinstance(backward, torch.Tensor):
+        loss = backward(output)
+        if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+            got = f"Tensor{list(loss.shape)}" if isinstance(loss, torch.Tensor) else type(loss)
+            raise InputError(
+                f"backward= must return a scalar loss tensor, but it returned {got}; "
+                "reduce it, e.g. backward=lambda out: out.sum()"
+            )
+        if not loss.requires_grad:
+            raise InputError(_NOTHING_REQUIRES_GRAD)
+        return [loss], None
+    roots = [t for _, t in iter_tensors(output) if t.requires_grad]
+    if not roots:
+        raise InputError(_NOTHING_REQUIRES_GRAD)
+    if backward is True:
+        return roots, [torch.ones_like(t) for t in roots]
+    given = [backward] if isinstance(backward, torch.Tensor) else list(backward)  # type: ignore[arg-type]
+    if len(given) != len(roots) or not all(isinstance(g, torch.Tensor) for g in given):
+        raise InputError(
+            f"backward= got {len(given)} gradient(s) but the output has {len(roots)} tensor(s) "
+            "that require grad: pass one gradient a tensor, in output order, or a loss "
+            "function (backward=lambda out: ...)"
+        )
+    for i, (g, t) in enumerate(zip(given, roots, strict=True)):
+        if g.shape != t.shape:
+            raise InputError(
+                f"backward= gradient {i} has shape {list(g.shape)} but output tensor {i} has "
+                f"shape {list(t.shape)}; they must match"
+            )
+    return roots, given
+
+
+_NOTHING_REQUIRES_GRAD = (
+    "backward= was given but nothing in the output requires grad: the model has no "
+    "parameters with requires_grad=True and no input requires grad (or it ran under "
+    "torch.no_grad()/inference_mode())"
+)
+
+
+def summarize_gradient(grad: torch.Tensor, stats: bool = True) -> TensorSummary:
+    """A :class:`TensorSummary` of a gradient: as :func:`summarize`, in three reductions
+    instead of four: ``zeros`` is not counted (``None``), as it would cost as much as the
+    other statistics together; where the sums overflow or cancel, the spread is measured
+    around the mean in float32 (not on a float64 copy). NaN and Inf are counted exactly.
+
+    >>> s = summarize_gradient(torch.tensor([0.0, 3.0, -4.0]))
+    >>> s.min, s.max, s.mean, s.zeros
+    (-4.0, 3.0, -0.3333333333333333, None)
+    """
+    (bare,) = summarize(grad, False)
+    plain = type(grad) is torch.Tensor and grad.layout == torch.strided
+    if not (stats and plain and grad.is_floating_point() and grad.numel() and not grad.is_meta):
+        return bare if not stats else summarize(grad, True)[0]
+    x = _dense(grad.detach())
+    wide = x if x.element_size() >= 4 else x.to(torch.float32)
+    exact = torch.float32 if x.device.type == "mps" else torch.float64
+    n = x.numel()
+    lo, hi = torch.aminmax(x)
+    scale = 1.0
+    if x.device.type == "cpu":  # reading the range first costs nothing here
+        absmax = max(abs(lo.item()), abs(hi.item()))
+        if math.isfinite(absmax) and absmax * absmax * n > 1e36:  # float32 sums overflow
+            scale = absmax
+            wide = wide / scale
+    mn, mx, total, norm = _read(exact, lo, hi, wide.sum(), torch.linalg.vector_norm(wide))
+    if not (math.isfinite(mn) and math.isfinite(mx)):
+        return dataclasses.replace(summarize(grad, True)[0], zeros=None)
+    absmax = max(abs(mn), abs(mx))
+    mean, std = _mean_std(total, norm * norm, n)
+    overflowed = not (math.isfinite(mean) and math.isfinite(std or 0.0))
+    if overflowed:  # off the CPU, the range was not known before the sums
+        scale = absmax
+        wide = wide / scale
+        mean = float(wide.sum()) / n
+    if std is not None and (overflowed or mean * mean > 1e3 * std * std):
+        # the sum of squares cancels (a constant plus a little): measure the spread
+        # around the mean (x - mean is exact in float32 for values near the mean)
+        std = float(torch.linalg.vector_norm(wide - mean)) / math.sqrt(n - 1)
+    mean, std = mean * scale, None if std is None else std * scale
+    return dataclasses.replace(
+        bare, min=mn, max=mx, mean=mean, std=std, absmax=absmax, nan=0, posinf=0, neginf=0
+    )
+
+
+def summary_norm(summary: TensorSummary | None) -> float | None:
+    """The L2 norm of the finite values, from a summary's mean and std (``None`` if unknown).
+
+    >>> import torch
+    >>> (s,) = summarize(torch.tensor([3.0, 4.0]))
+    >>> round(summary_norm(s), 6)
+    5.0
+    """
+    if summary is None or summary.mean is None:
+        return None
+    n = summary.numel - summary.nonfinite
+    std = summary.std or 0.0
+    squares = (n - 1) * std * std + n * summary.mean * summary.mean
+    return math.sqrt(max(squares, 0.0))
