@@ -132,7 +132,7 @@ def test_the_first_nan_in_backward_is_traced_to_the_model_node():
     backward_node, forward_node, model_node = jrec.first_nonfinite()
     assert model_node == "sqrt"
     assert "sqrt" in forward_node
-    assert jrec.backward[backward_node].nonfinite == 3
+    assert jrec.backward[backward_node].nonfinite_count == 3
     assert all(g.isnan().all() for g in jrec.grads.values())
 
     dbg = joint.debugger(x, x.clone(), backward=lambda out: out.mean())

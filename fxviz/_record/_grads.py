@@ -97,7 +97,7 @@ class Gradients:
 
     def first_nonfinite(self) -> GradRecord | None:
         """The first gradient, in backward order, holding a NaN or an infinity."""
-        return next((g for g in self.order if g.summary.nonfinite), None)
+        return next((g for g in self.order if g.summary.nonfinite_count), None)
 
     def _add(self, grad: GradRecord) -> None:
         self.order.append(grad)
@@ -304,7 +304,7 @@ def summary_norm(summary: TensorSummary | None) -> float | None:
     """
     if summary is None or summary.mean is None:
         return None
-    n = summary.numel - summary.nonfinite
+    n = summary.numel - summary.nonfinite_count
     std = summary.std or 0.0
     squares = (n - 1) * std * std + n * summary.mean * summary.mean
     return math.sqrt(max(squares, 0.0))

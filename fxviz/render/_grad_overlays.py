@@ -93,7 +93,7 @@ def nonfinite_grads(node: DrawNode) -> Style | None:
     """A red dashed-looking border and badge on nodes whose gradient held NaN or Inf."""
     record = node.record
     grad = None if record is None else getattr(record, "grad", None)
-    if grad is None or not grad.nonfinite:
+    if grad is None or not grad.nonfinite_count:
         return None
     parts = [f"{k} {n}" for k, n in (("NaN", grad.nan), ("+Inf", grad.posinf),
                                       ("-Inf", grad.neginf)) if n]  # fmt: skip

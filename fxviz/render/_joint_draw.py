@@ -94,9 +94,11 @@ def joint_dot(
 ) -> Any:  # fmt: skip
     """``graphviz.Digraph`` of both passes side by side (see :func:`fxviz.to_dot` options)."""
     from fxviz.render._api import to_dot
-    from fxviz.render._overlays import errors, nonfinite_values
+    from fxviz.render._overlays import highlight_errors, highlight_nonfinite
 
-    overlays: list[Overlay] = [errors, nonfinite_values] if recording is not None else []
+    overlays: list[Overlay] = (
+        [highlight_errors, highlight_nonfinite] if recording is not None else []
+    )
     if selected is not None:
         if side not in ("forward", "backward"):
             raise ValueError(f"side must be 'forward' or 'backward', not {side!r}")

@@ -115,7 +115,7 @@ def test_the_first_nan_gradient_is_named_with_its_forward_node():
     assert bad.grad.posinf == 3
     first = rec.gradients.first_nonfinite()
     assert first.name == "sum_1"
-    assert first.order == min(g.order for g in rec.gradients.order if g.summary.nonfinite)
+    assert first.order == min(g.order for g in rec.gradients.order if g.summary.nonfinite_count)
     assert first.order > rec.gradients.of("sqrt")[0].order  # sqrt's own was finite
     # ... then mul's backward turns inf * 0 into NaN: d's gradient is all NaN
     assert rec["mul"].grad.posinf == 12
@@ -241,4 +241,4 @@ def test_gradient_statistics_of_exploding_gradients():
     std, mean = torch.std_mean(g.double())
     assert s.std == pytest.approx(std.item(), rel=1e-4)
     assert s.mean == pytest.approx(mean.item(), rel=1e-4)
-    assert s.nonfinite == 0
+    assert s.nonfinite_count == 0
