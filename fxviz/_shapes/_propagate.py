@@ -18,7 +18,7 @@ from fxviz._torch_compat import extract_tensor_metadata, fake_tensor, reparametr
 from fxviz.capture import trace
 from fxviz.errors import FxvizError, NodeError
 
-__all__ = ["Mode", "ShapeError", "shapes"]
+__all__ = ["Mode", "PlacementError", "ShapeError", "check_placement", "retarget_devices", "shapes"]
 
 Mode = Literal["real", "fake", "meta"]
 _MODES = ("real", "fake", "meta")
@@ -32,12 +32,47 @@ class ShapeError(NodeError):
         self.report = report
 
 
-class _ShapeInterpreter(RecordingInterpreter):
-    """Records shapes only, writes ``node.meta["tensor_meta"]`` like ShapeProp, shows progress."""
+class PlacementError(FxvizError, RuntimeError):
+    """In mode="meta"/"fake" a node produced a real tensor: it computed on real data."""
 
-    def __init__(self, module: torch.nn.Module, progress: Any) -> None:
+
+class _ShapeInterpreter(RecordingInterpreter):
+    """Records shapes only, writes ``node.meta["tensor_meta"]`` like ShapeProp, shows progress.
+
+    In meta mode, device constants baked into the graph (``torch.export`` writes
+    ``device=cpu`` into ``arange``/``to``) are retargeted to the meta device, and every node's
+    output is checked to be a meta (fake) tensor, so nothing ever computes on real data.
+    """
+
+    def __init__(self, module: torch.nn.Module, progress: Any, mode: str = "real") -> None:
         super().__init__(module, keep="stats", stats=False)
         self._progress = progress
+        self._mode = mode
+
+    def fxviz_start(self) -> Any:
+        recorder = super().fxviz_start()
+        if self._mode != "real":
+            run = recorder.next_run_node
+
+            def run_checked(n: torch.fx.Node) -> Any:
+                value = run(n)
+                check_placement(n, value, self._mode)
+                return value
+
+            recorder.next_run_node = run_checked
+        return recorder
+
+    def call_function(self, target: Any, args: Any, kwargs: Any) -> Any:
+        if self._mode == "meta":
+            args, kwargs = retarget_devices((args, kwargs))
+        return super().call_function(target, args, kwargs)
+
+    def call_method(self, target: Any, args: Any, kwargs: Any) -> Any:
+        if self._mode == "meta":
+            if target in ("cpu", "cuda"):
+                target, args, kwargs = "to", (args[0], _META), {}
+            args, kwargs = retarget_devices((args, kwargs))
+        return super().call_method(target, args, kwargs)
 
     def run_node(self, n: torch.fx.Node) -> Any:
         value = super().run_node(n)
@@ -96,16 +131,67 @@ def shapes(
         converted = tuple(convert(x) for x in inputs)
         check_inputs(gm, converted)
         grad = torch.enable_grad() if mode == "real" else torch.no_grad()
-        with grad, _parameters(mode, gm, convert), _progress_bar(gm, progress) as bar:
-            interp = _ShapeInterpreter(gm, bar)
+        placement = _meta_placement(gm) if mode == "meta" else contextlib.nullcontext()
+        with grad, placement, _parameters(mode, gm, convert), _progress_bar(gm, progress) as bar:
+            interp = _ShapeInterpreter(gm, bar, mode)
             try:
                 interp.run(*converted)
             except NodeError as error:
                 report = ShapeReport(gm, error.recording, mode=mode)
+                fake_works = mode == "meta" and _fake_works(gm, inputs)
                 raise ShapeError(
-                    _explain(str(error), mode, error.__cause__), node=error.node, report=report
+                    _explain(str(error), mode, error.__cause__, fake_works),
+                    node=error.node,
+                    report=report,
                 ) from error.__cause__
     return ShapeReport(gm, interp.recording, mode=mode)
+
+
+_META = torch.device("meta")
+
+
+def retarget_devices(value: Any) -> Any:
+    """Every ``torch.device`` (or device string) argument inside ``value``, made ``meta``.
+
+    Example:
+        >>> retarget_devices(((1,), {"device": torch.device("cpu")}))
+        ((1,), {'device': device(type='meta')})
+    """
+    if isinstance(value, torch.device):
+        return _META
+    if isinstance(value, tuple):
+        return tuple(retarget_devices(v) for v in value)
+    if isinstance(value, list):
+        return [retarget_devices(v) for v in value]
+    if isinstance(value, dict):
+        return {
+            k: _META if k == "device" and isinstance(v, str) else retarget_devices(v)
+            for k, v in value.items()
+        }
+    return value
+
+
+def check_placement(node: torch.fx.Node, value: Any, mode: str) -> None:
+    """Raise :class:`PlacementError` when ``node`` produced a real tensor in a meta or
+    fake run (that would be a real computation on real data)."""
+    for where, t in iter_tensors(value):
+        ok = t.is_meta if mode == "meta" else _is_fake(t)
+        if not ok:
+            kind = f"on {t.device}" if mode == "meta" else f"a real {t.device} tensor"
+            raise PlacementError(
+                f"in mode={mode!r} node {node.name!r} ({node.op} {node.target}) produced "
+                f"{kind} (output {where or 0}, {list(t.shape)}), so it ran on real data. "
+                f"Report this graph; mode='real' computes it for real"
+            )
+
+
+def _fake_works(gm: torch.fx.GraphModule, inputs: tuple[Any, ...]) -> bool:
+    """Whether a fake run of ``gm`` gets through (to suggest it when meta fails)."""
+    try:
+        shapes(gm, *inputs, mode="fake", progress=False)
+    except Exception:
+        return False
+    return True
 
 
 @contextlib.contextmanager
@@ -134,19 +220,82 @@ def _mode_context(mode: str, model: Any, device: Any) -> Iterator[Any]:
 
 
 @contextlib.contextmanager
+def _meta_placement(gm: torch.nn.Module) -> Iterator[None]:
+    """Factory calls without a device make meta tensors, and graphs nested in ``gm``
+    (higher-order ops' bodies, run without the interpreter) have their device constants
+    retargeted to meta for the run, then restored."""
+    changed: list[tuple[torch.fx.GraphModule, torch.fx.Node, Any, Any]] = []
+    for sub in gm.modules():
+        if sub is gm or not isinstance(sub, torch.fx.GraphModule):
+            continue
+        edits = [
+            n for n in sub.graph.nodes if retarget_devices((n.args, n.kwargs)) != (n.args, n.kwargs)
+        ]
+        for n in edits:
+            changed.append((sub, n, n.args, n.kwargs))
+            n.args, n.kwargs = retarget_devices((n.args, n.kwargs))
+        if edits:
+            sub.recompile()
+    try:
+        with torch.device("meta"):
+            yield
+    finally:
+        for _sub, n, args, kwargs in changed:
+            n.args, n.kwargs = args, kwargs
+        for sub in dict.fromkeys(sub for sub, *_ in changed):
+            sub.recompile()
+
+
+@contextlib.contextmanager
 def _parameters(mode: str, gm: torch.nn.Module, convert: Any) -> Iterator[None]:
     """In fake/meta mode, let the graph see fake/meta parameters and buffers (the
     module itself is left as it was)."""
     if mode == "real":
         yield
         return
-    state = {
-        name: convert(t)
-        for name, t in [*gm.named_parameters(), *gm.named_buffers()]
-        if not _is_fake(t) and not (mode == "meta" and t.is_meta)
-    }
+    converted: dict[int, torch.Tensor] = {}  # tied names share one converted tensor
+    state = {}
+    for name, t in _named_tensors(gm):
+        if _is_fake(t) or (mode == "meta" and t.is_meta):
+            continue
+        if id(t) not in converted:
+            converted[id(t)] = convert(t)
+        state[name] = converted[id(t)]
     with reparametrize(gm, state):
         yield
+
+
+def _named_tensors(gm: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
+    """Every parameter and buffer under every name (tied weights included) and the tensor
+    constants graphs fetch with ``get_attr`` (``_tensor_constant0``, nested graphs too)."""
+    found = [
+        *gm.named_parameters(remove_duplicate=False),
+        *gm.named_buffers(remove_duplicate=False),
+    ]
+    known = {name for name, _ in found}
+    for prefix, sub in gm.named_modules(remove_duplicate=False):
+        graph = getattr(sub, "graph", None)
+        if not isinstance(graph, torch.fx.Graph):
+            continue
+        for node in graph.nodes:
+            name = f"{prefix}.{node.target}" if prefix else str(node.target)
+            if node.op != "get_attr" or name in known:
+                continue
+            try:
+                value = _resolve(sub, str(node.target))
+            except AttributeError:
+                continue
+            if isinstance(value, torch.Tensor):
+                found.append((name, value))
+                known.add(name)
+    return found
+
+
+def _resolve(module: torch.nn.Module, path: str) -> Any:
+    value: Any = module
+    for part in path.split("."):
+        value = getattr(value, part)
+    return value
 
 
 @contextlib.contextmanager
@@ -192,10 +341,16 @@ _NO_KERNEL = ("fake impl", "'Meta' backend", "meta tensor", "meta kernel", "no f
 _DATA_DEPENDENT = ("DataDependentOutputException", "DynamicOutputShapeException")
 
 
-def _explain(message: str, mode: str, cause: BaseException | None) -> str:
+def _explain(message: str, mode: str, cause: BaseException | None, fake_works: bool = False) -> str:
     """Add what to do when the op cannot run without data in this mode."""
+    tail = "The report of the nodes before it is on this error's .report."
+    if fake_works:
+        return (
+            f"{message}\nmode='fake' gets through this model without data (it was tried): "
+            f"use mode='fake'. {tail}"
+        )
     if mode == "real" or cause is None:
-        return message + "\nThe report of the nodes before it is on this error's .report."
+        return f"{message}\n{tail}"
     kind = type(cause).__name__
     text = str(cause)
     if kind in _DATA_DEPENDENT or "data-dependent" in text or ".item()" in text:
@@ -210,5 +365,5 @@ def _explain(message: str, mode: str, cause: BaseException | None) -> str:
         return message + "\nThe report of the nodes before it is on this error's .report."
     return (
         f"{message}\nIn mode={mode!r} {why.format(mode=mode)}: use mode='real' (with real "
-        "inputs) for this model. The report of the nodes before it is on this error's .report."
+        f"inputs) for this model. {tail}"
     )
