@@ -34,8 +34,10 @@ def build(name: str) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     ids = torch.randint(0, VOCAB, (1, SEQ))
     small = {"vocab_size": VOCAB, "use_cache": False}
     if name == "gpt2":
-        config = tf.GPT2Config(n_layer=2, n_embd=64, n_head=2, n_positions=32, **small)
-        config.bos_token_id = config.eos_token_id = 0
+        config = tf.GPT2Config(
+            n_layer=2, n_embd=64, n_head=2, n_positions=32, bos_token_id=0, eos_token_id=0,
+            **small,
+        )  # fmt: skip
         return tf.GPT2LMHeadModel(config).eval(), (ids,)
     if name == "bert":
         config = tf.BertConfig(

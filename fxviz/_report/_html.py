@@ -16,12 +16,14 @@ from typing import Any
 
 import torch
 
+from fxviz._nodes import is_parameter_fetch
 from fxviz._record._records import Recording
 from fxviz._shapes._report import ShapeReport
 from fxviz._static import static_file
 from fxviz.render._api import draw, to_dot
 from fxviz.render._collapse import opening_depth, units
 from fxviz.render._diff import GraphDiff
+from fxviz.render._fold import Params
 
 __all__ = ["report"]
 
@@ -55,13 +57,15 @@ def report(
     title: str | None = None,
     inputs: Any = None,
     max_preview: int = 64,
+    params: Params = "fold",
 ) -> str | None:
     """Write ``obj`` as one self-contained HTML file (or return the HTML if ``path`` is None).
 
     GraphModules, ShapeReports, ExportedPrograms and TorchScript give the interactive graph
     and its table; a Recording or a Debugger also gives a replay of the run (a timeline,
     step forward and back, each node's shapes, statistics, histogram, capped value
-    preview and error); a GraphDiff its merged view and change table.
+    preview and error); a GraphDiff its merged view and change table. ``params``: as
+    for :func:`fxviz.to_dot`; the replay steps over parameter fetches like the Debugger.
 
     Example:
         >>> import torch, fxviz
@@ -69,7 +73,7 @@ def report(
         >>> page.startswith("<!doctype html>") and "http" not in page.split("<script>")[0]
         True
     """
-    data = _data(obj, max_preview)
+    data = _data(obj, max_preview, params)
     name = title or f"fxviz: {data['model']}"
     facts = "".join(f"<p>{html.escape(line)}</p>" for line in _facts(obj, data, inputs))
     extra = _diff_table(obj) if isinstance(obj, GraphDiff) else ""
@@ -87,16 +91,16 @@ def report(
     return None
 
 
-def _data(obj: Any, max_preview: int) -> dict[str, Any]:
+def _data(obj: Any, max_preview: int, params: Params = "fold") -> dict[str, Any]:
     from fxviz._record import Debugger
     from fxviz.render._inspect import inspector_data, table_rows
 
     recording = obj.recording if isinstance(obj, (Debugger, ShapeReport)) else obj
     replay = isinstance(obj, (Recording, Debugger))
     drawn_from = obj.recording if isinstance(obj, Debugger) else obj
-    drawing = draw(drawn_from)
+    drawing = draw(drawn_from, params=params)
     depth = opening_depth(drawing)
-    dot = to_dot(drawn_from, depth=depth).source
+    dot = to_dot(drawn_from, depth=depth, params=params).source
     nodes = {n.name: n for n in drawing.nodes}
     fx_nodes = _fx_nodes(obj)
     records = dict(recording.items()) if isinstance(recording, Recording) else {}
@@ -129,9 +133,16 @@ def _data(obj: Any, max_preview: int) -> dict[str, Any]:
             for r in records.values()
         },
         "replay": replay and bool(order),
+        "skip": [n for n in order if _is_fetch(obj, fx_nodes.get(n))],
         "model": drawing.name,
         "status": "",
     }
+
+
+def _is_fetch(obj: Any, node: Any) -> bool:
+    """A parameter fetch, which the replay steps over (as ``Debugger.step`` does)."""
+    gm = getattr(obj, "graph_module", None)
+    return node is not None and gm is not None and is_parameter_fetch(gm, node)
 
 
 def _fx_nodes(obj: Any) -> dict[str, Any]:

@@ -14,9 +14,11 @@ from fxviz._record._records import Recording
 from fxviz._shapes._report import ShapeReport
 from fxviz.errors import FxvizError
 from fxviz.render._dot import render
+from fxviz.render._fold import Params
 from fxviz.render._from_fx import draw_fx
 from fxviz.render._model import DrawGraph
 from fxviz.render._overlays import Overlay, errors, nonfinite_values
+from fxviz.render._title import model_title
 
 __all__ = ["RenderError", "draw", "to_dot", "to_svg"]
 
@@ -25,18 +27,20 @@ class RenderError(FxvizError, RuntimeError):
     """A graph could not be drawn (no ``dot`` for SVG, an object fxviz cannot draw)."""
 
 
-def draw(obj: Any) -> DrawGraph:
+def draw(obj: Any, *, params: Params = "fold") -> DrawGraph:
     """The drawing model of anything :func:`to_dot` accepts."""
     if isinstance(obj, DrawGraph):
         return obj
     if isinstance(obj, Recording):
-        return draw_fx(obj.graph_module, records=obj)
+        return draw_fx(obj.graph_module, records=obj, params=params, name=model_title(obj))
     if isinstance(obj, ShapeReport):
-        return draw_fx(obj.graph_module, records=obj.recording)
+        return draw_fx(
+            obj.graph_module, records=obj.recording, params=params, name=model_title(obj)
+        )
     if isinstance(obj, torch.export.ExportedProgram):
-        return _draw_exported(obj)
+        return _draw_exported(obj, params)
     if isinstance(obj, torch.fx.GraphModule):
-        return draw_fx(obj)
+        return draw_fx(obj, params=params, name=model_title(obj))
     from fxviz.render._diff import GraphDiff
 
     if isinstance(obj, GraphDiff):
@@ -47,7 +51,7 @@ def draw(obj: Any) -> DrawGraph:
         return _torchscript.draw_torchscript(obj)
     debugger = _debugger_recording(obj)
     if debugger is not None:
-        return draw_fx(obj.graph_module, records=debugger)
+        return draw_fx(obj.graph_module, records=debugger, params=params, name=model_title(obj))
     raise RenderError(
         f"cannot draw an object of type {type(obj).__name__}: pass a GraphModule, Recording, "
         "ShapeReport, Debugger, ExportedProgram or TorchScript module/function/graph "
@@ -67,6 +71,7 @@ def to_dot(
     rankdir: str = "TB",
     max_label: int = 40,
     stub_fanout: int = 6,
+    params: Params = "fold",
 ) -> graphviz.Digraph:
     """The graph as DOT source (a ``graphviz.Digraph``; no ``dot`` binary needed).
 
@@ -87,6 +92,8 @@ def to_dot(
         max_label: longest label line before it is cut (full text in the tooltip).
         stub_fanout: inputs with more users than this are drawn as a small copy beside
             each user (0: never).
+        params: ``"fold"`` lists parameters, buffers and constants (with shapes) inside
+            the nodes that use them; ``"show"`` draws each fetch as a node of its own.
 
     Node ids are the FX node names, so the output is stable and the browser can address
     nodes. Never display the returned Digraph directly in a notebook: that calls ``dot``.
@@ -99,7 +106,7 @@ def to_dot(
     """
     overlays = [*_default_overlays(obj), *_as_list(overlay)]
     return render(
-        draw(obj),
+        draw(obj, params=params),
         depth=depth,
         expand=expand,
         collapse=collapse,
@@ -163,7 +170,7 @@ def _debugger_recording(obj: Any) -> Recording | None:
     return obj.recording if isinstance(obj, Debugger) else None
 
 
-def _draw_exported(program: torch.export.ExportedProgram) -> DrawGraph:
+def _draw_exported(program: torch.export.ExportedProgram, params: Params) -> DrawGraph:
     """The lifted graph, with parameters, buffers and constants told apart from user inputs."""
     signature = program.graph_signature
     kinds: dict[str, str] = {}
@@ -173,14 +180,15 @@ def _draw_exported(program: torch.export.ExportedProgram) -> DrawGraph:
         kinds[name] = "buffer"
     for name in getattr(signature, "inputs_to_lifted_tensor_constants", {}):
         kinds[name] = "constant"
-    draw_graph = draw_fx(program.graph_module, kinds=kinds, name="ExportedProgram")
     targets = {
         **signature.inputs_to_parameters,
         **signature.inputs_to_buffers,
         **getattr(signature, "inputs_to_lifted_tensor_constants", {}),
     }
-    for node in draw_graph.nodes:
-        if node.name in targets:
-            node.title = targets[node.name]
-            node.tooltip = f"{node.kind} {targets[node.name]}\n{node.tooltip}"
-    return draw_graph
+    return draw_fx(
+        program.graph_module,
+        kinds=kinds,
+        targets=targets,
+        name=model_title(program),
+        params=params,
+    )

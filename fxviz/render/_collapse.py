@@ -4,14 +4,34 @@ from __future__ import annotations
 
 from fxviz.render._model import DrawGraph, dot_id
 
-__all__ = ["BIG_GRAPH", "module_id", "opening_depth", "unit_path", "units"]
+__all__ = [
+    "BIG_GRAPH",
+    "call_label",
+    "module_id",
+    "opening_depth",
+    "real_path",
+    "unit_path",
+    "units",
+]
 
 BIG_GRAPH = 300  # visible nodes above which a view opens collapsed by module
 
 
 def module_id(path: str, prefix: str = "module__") -> str:
     """``layers.0`` -> ``module__layers__0`` (readable ids for module boxes and clusters)."""
-    return dot_id(path.replace(".", "__"), prefix)
+    return dot_id(path.replace(".", "__").replace("@", "__call"), prefix)
+
+
+def call_label(path: str) -> str:
+    """``pool@2`` -> ``pool (call 2)``: a module path as people read it.
+
+    >>> call_label("blk@2.0"), call_label("layers.1")
+    ('blk (call 2).0', 'layers.1')
+    """
+    return ".".join(
+        f"{name} (call {number})" if number else name
+        for name, _, number in (part.partition("@") for part in path.split("."))
+    )
 
 
 def unit_path(
@@ -22,14 +42,17 @@ def unit_path(
         return None
     parts = module.split(".")
     for cut in range(1, len(parts) + 1):  # an explicitly collapsed module wins
-        if ".".join(parts[:cut]) in collapse:
-            return ".".join(parts[:cut])
+        prefix = ".".join(parts[:cut])
+        if prefix in collapse or (real_path(prefix) in collapse and "@" in prefix):
+            return prefix
     if depth is None:
         return None
     if len(parts) < depth:
         return None
     cut = depth
-    while cut <= len(parts) and ".".join(parts[:cut]) in expand:
+    while cut <= len(parts) and (
+        ".".join(parts[:cut]) in expand or real_path(".".join(parts[:cut])) in expand
+    ):
         cut += 1
     if cut > len(parts):
         return None
@@ -64,3 +87,12 @@ def units(
         n.name: module_id(paths[n.name]) if paths[n.name] and counts[paths[n.name]] > 1 else n.id
         for n in draw.nodes
     }
+
+
+def real_path(path: str) -> str:
+    """``blk@2.0`` -> ``blk.0``: a drawn module path without call numbers.
+
+    >>> real_path("blk@2.0"), real_path("pool")
+    ('blk.0', 'pool')
+    """
+    return ".".join(part.split("@", 1)[0] for part in path.split("."))

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 
 import graphviz
 
+from fxviz.render._collapse import call_label
 from fxviz.render._collapse import module_id as _path_id
 from fxviz.render._collapse import unit_path as _unit_path
 from fxviz.render._model import DrawEdge, DrawGraph, DrawNode, dot_id
@@ -197,12 +198,12 @@ class _Statements:
         classes = {c for s, _ in inner for c in s.classes}
         attrs = {
             "label": html_label(
-                kind or box.path, [*lines, *badges], bold=box.path, limit=self.limit
+                kind or box.path, [*lines, *badges], bold=call_label(box.path), limit=self.limit
             ),
             "shape": KIND_STYLES["module"][0],
             "style": KIND_STYLES["module"][1],
             "fillcolor": style.fill or KIND_STYLES["module"][2] or "",
-            "tooltip": tooltip_text(f"{box.path}: {kind}\n" + "\n".join(lines)),
+            "tooltip": tooltip_text(f"{call_label(box.path)}: {kind}\n" + "\n".join(lines)),
             "class": " ".join(["fx-module", *sorted(classes)]),
         }
         if any("state-error" in s.classes or "nonfinite" in s.classes for s, _ in inner):
@@ -286,7 +287,7 @@ class _Tree:
             if draw.internal_paths:
                 label = draw.modules.get(child, child)
             else:
-                label = f"{child} · {draw.modules.get(child, '')}".rstrip(" ·")
+                label = f"{call_label(child)} · {draw.modules.get(child, '')}".rstrip(" ·")
             with graph.subgraph(name=f"cluster_{_path_id(child, 'm_')}") as sub:
                 sub.attr(
                     label=tooltip_text(label),

@@ -28,9 +28,11 @@ class DebuggerApp(GraphView):
         "stopped at '_0' (step) — 1/3 nodes · breakpoints: none"
     """
 
-    def __init__(self, debugger: Debugger, *, depth: int | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, debugger: Debugger, *, depth: int | None = None, params: str = "fold", **kwargs: Any
+    ) -> None:
         self.debugger = debugger
-        super().__init__(_labelled(debugger), depth=depth, mode="debugger", **kwargs)
+        super().__init__(_labelled(debugger), depth=depth, params=params, mode="debugger", **kwargs)
         self._refresh()
 
     def handle(self, content: dict[str, Any]) -> None:

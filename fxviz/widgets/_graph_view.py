@@ -53,7 +53,9 @@ class GraphView(anywidget.AnyWidget):
     render_ms = traitlets.Float(0.0).tag(sync=True)
     layout_timeout_s = traitlets.Float(30.0).tag(sync=True)
 
-    def __init__(self, obj: Any, *, depth: int | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, obj: Any, *, depth: int | None = None, params: str = "fold", **kwargs: Any
+    ) -> None:
         unknown = set(kwargs) - set(self.class_trait_names())
         if unknown:
             raise TypeError(
@@ -61,7 +63,8 @@ class GraphView(anywidget.AnyWidget):
             )
         super().__init__(**kwargs)
         self._obj = obj
-        self._draw = draw(obj)
+        self._params: Any = params
+        self._draw = draw(obj, params=self._params)
         self._names = {n.id: n.name for n in self._draw.nodes}
         self.depth = depth if depth is not None else opening_depth(self._draw)
         self.observe(self._redraw, names=["depth", "expanded", "collapsed"])
@@ -79,6 +82,7 @@ class GraphView(anywidget.AnyWidget):
                 expand=self.expanded,
                 collapse=self.collapsed,
                 overlay=[],
+                params=self._params,
             )
         except Exception as e:  # never a blank view: say what failed
             self.error = f"could not draw the graph: {type(e).__name__}: {e}"
