@@ -12,6 +12,7 @@ import torch.fx
 from fxviz._record import RecordingInterpreter
 from fxviz._record._interpreter import check_inputs
 from fxviz._record._summary import iter_tensors
+from fxviz._shapes._flops import FlopCounter
 from fxviz._shapes._report import ShapeReport
 from fxviz._shapes._spec import TensorSpec
 from fxviz._torch_compat import extract_tensor_metadata, fake_tensor, reparametrize
@@ -44,13 +45,22 @@ class _ShapeInterpreter(RecordingInterpreter):
     output is checked to be a meta (fake) tensor, so nothing ever computes on real data.
     """
 
-    def __init__(self, module: torch.nn.Module, progress: Any, mode: str = "real") -> None:
+    def __init__(
+        self,
+        module: torch.nn.Module,
+        progress: Any,
+        mode: str = "real",
+        counter: FlopCounter | None = None,
+    ) -> None:
         super().__init__(module, keep="stats", stats=False)
         self._progress = progress
         self._mode = mode
+        self._counter = counter
 
     def fxviz_start(self) -> Any:
         recorder = super().fxviz_start()
+        if self._counter is not None:
+            recorder.next_run_node = self._counter.wrap(recorder.next_run_node)
         if self._mode != "real":
             run = recorder.next_run_node
 
@@ -90,6 +100,7 @@ def shapes(
     mode: Mode = "real",
     device: str | torch.device | None = None,
     progress: bool | None = None,
+    flops: bool = True,
 ) -> ShapeReport:
     """Every node's output shapes and dtypes, as a :class:`ShapeReport`.
 
@@ -102,6 +113,8 @@ def shapes(
         device: in ``"fake"`` mode, the device to pretend the model and inputs live on
             (``"cuda"`` checks a GPU placement without a GPU).
         progress: show a progress bar (default: only when a run takes over a second).
+        flops: count each node's FLOPs and multiply-adds with torch's
+            ``FlopCounterMode`` (in every mode; on fake/meta tensors nothing is computed).
 
     Like ``torch.fx.passes.shape_prop.ShapeProp``, it also writes each node's
     ``node.meta["tensor_meta"]``.
@@ -132,19 +145,26 @@ def shapes(
         check_inputs(gm, converted)
         grad = torch.enable_grad() if mode == "real" else torch.no_grad()
         placement = _meta_placement(gm) if mode == "meta" else contextlib.nullcontext()
+        counter = FlopCounter() if flops else None
+        counting = counter.active() if counter is not None else contextlib.nullcontext()
         with grad, placement, _parameters(mode, gm, convert), _progress_bar(gm, progress) as bar:
-            interp = _ShapeInterpreter(gm, bar, mode)
+            interp = _ShapeInterpreter(gm, bar, mode, counter)
             try:
-                interp.run(*converted)
+                with counting:
+                    interp.run(*converted)
             except NodeError as error:
-                report = ShapeReport(gm, error.recording, mode=mode)
+                report = ShapeReport(gm, error.recording, mode=mode, flops=_flops(counter))
                 fake_works = mode == "meta" and _fake_works(gm, inputs)
                 raise ShapeError(
                     _explain(str(error), mode, error.__cause__, fake_works),
                     node=error.node,
                     report=report,
                 ) from error.__cause__
-    return ShapeReport(gm, interp.recording, mode=mode)
+    return ShapeReport(gm, interp.recording, mode=mode, flops=_flops(counter))
+
+
+def _flops(counter: FlopCounter | None) -> dict[str, int] | None:
+    return None if counter is None else counter.flops
 
 
 _META = torch.device("meta")

@@ -9,6 +9,7 @@ from fxviz.render._overlays import (
     bytes_heat,
     debugger_state,
     errors,
+    flops_heat,
     nonfinite_values,
     time_heat,
 )
@@ -25,6 +26,7 @@ __all__ = [
     "debugger_state",
     "diff",
     "errors",
+    "flops_heat",
     "nonfinite_values",
     "time_heat",
     "to_dot",

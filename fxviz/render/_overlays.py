@@ -24,6 +24,7 @@ __all__ = [
     "bytes_heat",
     "debugger_state",
     "errors",
+    "flops_heat",
     "nonfinite_values",
     "time_heat",
 ]
@@ -166,3 +167,36 @@ def bytes_heat(records: Iterable[Any]) -> Overlay:
     """Fill nodes from white to orange by the bytes of their outputs."""
     values = {r.name: float(sum(max(s.nbytes, 0) for s in r.outputs)) for r in records}
     return _heat(values, lambda b: f"output bytes: {int(b):,}", "heat-bytes")
+
+
+def flops_heat(source: Any) -> Overlay:
+    """Fill nodes from white to red by their FLOPs, with the count as a badge; a collapsed
+    module's box by its total. ``source``: a ShapeReport, a Recording (counted on a fake
+    re-run) or a ``{node: flops}`` mapping.
+
+    Example:
+        >>> import torch, fxviz
+        >>> rep = fxviz.shapes(torch.nn.Sequential(torch.nn.Linear(8, 4)), torch.ones(2, 8))
+        >>> "128 FLOPs" in fxviz.to_dot(rep, overlay=fxviz.flops_heat(rep)).source
+        True
+    """
+    from fxviz._shapes._flops import human_flops, module_totals, recording_flops
+
+    records: Iterable[Any] = ()
+    if isinstance(source, Mapping) and not hasattr(source, "recording"):
+        flops = dict(source)
+    elif hasattr(source, "flops") and isinstance(source.flops, dict):  # a ShapeReport
+        flops, records = source.flops, source.recording.values()
+    else:  # a Recording
+        flops, records = recording_flops(source), source.values()
+    modules = module_totals(flops, {r.name: r.module for r in records})
+    node_heat = _heat({k: float(v) for k, v in flops.items() if v}, human_flops, "heat-flops")
+    box_heat = _heat({k: float(v) for k, v in modules.items() if v}, human_flops, "heat-flops")
+
+    def overlay(node: DrawNode) -> Style | None:
+        style = (box_heat if node.kind == "module" else node_heat)(node)
+        if style is None:
+            return None
+        return dataclasses.replace(style, badge=style.tooltip)
+
+    return overlay

@@ -125,9 +125,7 @@ def fuse_into_activation(gm, scale=1.0):
     act = _activation(gm)
     producer = act.args[0]
     assert len(producer.users) == 1
-    first = (
-        gm.get_submodule(producer.target) if producer.op == "call_module" else producer.target
-    )
+    first = gm.get_submodule(producer.target) if producer.op == "call_module" else producer.target
     fn = _fused(first, act.target, producer.kwargs, act.args[1:], act.kwargs)
     gm.add_submodule("fused", Fused(lambda *a: fn(*a) * scale))
     with gm.graph.inserting_after(act):
@@ -210,7 +208,7 @@ def test_insert_before_is_compared_with_the_value_it_displaced(model):
 
 @pytest.mark.parametrize("scale", [1.0, 1.01])
 def test_fuse_two_nodes_into_one(model, scale):
-    name, gm, inputs = model
+    _, gm, inputs = model
     after, producer, act, fused = fuse_into_activation(gm, scale)
     d = fxviz.diff(gm, after, *inputs)
     pair = _pair(d, act, fused)
