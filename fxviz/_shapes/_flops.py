@@ -33,7 +33,7 @@ class FlopCounter:
     def active(self) -> Iterator[FlopCounter]:
         from torch.utils.flop_counter import FlopCounterMode
 
-        with FlopCounterMode(display=False) as mode:
+        with FlopCounterMode(display=False, custom_mapping=_missing_formulas()) as mode:
             self._mode = mode
             try:
                 yield self
@@ -51,6 +51,18 @@ class FlopCounter:
                 self.flops[node.name] = self._mode.get_total_flops() - before
 
         return counted
+
+
+def _missing_formulas() -> dict[Any, Any]:
+    """Formulas torch's counter lacks: attention's CPU kernel (which real and fake CPU
+    runs pick) counts as the other attention kernels do."""
+    from torch.utils.flop_counter import sdpa_flop_count
+
+    def cpu_attention(query: Any, key: Any, value: Any, *args: Any, **kwargs: Any) -> int:
+        return sdpa_flop_count(query, key, value)
+
+    cpu_kernel = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
+    return {cpu_kernel: cpu_attention} if cpu_kernel is not None else {}
 
 
 def module_totals(flops: dict[str, int], modules: dict[str, str]) -> dict[str, int]:

@@ -183,12 +183,12 @@ def flops_heat(source: Any) -> Overlay:
     from fxviz._shapes._flops import human_flops, module_totals, recording_flops
 
     records: Iterable[Any] = ()
-    if isinstance(source, Mapping) and not hasattr(source, "recording"):
-        flops = dict(source)
-    elif hasattr(source, "flops") and isinstance(source.flops, dict):  # a ShapeReport
+    if isinstance(getattr(source, "flops", None), dict):  # a ShapeReport
         flops, records = source.flops, source.recording.values()
-    else:  # a Recording
+    elif hasattr(source, "graph_module"):  # a Recording
         flops, records = recording_flops(source), source.values()
+    else:
+        flops = dict(source)
     modules = module_totals(flops, {r.name: r.module for r in records})
     node_heat = _heat({k: float(v) for k, v in flops.items() if v}, human_flops, "heat-flops")
     box_heat = _heat({k: float(v) for k, v in modules.items() if v}, human_flops, "heat-flops")
