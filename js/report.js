@@ -33,6 +33,7 @@ class Replay {
     this.breakNan = false;
     this.failed = this.order.findIndex((name) => data.records[name]?.error);
     this.skip = new Set(data.skip || []); // parameter fetches: stepped over, like Debugger.step
+    this.skipFetches();
   }
   skipFetches() { while (!this.done() && !this.stoppedAtError() && this.skip.has(this.order[this.pos]) && !this.breakpoints.has(this.order[this.pos])) this.pos += 1; }
   done() { return this.pos >= this.order.length; }
@@ -47,8 +48,8 @@ class Replay {
     const sel = this.model.get("selected");
     if (type === "step") { this.skipFetches(); this.advance(); this.skipFetches(); this.reason = "step"; }
     else if (type === "step10") { for (let i = 0; i < 10 && (this.skipFetches(), this.advance()); i++); this.skipFetches(); this.reason = "step"; }
-    else if (type === "back") { this.pos = Math.max(0, this.pos - 1); while (this.pos > 0 && this.skip.has(this.order[this.pos])) this.pos -= 1; this.reason = "back"; }
-    else if (type === "restart") { this.pos = 0; this.reason = "start"; }
+    else if (type === "back") { this.pos = Math.max(0, this.pos - 1); while (this.pos > 0 && this.skip.has(this.order[this.pos])) this.pos -= 1; this.skipFetches(); this.reason = "back"; }
+    else if (type === "restart") { this.pos = 0; this.skipFetches(); this.reason = "start"; }
     else if (type === "continue") this.continue_();
     else if (type === "run_to_selected" && sel) { const i = this.order.indexOf(sel); if (i >= 0) { this.pos = this.failed >= 0 ? Math.min(i, this.failed) : i; this.reason = `run_to ${sel}`; } }
     else if (type === "toggle_breakpoint" && sel) { this.breakpoints.has(sel) ? this.breakpoints.delete(sel) : this.breakpoints.add(sel); }

@@ -264,6 +264,8 @@ class Debugger:
             self._pos = max(0, self._pos - 1)
             while self.skip_fetches and self._pos > 0 and self._pos in self._fetches:
                 self._pos -= 1
+        if self.skip_fetches and self._pos < self._first:
+            self._pos = self._first  # before that, only fetches: the start
         self._reason = "back"
         return self._last()
 
@@ -372,6 +374,9 @@ class Debugger:
         self._pos = 0
         self._output: Any = None
         self._reason = "start"
+        with self._own_rng():  # the leading fetches of an exported graph: run, recorded
+            self._skip_fetches(None)
+        self._first = self._pos
 
     def _advance(self) -> int:
         """Run (or replay) the node at the cursor; move past it unless it failed.

@@ -171,15 +171,18 @@ def test_debugger_steps_over_parameter_fetches(encoder_program):
     dbg = fxviz.Debugger(program, x)
     fetches = [n.name for n in dbg.graph.nodes if n.op == "get_attr"]
     first_op = next(n for n in dbg.graph.nodes if n.op not in ("get_attr", "placeholder"))
-    assert dbg.current.name in fetches  # an export graph starts with its fetches
-    dbg.step()  # runs every fetch and the input
+    nodes = list(dbg.graph.nodes)
+    assert nodes[0].name in fetches  # an export graph starts with its fetches...
+    assert dbg.current.op == "placeholder"  # ...which the debugger has run already
+    assert dbg.position == nodes.index(dbg.current)
+    assert dbg.status.startswith(f"stopped at {dbg.current.name!r} (start)")
+    dbg.step()  # the input, then the fetches before the first op
     assert dbg.current.name == first_op.name
     assert dbg.stop_reason == "step"
     assert all(dbg.recording[name].shape for name in fetches[:3])  # still recorded
     assert dbg.is_fetch(fetches[0])
     assert not dbg.is_fetch(first_op.name)
     dbg.step(3)
-    nodes = list(dbg.graph.nodes)
     assert dbg.current.name not in fetches
     ran = [n.name for n in nodes[: dbg.position] if n.name not in fetches]
     before = dbg.current.name
@@ -187,11 +190,21 @@ def test_debugger_steps_over_parameter_fetches(encoder_program):
     assert dbg.current.name == ran[-1]
     dbg.step()
     assert dbg.current.name == before
+    dbg.back(10_000)  # back to the start: past the fetches it never stops at
+    assert dbg.current.op == "placeholder"
     # a breakpoint on a fetch, by name, still stops there
-    dbg.restart()
     dbg.break_at(fetches[5])
-    dbg.step()
+    dbg.restart()
     assert dbg.current.name == fetches[5]
+    dbg.step()  # runs it, then steps over the rest
+    assert dbg.current.op == "placeholder"
+    dbg.back()
+    dbg.break_at(fetches[7])
+    dbg.restart()
+    dbg.remove_breakpoint(f"at {fetches[5]}")
+    dbg.step()
+    assert dbg.current.name == fetches[7]
+    assert dbg.stop_reason == "breakpoint"
     # and the outputs are unchanged
     dbg.continue_()
     dbg.clear_breakpoints()
@@ -203,6 +216,7 @@ def test_debugger_steps_over_parameter_fetches(encoder_program):
 def test_debugger_can_step_every_node():
     gm = fxviz.trace(nn.Linear(2, 2), torch.ones(1, 2), method="export")
     dbg = fxviz.Debugger(gm, torch.ones(1, 2), skip_fetches=False)
+    assert dbg.current.op == "get_attr"
     dbg.step()
     assert dbg.position == 1
 
