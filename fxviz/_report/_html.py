@@ -107,7 +107,9 @@ def _data(obj: Any, max_preview: int, params: Params = "fold") -> dict[str, Any]
     inspectors = {}
     for name, drawn in nodes.items():
         record = records.get(name)
-        info = inspector_data(name, fx_nodes.get(name), record, max_preview=max_preview)
+        info = inspector_data(
+            name, fx_nodes.get(name), record, max_preview=max_preview, folded=drawn.folded
+        )
         planned = [list(f) for f in info["fields"][:3]]
         if drawn.lines:
             planned.append(["expected output", drawn.lines[0]])

@@ -102,8 +102,8 @@ class DebuggerApp(GraphView):
         if node is None:
             self.inspector = {}
             return
-        data = inspector_data(name, node, record)
         drawn = next((n for n in self._draw.nodes if n.name == name), None)
+        data = inspector_data(name, node, record, folded=drawn.folded if drawn else ())
         if record is None and drawn is not None and drawn.lines:
             data["fields"].append(["expected output", drawn.lines[0]])  # from the fake pass
         self.inspector = data

@@ -173,7 +173,7 @@ class GraphView(anywidget.AnyWidget):
             self.inspector = {}
             return
         fx_node = _fx_node(self._obj, name)
-        self.inspector = inspector_data(name, fx_node, node.record)
+        self.inspector = inspector_data(name, fx_node, node.record, folded=node.folded)
 
     def __repr__(self) -> str:
         return f"<fxviz.GraphView: {len(self._draw.nodes)} nodes, depth={self.depth}>"

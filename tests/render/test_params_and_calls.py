@@ -230,3 +230,18 @@ def test_report_replay_is_told_which_nodes_to_step_over(encoder_program):
     page = fxviz.report(rec)
     assert json.dumps(fetches[0]) in page
     assert "skipFetches" in page
+
+
+def test_the_inspector_lists_folded_parameters_with_shapes():
+    model = nn.Sequential(nn.Linear(8, 4), nn.ReLU())
+    gm = fxviz.trace(model, torch.ones(1, 8), method="export")
+    view = fxviz.show(gm)
+    view.selected = "linear"
+    fields = dict(map(tuple, view.inspector["fields"]))
+    assert fields["parameter 0.weight"] == "4×8 f32"
+    assert fields["parameter 0.bias"] == "4 f32"
+    rec = fxviz.record(gm, torch.ones(1, 8))
+    recorded = fxviz.show(rec)
+    recorded.selected = "linear"
+    fields = dict(map(tuple, recorded.inspector["fields"]))
+    assert fields["input _0_weight"] == "float32 4×8"  # the record lists every input
