@@ -245,3 +245,17 @@ def test_the_inspector_lists_folded_parameters_with_shapes():
     recorded.selected = "linear"
     fields = dict(map(tuple, recorded.inspector["fields"]))
     assert fields["input _0_weight"] == "float32 4×8"  # the record lists every input
+
+
+@pytest.mark.dot
+def test_folded_export_graphs_lay_out_at_ordinary_widths(encoder_program):
+    program, _ = encoder_program
+    gm = program.module()
+
+    def width(params):
+        svg = fxviz.to_svg(gm, depth=1, params=params)
+        return float(re.search(r'<svg width="([\d.]+)pt"', svg).group(1))
+
+    shown, folded = width("show"), width("fold")
+    assert shown > 3000  # a wall of parameter boxes side by side
+    assert folded < 1000
