@@ -81,6 +81,8 @@ class _ShapeInterpreter(RecordingInterpreter):
         if self._mode == "meta":
             if target in ("cpu", "cuda"):
                 target, args, kwargs = "to", (args[0], _META), {}
+            if target == "to":  # x.to("cpu"): a device given as text
+                args = tuple(_META if _is_device_text(a) else a for a in args)
             args, kwargs = retarget_devices((args, kwargs))
         return super().call_method(target, args, kwargs)
 
@@ -191,6 +193,16 @@ def retarget_devices(value: Any) -> Any:
     return value
 
 
+def _is_device_text(value: Any) -> bool:
+    if not isinstance(value, str):
+        return False
+    try:
+        torch.device(value)
+    except (RuntimeError, TypeError):
+        return False
+    return True
+
+
 def check_placement(node: torch.fx.Node, value: Any, mode: str) -> None:
     """Raise :class:`PlacementError` when ``node`` produced a real tensor in a meta or
     fake run (that would be a real computation on real data)."""
@@ -200,8 +212,9 @@ def check_placement(node: torch.fx.Node, value: Any, mode: str) -> None:
             kind = f"on {t.device}" if mode == "meta" else f"a real {t.device} tensor"
             raise PlacementError(
                 f"in mode={mode!r} node {node.name!r} ({node.op} {node.target}) produced "
-                f"{kind} (output {where or 0}, {list(t.shape)}), so it ran on real data. "
-                f"Report this graph; mode='real' computes it for real"
+                f"{kind} (output {where or 0}, {list(t.shape)}): it computed on real data, "
+                "which this mode promises never to do. Code inside that op makes tensors "
+                "on a fixed device; try mode='fake', or mode='real' to compute for real"
             )
 
 
