@@ -18,6 +18,7 @@ __all__ = [
     "FxvizWarning",
     "InputError",
     "NodeError",
+    "PlacementError",
     "RecordingInterrupted",
     "TraceError",
     "UnknownNodeError",
@@ -48,6 +49,11 @@ class NodeError(FxvizError, RuntimeError):
         super().__init__(message)
         self.node = node
         self.recording = recording
+
+
+class PlacementError(FxvizError, RuntimeError):
+    """In ``fxviz.shapes(mode="meta" | "fake")`` a node produced a real tensor: it would
+    have computed on real data, which those modes never do (it is raised instead)."""
 
 
 class UnknownNodeError(FxvizError, KeyError):

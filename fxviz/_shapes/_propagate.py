@@ -17,7 +17,7 @@ from fxviz._shapes._report import ShapeReport
 from fxviz._shapes._spec import TensorSpec
 from fxviz._torch_compat import extract_tensor_metadata, fake_tensor, reparametrize
 from fxviz.capture import trace
-from fxviz.errors import FxvizError, NodeError
+from fxviz.errors import FxvizError, NodeError, PlacementError
 
 __all__ = ["Mode", "PlacementError", "ShapeError", "check_placement", "retarget_devices", "shapes"]
 
@@ -31,10 +31,6 @@ class ShapeError(NodeError):
     def __init__(self, message: str, *, node: str, report: ShapeReport) -> None:
         super().__init__(message, node=node, recording=report.recording)
         self.report = report
-
-
-class PlacementError(FxvizError, RuntimeError):
-    """In mode="meta"/"fake" a node produced a real tensor: it computed on real data."""
 
 
 class _ShapeInterpreter(RecordingInterpreter):

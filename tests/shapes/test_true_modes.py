@@ -9,7 +9,6 @@ import torch.fx
 from torch import nn
 
 import fxviz
-from fxviz._shapes._propagate import PlacementError
 from tests import hf_models
 
 
@@ -131,7 +130,7 @@ def test_a_real_computation_in_meta_or_fake_mode_raises_naming_the_node(mode, mo
         fxviz.shapes(gm, torch.ones(2, 4), mode=mode, progress=False)
     err = info.value
     assert err.node == f"{fn.__name__}"
-    assert isinstance(err.__cause__, PlacementError)
+    assert isinstance(err.__cause__, fxviz.PlacementError)
     assert "computed on real data" in str(err)
     assert repr(err.node) in str(err)
     assert err.report.recording["lin"].outputs  # the nodes before it are on .report
