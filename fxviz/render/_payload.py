@@ -35,6 +35,7 @@ from typing import Any, cast
 
 import torch.fx
 
+from fxviz._nodes import is_parameter_fetch
 from fxviz._record._debugger import Debugger, node_state, status_line
 from fxviz._record._predicates import nonfinite
 from fxviz._record._records import NodeRecord, Recording
@@ -55,10 +56,11 @@ BREAKPOINTS_SUFFIX = " · breakpoints: {breakpoints}"  # appended to a status li
 
 
 def node_rows(drawing: Drawing, records: list[NodeRecord] | None = None) -> list[dict[str, Any]]:
-    """The table's rows: from the records when the graph ran, else from the drawing."""
+    """The table's rows: from the records when the graph ran (every node run, parameter
+    fetches folded out of the drawing included), else from the drawing."""
     if records is not None:
         return table_rows(records)
-    ran = [n.record for n in drawing.graph.nodes if n.record is not None]
+    ran = drawing.records() or [n.record for n in drawing.graph.nodes if n.record is not None]
     if ran:
         return table_rows(ran)
     return [
@@ -98,10 +100,12 @@ def debugger_states(debugger: Debugger) -> dict[str, list[str]]:
     return states
 
 
-def replay_payload(recording: Recording) -> dict[str, Any]:
+def replay_payload(recording: Recording, *, skip_fetches: bool = True) -> dict[str, Any]:
     """Every cursor position of a recorded run, as the :class:`fxviz.Debugger` shows it.
 
-    ``order``: the nodes run. ``steps[p]`` (``p`` nodes run, up to the failing node):
+    ``order``: the nodes run. ``skip``: the nodes that only fetch a parameter, buffer or
+    constant, which stepping goes over as ``Debugger(skip_fetches=True)`` does (none
+    with ``skip_fetches=False``). ``steps[p]`` (``p`` nodes run, up to the failing node):
     ``status`` (the Debugger's status line, ``{reason}`` standing for why it stopped),
     ``states`` (the node states that differ from position ``p - 1``; all of them at 0),
     ``nonfinite`` (whether the node just run satisfies :func:`fxviz.nonfinite`: where
@@ -139,8 +143,14 @@ def replay_payload(recording: Recording) -> dict[str, Any]:
                 "error": error is not None,
             }
         )
+    fetches = [
+        n.name
+        for n in graph.nodes
+        if skip_fetches and is_parameter_fetch(recording.graph_module, n)
+    ]
     return {
         "order": [r.name for r in records],
+        "skip": fetches,
         "steps": steps,
         "breakpoints_suffix": BREAKPOINTS_SUFFIX,
     }
