@@ -136,6 +136,8 @@ class _PrivateRandom(TorchDispatchMode):
         gen = self.stream.generator(device)
         routed = _with_generator(func)
         if routed is None:
+            if _draws_nothing(func, args, kwargs):  # e.g. attention in eval mode
+                return func(*args, **kwargs)
             return _draw_from_global(func, args, kwargs, gen)
         op, position = routed
         if position is not None and position < len(args):
@@ -177,6 +179,17 @@ def _sibling_overloads(func: Any) -> list[Any]:
 
 def _names(func: Any) -> list[str]:
     return [a.name for a in func._schema.arguments]
+
+
+def _draws_nothing(func: Any, args: Any, kwargs: Any) -> bool:
+    """Whether a kernel whose only randomness is dropout draws nothing this call: its
+    dropout probability is 0 (attention in eval mode) or it is not training (RNNs)."""
+    schema = func._schema.arguments
+    values = {a.name: a.default_value for a in schema if a.has_default_value()}
+    values |= {**dict(zip(_names(func), args, strict=False)), **kwargs}
+    if values.get("train") is False:
+        return True
+    return any(values.get(name, 1) == 0 for name in ("dropout_p", "dropout"))
 
 
 def _draw_from_global(func: Any, args: Any, kwargs: Any, gen: torch.Generator) -> Any:
