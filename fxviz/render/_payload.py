@@ -16,8 +16,9 @@ Both front ends are fed the same JSON-ready payload, made here and nowhere else:
     (:func:`debugger_states`).
 
 The report adds ``inspectors`` ({node: inspector}) and, for a recorded run, ``replay``
-(:func:`replay_payload`): the states and status text of every cursor position, produced
-by the Debugger's functions, so the page only moves a cursor.
+(:func:`replay_payload`): the states and status text of every cursor position and the
+parameter fetches stepping goes over, produced by the Debugger's functions and rules,
+so the page only moves a cursor.
 
     >>> import torch, fxviz
     >>> from fxviz.render._api import Drawing
