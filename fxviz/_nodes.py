@@ -8,11 +8,20 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import torch
 import torch.fx
 
 from fxviz._torch_compat import OpOverload, OpOverloadPacket, qualified_name
 
-__all__ = ["module_path", "source_line", "target_text"]
+__all__ = [
+    "fetched_tensor",
+    "is_parameter_fetch",
+    "module_path",
+    "source_line",
+    "target_text",
+]
 
 
 def target_text(node: torch.fx.Node) -> str:
@@ -54,3 +63,22 @@ def source_line(node: torch.fx.Node) -> str:
             code = lines[i + 1] if i + 1 < len(lines) else ""
             return f"{lines[i]}: {code}".strip(": ")
     return ""
+
+
+def fetched_tensor(root: torch.nn.Module, node: torch.fx.Node) -> torch.Tensor | None:
+    """The tensor a ``get_attr`` node fetches (parameter, buffer or constant), else ``None``."""
+    if node.op != "get_attr":
+        return None
+    value: Any = root
+    try:
+        for part in str(node.target).split("."):
+            value = getattr(value, part)
+    except AttributeError:
+        return None
+    return value if isinstance(value, torch.Tensor) else None
+
+
+def is_parameter_fetch(root: torch.nn.Module, node: torch.fx.Node) -> bool:
+    """Whether ``node`` only fetches a parameter, buffer or tensor constant (a ``get_attr``
+    of a tensor): drawings fold it into its users and the Debugger steps over it."""
+    return fetched_tensor(root, node) is not None

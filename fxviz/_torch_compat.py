@@ -28,6 +28,7 @@ __all__ = [
     "NORM_MODULES",
     "OpOverload",
     "OpOverloadPacket",
+    "cpu_attention_kernel",
     "extract_tensor_metadata",
     "fake_mode",
     "fake_tensor",
@@ -186,6 +187,13 @@ def op_written_arguments(op: OpOverload) -> list[tuple[int, str, bool]]:
     ]
 
 
+def cpu_attention_kernel() -> OpOverloadPacket | None:
+    """``aten._scaled_dot_product_flash_attention_for_cpu``, the attention kernel real and
+    fake CPU runs pick, which ``FlopCounterMode`` has no formula for (a private aten op;
+    checked on torch 2.4 - 2.13), or ``None`` where this torch lacks it."""
+    return getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
+
+
 def store_node_value(interp: torch.fx.Interpreter, node: torch.fx.Node, value: Any) -> None:
     """What ``Interpreter.run`` does after each ``run_node``: keep the value in ``env`` and
     free the values whose last user this was (``user_to_last_uses`` is undocumented;
@@ -225,8 +233,8 @@ def thread_scoped_fx_patches() -> Iterator[None]:
     global _patch_users
     with _PATCH_LOCK:
         if _patch_users == 0:
-            _Patcher.patch = _scoped_patch(_Patcher.patch, _ORIGINAL_PATCH)  # type: ignore[method-assign]
-            _Patcher.patch_method = _scoped_patch(_Patcher.patch_method, _ORIGINAL_PATCH_METHOD)  # type: ignore[method-assign]
+            _Patcher.patch = _scoped_patch(_Patcher.patch, _ORIGINAL_PATCH)
+            _Patcher.patch_method = _scoped_patch(_Patcher.patch_method, _ORIGINAL_PATCH_METHOD)
         _patch_users += 1
     try:
         yield
@@ -234,8 +242,8 @@ def thread_scoped_fx_patches() -> Iterator[None]:
         with _PATCH_LOCK:
             _patch_users -= 1
             if _patch_users == 0:
-                _Patcher.patch = _ORIGINAL_PATCH[0]  # type: ignore[method-assign]
-                _Patcher.patch_method = _ORIGINAL_PATCH_METHOD[0]  # type: ignore[method-assign]
+                _Patcher.patch = _ORIGINAL_PATCH[0]
+                _Patcher.patch_method = _ORIGINAL_PATCH_METHOD[0]
 
 
 _ORIGINAL_PATCH: list[Any] = []

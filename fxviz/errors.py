@@ -20,6 +20,7 @@ __all__ = [
     "FxvizWarning",
     "InputError",
     "NodeError",
+    "PlacementError",
     "RecordingFileError",
     "RecordingInterrupted",
     "RenderError",
@@ -163,7 +164,9 @@ def _derive(name: str, base: type, error_type: type[BaseException]) -> type:
     return cls
 
 
-def _remake(base: type, error_type: type[BaseException] | None, message: str) -> BaseException:
+def _remake(
+    base: type[NodeError], error_type: type[BaseException] | None, message: str
+) -> NodeError:
     cls = base if error_type is None else node_error_type(base, error_type)
     error = cls.__new__(cls, message)
     BaseException.__init__(error, message)
@@ -220,6 +223,11 @@ class TargetError(FxvizError, ValueError):
     ...     "no_such_module_xyz" in str(e)
     True
     """
+
+
+class PlacementError(FxvizError, RuntimeError):
+    """In ``fxviz.shapes(mode="meta" | "fake")`` a node produced a real tensor: it would
+    have computed on real data, which those modes never do (it is raised instead)."""
 
 
 class UnknownNodeError(FxvizError, KeyError):

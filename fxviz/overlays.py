@@ -18,7 +18,8 @@ more function, no subclassing:
 
 Names: predicates on a record are adjectives (:func:`fxviz.nonfinite`), counts end in
 ``_count`` (``record.nonfinite_count``), overlays say what they draw
-(:func:`highlight_nonfinite`, :func:`highlight_errors`, :func:`time_heat`...).
+(:func:`highlight_nonfinite`, :func:`highlight_errors`, :func:`time_heat`,
+:func:`flops_heat`...).
 An overlay that raises is left out with an :class:`fxviz.FxvizWarning`; the graph is
 still drawn. This module imports neither torch nor the widgets.
 """
@@ -38,6 +39,7 @@ __all__ = [
     "Style",
     "bytes_heat",
     "debugger_state",
+    "flops_heat",
     "highlight_errors",
     "highlight_nonfinite",
     "time_heat",
@@ -191,9 +193,41 @@ def bytes_heat(records: Iterable[Any]) -> Overlay:
     """Fill nodes from white to orange by the bytes of their outputs.
 
     >>> import torch, fxviz
-    >>> rec = fxviz.record(torch.nn.Linear(4, 2), torch.ones(1, 4))
+    >>> rec = fxviz.record(torch.nn.Linear(4, 2), torch.ones(8, 4))  # the input is biggest
     >>> "heat-bytes-9" in fxviz.to_dot(rec, overlay=bytes_heat(rec.values())).source
     True
     """
     values = {r.name: float(sum(max(s.nbytes, 0) for s in r.outputs)) for r in records}
     return _heat(values, lambda b: f"output bytes: {int(b):,}", "heat-bytes")
+
+
+def flops_heat(source: Any) -> Overlay:
+    """Fill nodes from white to red by their FLOPs, with the count as a badge; a collapsed
+    module's box by its total. ``source``: a ShapeReport, a Recording (counted on a fake
+    re-run) or a ``{node: flops}`` mapping.
+
+    >>> import torch, fxviz
+    >>> rep = fxviz.shapes(torch.nn.Sequential(torch.nn.Linear(8, 4)), torch.ones(2, 8))
+    >>> "128 FLOPs" in fxviz.to_dot(rep, overlay=flops_heat(rep)).source
+    True
+    """
+    from fxviz._shapes._flops import human_flops, module_totals, recording_flops
+
+    records: Iterable[Any] = ()
+    if isinstance(getattr(source, "flops", None), dict):  # a ShapeReport
+        flops, records = source.flops, source.recording.values()
+    elif hasattr(source, "graph_module"):  # a Recording
+        flops, records = recording_flops(source), source.values()
+    else:
+        flops = dict(source)
+    modules = module_totals(flops, {r.name: r.module for r in records})
+    node_heat = _heat({k: float(v) for k, v in flops.items() if v}, human_flops, "heat-flops")
+    box_heat = _heat({k: float(v) for k, v in modules.items() if v}, human_flops, "heat-flops")
+
+    def overlay(node: DrawNode) -> Style | None:
+        style = (box_heat if node.kind == "module" else node_heat)(node)
+        if style is None:
+            return None
+        return dataclasses.replace(style, badge=style.tooltip)
+
+    return overlay

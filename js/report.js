@@ -36,6 +36,13 @@ class Replay {
     this.reason = "start";
     this.breakpoints = new Set();
     this.breakNan = false;
+    // parameter fetches (made in Python, as Debugger(skip_fetches=True) sees them):
+    // stepped over like Debugger.step, unless a breakpoint names one
+    this.skip = new Set(data.replay.skip ?? []);
+    this.skipFetches();
+  }
+  skipFetches() {
+    while (this.pos < this.last && this.skip.has(this.order[this.pos]) && !this.breakpoints.has(this.order[this.pos])) this.pos += 1;
   }
   advance() {
     if (this.pos >= this.last) return false;
@@ -44,10 +51,10 @@ class Replay {
   }
   act(type) {
     const sel = this.model.get(T.selected);
-    if (type === "step") { this.advance(); this.reason = "step"; }
-    else if (type === "step10") { for (let i = 0; i < 10 && this.advance(); i++); this.reason = "step"; }
-    else if (type === "back") { this.pos = Math.max(0, this.pos - 1); this.reason = "back"; }
-    else if (type === "restart") { this.pos = 0; this.reason = "start"; }
+    if (type === "step") { this.skipFetches(); this.advance(); this.skipFetches(); this.reason = "step"; }
+    else if (type === "step10") { for (let i = 0; i < 10 && (this.skipFetches(), this.advance()); i++); this.skipFetches(); this.reason = "step"; }
+    else if (type === "back") { this.back(); this.reason = "back"; }
+    else if (type === "restart") { this.pos = 0; this.skipFetches(); this.reason = "start"; }
     else if (type === "continue") this.continue_();
     else if (type === "run_to_selected" && sel && this.order.includes(sel)) {
       this.pos = Math.min(this.order.indexOf(sel), this.last);
@@ -57,6 +64,12 @@ class Replay {
       else this.breakpoints.add(sel);
     } else if (type === "break_nan") this.breakNan = !this.breakNan;
     this.publish();
+  }
+  // The Debugger's back(): over fetches too, and never before the leading fetches.
+  back() {
+    this.pos = Math.max(0, this.pos - 1);
+    while (this.pos > 0 && this.skip.has(this.order[this.pos])) this.pos -= 1;
+    this.skipFetches();
   }
   // The Debugger's continue_: stop at an error, the end, after a NaN/Inf, before a breakpoint.
   continue_() {

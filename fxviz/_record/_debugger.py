@@ -13,6 +13,7 @@ import torch
 import torch.fx
 
 from fxviz._capture import bind_inputs
+from fxviz._nodes import is_parameter_fetch
 from fxviz._record._breakpoints import (
     OPS,
     Breakpoint,
@@ -56,6 +57,9 @@ class Debugger:
         *inputs, **kwargs: the inputs, as for ``model(*inputs, **kwargs)``.
         interpreter: your own ``torch.fx.Interpreter`` subclass (or instance) to run with.
         keep, stats: as for :func:`fxviz.record`.
+        skip_fetches: ``step()`` and ``back()`` step over nodes that only fetch a
+            parameter, buffer or constant (``get_attr``; an exported graph starts with
+            dozens). They still run and are recorded, and a breakpoint on one still stops.
 
     Examples:
         >>> import torch, fxviz
@@ -77,8 +81,10 @@ class Debugger:
         interpreter: type[torch.fx.Interpreter] | torch.fx.Interpreter | None = None,
         keep: Keep = "all",
         stats: bool = True,
+        skip_fetches: bool = True,
         **kwargs: Any,
     ) -> None:
+        self.skip_fetches = skip_fetches
         if _is_transformer(interpreter):
             raise TypeError(
                 f"{_class_name(interpreter)} is a torch.fx.Transformer: it runs symbolically, "
@@ -195,12 +201,37 @@ class Debugger:
         self._check_can_run("step")
         last = None
         for i in range(n):
+            start = self._pos
+            last = self._skip_fetches(last)
+            if self.error is not None:
+                self._reason = "error"
+                break
+            if self._pos != start and self._pos in self._fetches:  # a breakpoint on it
+                self._reason = "breakpoint"
+                break
             last = self._advance()
             if self._stopped(last, check_breakpoints=i < n - 1):
                 break
         else:
             self._reason = "step"
+            last = self._skip_fetches(last)
+            if self.error is not None:
+                self._reason = "error"
         return self._record(last)
+
+    def is_fetch(self, name: str) -> bool:
+        """Whether node ``name`` only fetches a parameter, buffer or constant, which
+        ``step()``/``back()`` step over (with ``skip_fetches=True``)."""
+        return self._index[self._node(name).name] in self._fetches
+
+    def _skip_fetches(self, last: int | None) -> int | None:
+        """Run the parameter fetches at the cursor, up to one a breakpoint names."""
+        while self.skip_fetches and self._pos in self._fetches and self.error is None:
+            upcoming = self._nodes[self._pos]
+            if any(bp.before is not None and bp.before(upcoming) for bp in self._breakpoints):
+                break
+            last = self._advance()
+        return last
 
     def continue_(self) -> NodeRecord | None:
         """Run until a breakpoint, an error or the end; returns the last record run."""
@@ -231,7 +262,12 @@ class Debugger:
         """Go back ``n`` nodes in time; returns the record of the last node run before the cursor."""
         if n < 0:
             raise ValueError(f"back() takes n >= 0, not {n}")
-        self._pos = max(0, self._pos - n)
+        for _ in range(n):
+            self._pos = max(0, self._pos - 1)
+            while self.skip_fetches and self._pos > 0 and self._pos in self._fetches:
+                self._pos -= 1
+        if self.skip_fetches and self._pos < self._first:
+            self._pos = self._first  # before that, only fetches: the start
         self._reason = "back"
         return self._last()
 
@@ -339,6 +375,9 @@ class Debugger:
         submodules = dict(self.graph_module.named_modules())
         self._draws = [may_draw_random(n, submodules) for n in self._nodes]
         self._index = {n.name: i for i, n in enumerate(self._nodes)}
+        self._fetches = {
+            i for i, n in enumerate(self._nodes) if is_parameter_fetch(self.graph_module, n)
+        }
         options = self._options
         self._interp: Any = as_recording_interpreter(
             self.graph_module, options["interpreter"], keep=options["keep"], stats=options["stats"]
@@ -355,6 +394,8 @@ class Debugger:
         self._pos = 0
         self._output: Any = None
         self._reason = "start"
+        self._skip_fetches(None)  # the leading fetches of an exported graph: run, recorded
+        self._first = self._pos
 
     def _advance(self) -> int:
         """Run (or replay) the node at the cursor; move past it unless it failed.

@@ -159,7 +159,9 @@ def wrap_node_failure(
     if not issubclass(cls, type(original)):  # no class can be both: raise the original
         with contextlib.suppress(AttributeError):  # with the recording on it, if it can
             original.recording = recorder.recording()  # type: ignore[attr-defined]
-            original.add_note(describe_failure(failed, module).splitlines()[0])
+            add_note = getattr(original, "add_note", None)  # Python 3.11+
+            if add_note is not None:
+                add_note(describe_failure(failed, module).splitlines()[0])
         return None
     wrapped = cls.__new__(cls, "")
     # attributes the original carries (an OSError's errno, a custom error's fields)

@@ -170,7 +170,7 @@ _COLUMNS = [
     *("index", "name", "op", "target", "module", "inputs"),
     *("shape", "dtype", "outputs", "numel", "nbytes"),
     *("min", "max", "mean", "std", "absmax", "nan", "posinf", "neginf", "zeros"),
-    *("time_s", "mutates", "aliases", "error", "kept"),
+    *("time_s", "flops", "mutates", "aliases", "error", "kept"),
 ]
 
 
@@ -335,7 +335,8 @@ class Recording(Mapping[str, NodeRecord]):
         ``shape``/``dtype``/``numel``/``nbytes`` of the first output tensor, ``outputs``
         (how many tensors it produced), its statistics ``min``, ``max``, ``mean``,
         ``std``, ``absmax``, ``nan``, ``posinf``, ``neginf``, ``zeros``, ``time_s``,
-        ``mutates``/``aliases`` (comma-separated node names), ``error`` (``"Type:
+        ``flops`` (torch's FlopCounterMode, counted on a fake re-run; multiply-adds are
+        half), ``mutates``/``aliases`` (comma-separated node names), ``error`` (``"Type:
         message"`` or ``""``) and ``kept`` (value kept). With gradients recorded, also
         ``grad_order`` (position in backward order), ``grad_time_s``, ``grad_norm``,
         ``grad_absmax``, ``grad_mean``, ``grad_std``, ``grad_nan``, ``grad_inf`` and
@@ -343,6 +344,9 @@ class Recording(Mapping[str, NodeRecord]):
         """
         import pandas as pd
 
+        from fxviz._shapes._flops import recording_flops  # a later layer: imported on use
+
+        flops = recording_flops(self)
         rows = []
         for r in self._records:
             first = r.outputs[0] if r.outputs else None
@@ -363,6 +367,7 @@ class Recording(Mapping[str, NodeRecord]):
                 row[stat] = getattr(first, stat) if first else None
             row.update(
                 time_s=r.time_s,
+                flops=flops.get(r.name),
                 mutates=", ".join(r.mutates),
                 aliases=", ".join(r.aliases),
                 error="" if r.error is None else f"{type(r.error).__name__}: {r.error}",

@@ -129,7 +129,7 @@ def _summarize_tensor(path: str, t: torch.Tensor, stats: bool) -> TensorSummary:
         tuple(t.shape) if plain else tuple(_dim(d) for d in t.shape),
         t.dtype,
         str(t.device),
-        (t.stride() if plain else tuple(_dim(s) for s in t.stride())) if strided else None,  # type: ignore[misc]
+        (t.stride() if plain else tuple(_dim(s) for s in t.stride())) if strided else None,
         t.requires_grad,
         numel if known else -1,
         numel * t.element_size() if known else -1,

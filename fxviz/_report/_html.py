@@ -21,6 +21,7 @@ from fxviz._shapes._report import ShapeReport
 from fxviz._static import static_file
 from fxviz.render._api import Drawing
 from fxviz.render._diff import GraphDiff
+from fxviz.render._fold import Params
 from fxviz.render._payload import graph_payload, replay_payload
 from fxviz.render._style import visible
 
@@ -56,13 +57,15 @@ def report(
     title: str | None = None,
     inputs: Any = None,
     max_preview: int = 64,
+    params: Params = "fold",
 ) -> str | None:
     """Write ``obj`` as one self-contained HTML file (or return the HTML if ``path`` is None).
 
     GraphModules, ShapeReports, ExportedPrograms and TorchScript give the interactive graph
     and its table; a Recording or a Debugger also gives a replay of the run (a timeline,
     step forward and back, each node's shapes, statistics, histogram, capped value
-    preview and error); a GraphDiff its merged view and change table.
+    preview and error); a GraphDiff its merged view and change table. ``params``: as
+    for :func:`fxviz.to_dot`; the replay steps over parameter fetches like the Debugger.
 
     Examples:
         >>> import torch, fxviz
@@ -74,7 +77,7 @@ def report(
     if own is not None:
         data, extra = own(obj, max_preview)
     else:
-        data = _data(obj, max_preview)
+        data = _data(obj, max_preview, params)
         extra = _diff_table(obj) if isinstance(obj, GraphDiff) else ""
     name = title or f"fxviz: {data['model']}"
     facts = "".join(f"<p>{html.escape(visible(line))}</p>" for line in _facts(obj, data, inputs))
@@ -92,7 +95,7 @@ def report(
     return None
 
 
-def _data(obj: Any, max_preview: int) -> dict[str, Any]:
+def _data(obj: Any, max_preview: int, params: Params = "fold") -> dict[str, Any]:
     """The page's data: the same payload the widget gets (:mod:`fxviz.render._payload`),
     plus every node's inspector and, for a recorded run, the Debugger's replay states."""
     from fxviz._record import Debugger
@@ -100,8 +103,8 @@ def _data(obj: Any, max_preview: int) -> dict[str, Any]:
 
     recording = obj.recording if isinstance(obj, (Debugger, ShapeReport)) else obj
     replay = isinstance(obj, (Recording, Debugger))
-    drawing = Drawing(obj.recording if isinstance(obj, Debugger) else obj)  # drawn once
-    view = drawing.view(depth=drawing.opening_depth)
+    drawing = Drawing(obj.recording if isinstance(obj, Debugger) else obj, params=params)
+    view = drawing.view(depth=drawing.opening_depth)  # drawn once
     records = recording.records() if isinstance(recording, Recording) else None
     data = graph_payload(drawing, view, records or None)
     fx_nodes = _fx_nodes(obj)
@@ -109,7 +112,13 @@ def _data(obj: Any, max_preview: int) -> dict[str, Any]:
     inspectors = {}
     for drawn in drawing.graph.nodes:
         name = drawn.name
-        info = inspector_data(name, fx_nodes.get(name), by_name.get(name), max_preview=max_preview)
+        info = inspector_data(
+            name,
+            fx_nodes.get(name),
+            by_name.get(name),
+            max_preview=max_preview,
+            folded=drawn.folded,
+        )
         planned = [list(f) for f in info["fields"][:3]]
         if drawn.lines:
             planned.append(["expected output", drawn.lines[0]])
@@ -117,7 +126,8 @@ def _data(obj: Any, max_preview: int) -> dict[str, Any]:
         inspectors[name] = info
     data["inspectors"] = inspectors
     if replay and records:
-        data["replay"] = replay_payload(recording)
+        skip_fetches = obj.skip_fetches if isinstance(obj, Debugger) else True
+        data["replay"] = replay_payload(recording, skip_fetches=skip_fetches)
     return data
 
 

@@ -13,6 +13,7 @@ from fxviz._capture import bind_inputs
 from fxviz._record import RecordingInterpreter
 from fxviz._record._interpreter import check_inputs, progress_bar
 from fxviz._record._summary import iter_tensors
+from fxviz._shapes._flops import FlopCounter
 from fxviz._shapes._report import ShapeReport
 from fxviz._shapes._spec import TensorSpec
 from fxviz._torch_compat import (
@@ -26,21 +27,60 @@ from fxviz.capture import trace
 from fxviz.errors import (  # ShapeError re-exported
     FxvizError,
     NodeError,
+    PlacementError,
     ShapeError,
     node_error_type,
 )
 
-__all__ = ["Mode", "ShapeError", "shapes"]
+__all__ = ["Mode", "PlacementError", "ShapeError", "check_placement", "retarget_devices", "shapes"]
 
 Mode = Literal["real", "fake", "meta"]
 _MODES = ("real", "fake", "meta")
 
 
 class _ShapeInterpreter(RecordingInterpreter):
-    """Records shapes only, writes ``node.meta["tensor_meta"]`` like ShapeProp."""
+    """Records shapes only, writes ``node.meta["tensor_meta"]`` like ShapeProp.
 
-    def __init__(self, module: torch.nn.Module) -> None:
+    In meta mode, device constants baked into the graph (``torch.export`` writes
+    ``device=cpu`` into ``arange``/``to``) are retargeted to the meta device, and every node's
+    output is checked to be a meta (fake) tensor, so nothing ever computes on real data.
+    """
+
+    def __init__(
+        self, module: torch.nn.Module, mode: str = "real", counter: FlopCounter | None = None
+    ) -> None:
         super().__init__(module, keep="stats", stats=False)
+        self._mode = mode
+        self._counter = counter
+
+    def fxviz_start(self) -> Any:
+        recorder = super().fxviz_start()
+        if self._counter is not None:
+            recorder.next_run_node = self._counter.wrap(recorder.next_run_node)
+        if self._mode != "real":
+            run = recorder.next_run_node
+
+            def run_checked(n: torch.fx.Node) -> Any:
+                value = run(n)
+                check_placement(n, value, self._mode)
+                return value
+
+            recorder.next_run_node = run_checked
+        return recorder
+
+    def call_function(self, target: Any, args: Any, kwargs: Any) -> Any:
+        if self._mode == "meta":
+            args, kwargs = retarget_devices((args, kwargs))
+        return super().call_function(target, args, kwargs)
+
+    def call_method(self, target: Any, args: Any, kwargs: Any) -> Any:
+        if self._mode == "meta":
+            if target in ("cpu", "cuda"):
+                target, args, kwargs = "to", (args[0], _META), {}
+            if target == "to":  # x.to("cpu"): a device given as text
+                args = tuple(_META if _is_device_text(a) else a for a in args)
+            args, kwargs = retarget_devices((args, kwargs))
+        return super().call_method(target, args, kwargs)
 
     def run_node(self, n: torch.fx.Node) -> Any:
         value = super().run_node(n)
@@ -56,6 +96,7 @@ def shapes(
     mode: Mode = "real",
     device: str | torch.device | None = None,
     progress: bool | None = None,
+    flops: bool = True,
     **kwargs: Any,
 ) -> ShapeReport:
     """Every node's output shapes and dtypes, as a :class:`ShapeReport`.
@@ -70,6 +111,8 @@ def shapes(
         device: in ``"fake"`` mode, the device to pretend the model and inputs live on
             (``"cuda"`` checks a GPU placement without a GPU).
         progress: show a progress bar (default: only when a run takes over a second).
+        flops: count each node's FLOPs and multiply-adds with torch's
+            ``FlopCounterMode`` (in every mode; on fake/meta tensors nothing is computed).
 
     Like ``torch.fx.passes.shape_prop.ShapeProp``, it also writes each node's
     ``node.meta["tensor_meta"]``.
@@ -104,19 +147,85 @@ def shapes(
         converted = tuple(convert(x) for x in inputs)
         check_inputs(gm, converted)
         grad = torch.enable_grad() if mode == "real" else torch.no_grad()
-        with grad, _parameters(mode, gm, convert):
-            interp = _ShapeInterpreter(gm)
+        placement = _meta_placement(gm) if mode == "meta" else contextlib.nullcontext()
+        counter = FlopCounter() if flops else None
+        counting = counter.active() if counter is not None else contextlib.nullcontext()
+        with grad, placement, _parameters(mode, gm, convert):
+            interp = _ShapeInterpreter(gm, mode, counter)
             try:
-                with progress_bar(interp, progress, "fxviz shapes"):
+                with progress_bar(interp, progress, "fxviz shapes"), counting:
                     interp.run(*converted)
             except NodeError as error:
-                report = ShapeReport(gm, error.recording, mode=mode)
+                report = ShapeReport(gm, error.recording, mode=mode, flops=_flops(counter))
+                fake_works = mode == "meta" and _fake_works(gm, inputs)
                 cause = error.__cause__
                 typed = ShapeError if cause is None else node_error_type(ShapeError, type(cause))
                 raise typed(
-                    _explain(str(error), mode, error.__cause__), node=error.node, report=report
+                    _explain(str(error), mode, cause, fake_works), node=error.node, report=report
                 ) from error.__cause__
-    return ShapeReport(gm, interp.recording, mode=mode)
+    return ShapeReport(gm, interp.recording, mode=mode, flops=_flops(counter))
+
+
+def _flops(counter: FlopCounter | None) -> dict[str, int] | None:
+    return None if counter is None else counter.flops
+
+
+_META = torch.device("meta")
+
+
+def retarget_devices(value: Any) -> Any:
+    """Every ``torch.device`` (or device string) argument inside ``value``, made ``meta``.
+
+    Example:
+        >>> retarget_devices(((1,), {"device": torch.device("cpu")}))
+        ((1,), {'device': device(type='meta')})
+    """
+    if isinstance(value, torch.device):
+        return _META
+    if isinstance(value, tuple):
+        return tuple(retarget_devices(v) for v in value)
+    if isinstance(value, list):
+        return [retarget_devices(v) for v in value]
+    if isinstance(value, dict):
+        return {
+            k: _META if k == "device" and isinstance(v, str) else retarget_devices(v)
+            for k, v in value.items()
+        }
+    return value
+
+
+def _is_device_text(value: Any) -> bool:
+    if not isinstance(value, str):
+        return False
+    try:
+        torch.device(value)
+    except (RuntimeError, TypeError):
+        return False
+    return True
+
+
+def check_placement(node: torch.fx.Node, value: Any, mode: str) -> None:
+    """Raise :class:`PlacementError` when ``node`` produced a real tensor in a meta or
+    fake run (that would be a real computation on real data)."""
+    for where, t in iter_tensors(value):
+        ok = t.is_meta if mode == "meta" else is_fake(t)
+        if not ok:
+            kind = f"on {t.device}" if mode == "meta" else f"a real {t.device} tensor"
+            raise PlacementError(
+                f"in mode={mode!r} node {node.name!r} ({node.op} {node.target}) produced "
+                f"{kind} (output {where or 0}, {list(t.shape)}): it computed on real data, "
+                "which this mode promises never to do. Code inside that op makes tensors "
+                "on a fixed device; try mode='fake', or mode='real' to compute for real"
+            )
+
+
+def _fake_works(gm: torch.fx.GraphModule, inputs: tuple[Any, ...]) -> bool:
+    """Whether a fake run of ``gm`` gets through (to suggest it when meta fails)."""
+    try:
+        shapes(gm, *inputs, mode="fake", progress=False)
+    except Exception:
+        return False
+    return True
 
 
 @contextlib.contextmanager
@@ -143,19 +252,82 @@ def _mode_context(mode: str, model: Any, device: Any) -> Iterator[Any]:
 
 
 @contextlib.contextmanager
+def _meta_placement(gm: torch.nn.Module) -> Iterator[None]:
+    """Factory calls without a device make meta tensors, and graphs nested in ``gm``
+    (higher-order ops' bodies, run without the interpreter) have their device constants
+    retargeted to meta for the run, then restored."""
+    changed: list[tuple[torch.fx.GraphModule, torch.fx.Node, Any, Any]] = []
+    for sub in gm.modules():
+        if sub is gm or not isinstance(sub, torch.fx.GraphModule):
+            continue
+        edits = [
+            n for n in sub.graph.nodes if retarget_devices((n.args, n.kwargs)) != (n.args, n.kwargs)
+        ]
+        for n in edits:
+            changed.append((sub, n, n.args, n.kwargs))
+            n.args, n.kwargs = retarget_devices((n.args, n.kwargs))
+        if edits:
+            sub.recompile()
+    try:
+        with torch.device("meta"):
+            yield
+    finally:
+        for _sub, n, args, kwargs in changed:
+            n.args, n.kwargs = args, kwargs
+        for sub in dict.fromkeys(sub for sub, *_ in changed):
+            sub.recompile()
+
+
+@contextlib.contextmanager
 def _parameters(mode: str, gm: torch.nn.Module, convert: Any) -> Iterator[None]:
     """In fake/meta mode, let the graph see fake/meta parameters and buffers (the
     module itself is left as it was)."""
     if mode == "real":
         yield
         return
-    state = {
-        name: convert(t)
-        for name, t in [*gm.named_parameters(), *gm.named_buffers()]
-        if not is_fake(t) and not (mode == "meta" and t.is_meta)
-    }
+    converted: dict[int, torch.Tensor] = {}  # tied names share one converted tensor
+    state = {}
+    for name, t in _named_tensors(gm):
+        if is_fake(t) or (mode == "meta" and t.is_meta):
+            continue
+        if id(t) not in converted:
+            converted[id(t)] = convert(t)
+        state[name] = converted[id(t)]
     with reparametrize(gm, state):
         yield
+
+
+def _named_tensors(gm: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
+    """Every parameter and buffer under every name (tied weights included) and the tensor
+    constants graphs fetch with ``get_attr`` (``_tensor_constant0``, nested graphs too)."""
+    found = [
+        *gm.named_parameters(remove_duplicate=False),
+        *gm.named_buffers(remove_duplicate=False),
+    ]
+    known = {name for name, _ in found}
+    for prefix, sub in gm.named_modules(remove_duplicate=False):
+        graph = getattr(sub, "graph", None)
+        if not isinstance(graph, torch.fx.Graph):
+            continue
+        for node in graph.nodes:
+            name = f"{prefix}.{node.target}" if prefix else str(node.target)
+            if node.op != "get_attr" or name in known:
+                continue
+            try:
+                value = _resolve(sub, str(node.target))
+            except AttributeError:
+                continue
+            if isinstance(value, torch.Tensor):
+                found.append((name, value))
+                known.add(name)
+    return found
+
+
+def _resolve(module: torch.nn.Module, path: str) -> Any:
+    value: Any = module
+    for part in path.split("."):
+        value = getattr(value, part)
+    return value
 
 
 def _to_meta(x: Any) -> Any:
@@ -184,10 +356,16 @@ _DEVICE_MISSING = ("is not linked with support for", "not compiled with")
 _DATA_DEPENDENT = ("DataDependentOutputException", "DynamicOutputShapeException")
 
 
-def _explain(message: str, mode: str, cause: BaseException | None) -> str:
+def _explain(message: str, mode: str, cause: BaseException | None, fake_works: bool = False) -> str:
     """Add what to do when the op cannot run without data in this mode."""
+    tail = "The report of the nodes before it is on this error's .report."
+    if fake_works:
+        return (
+            f"{message}\nmode='fake' gets through this model without data (it was tried): "
+            f"use mode='fake'. {tail}"
+        )
     if mode == "real" or cause is None:
-        return message + "\nThe report of the nodes before it is on this error's .report."
+        return f"{message}\n{tail}"
     kind = type(cause).__name__
     text = str(cause)
     if mode == "fake" and any(marker in text for marker in _DEVICE_MISSING):
@@ -198,8 +376,7 @@ def _explain(message: str, mode: str, cause: BaseException | None) -> str:
             f"{head}\nIn mode='fake' this op needs real support for the pretended device, "
             "which this PyTorch build lacks. What to do: put the model in eval mode (model.eval(); "
             "BatchNorm in training mode updates its running statistics on the device), "
-            "run without device=, or run on a machine whose PyTorch has that device. "
-            "The report of the nodes before it is on this error's .report."
+            f"run without device=, or run on a machine whose PyTorch has that device. {tail}"
         )
     if kind in _DATA_DEPENDENT or "data-dependent" in text or ".item()" in text:
         why = "its output shape depends on the tensor's values, which a {mode} run does not have"
@@ -210,8 +387,8 @@ def _explain(message: str, mode: str, cause: BaseException | None) -> str:
     ):
         why = "this op has no {mode} kernel, so it cannot run without data"
     else:
-        return message + "\nThe report of the nodes before it is on this error's .report."
+        return f"{message}\n{tail}"
     return (
         f"{message}\nIn mode={mode!r} {why.format(mode=mode)}: use mode='real' (with real "
-        "inputs) for this model. The report of the nodes before it is on this error's .report."
+        f"inputs) for this model. {tail}"
     )

@@ -11,6 +11,7 @@ import torch.fx
 
 from fxviz._record._records import NodeRecord, Recording
 from fxviz._record._summary import TensorSummary, dtype_name
+from fxviz._shapes._flops import human_flops, module_totals
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -20,7 +21,7 @@ __all__ = ["ShapeReport", "format_shape", "shapes_diff"]
 _ACTIVATION_OPS = ("call_function", "call_method", "call_module")
 _COLUMNS = [
     *("op", "target", "module", "shape", "dtype", "device", "numel", "bytes"),
-    *("params", "input_shapes", "symbolic_shape", "error"),
+    *("params", "flops", "macs", "input_shapes", "symbolic_shape", "error"),
 ]
 
 
@@ -46,10 +47,20 @@ class ShapeReport(Mapping[str, NodeRecord]):
         ('4×2', 18)
     """
 
-    def __init__(self, graph_module: torch.nn.Module, recording: Recording, *, mode: str) -> None:
+    def __init__(
+        self,
+        graph_module: torch.nn.Module,
+        recording: Recording,
+        *,
+        mode: str,
+        flops: dict[str, int] | None = None,
+    ) -> None:
         self.graph_module = graph_module
         self.recording = recording
         self.mode = mode
+        self.flops: dict[str, int] = dict(flops or {})
+        """Each node's FLOPs (torch's ``FlopCounterMode``: 2 per multiply-add of matmuls,
+        convolutions and attention; elementwise ops count 0)."""
         self.complete = recording.complete
         self.error = recording.error
         self._nodes = {n.name: n for n in graph_module.graph.nodes}  # type: ignore[union-attr]
@@ -94,7 +105,7 @@ class ShapeReport(Mapping[str, NodeRecord]):
 
     def summary(self) -> str:
         """One line, like ``Recording.summary()`` and ``GraphDiff.summary()``: nodes,
-        parameters, activations and the peak of live activation memory.
+        parameters, FLOPs, activations and the peak of live activation memory.
 
         The numbers themselves are in :meth:`totals`; indexing the returned text by key
         (``summary()["peak_node"]``, the old dict form) still works, with an
@@ -103,13 +114,15 @@ class ShapeReport(Mapping[str, NodeRecord]):
         Examples:
             >>> import torch, fxviz
             >>> print(fxviz.shapes(torch.nn.Linear(4, 2), fxviz.spec(3, 4), mode="meta").summary())
-            5 nodes, mode=meta; parameters 10 (40 B); activations 24 B; peak live 24 B at 'linear'
+            5 nodes, mode=meta; parameters 10 (40 B); 48 FLOPs; activations 24 B; peak live 24 B at 'linear'
         """
         return _SummaryText(self._summary_line(), self.totals())
 
     def totals(self) -> dict[str, Any]:
-        """Totals: nodes, parameters (and their bytes), activation bytes, and the peak of
-        live activation bytes along the execution order with the node where it happens.
+        """Totals: nodes, parameters (and their bytes), activation bytes, the peak of
+        live activation bytes along the execution order with the node where it happens,
+        ``flops`` and ``macs`` (multiply-adds), and ``flops_by_module`` (every module
+        path, enclosing ones included).
 
         An activation lives from its node until its last user has run; views and in-place
         results share their input's memory and are counted once.
@@ -122,7 +135,11 @@ class ShapeReport(Mapping[str, NodeRecord]):
         params = {id(p): p for p in self.graph_module.parameters()}
         records = self.recording.records()
         peak, at = _peak_live(records, self._nodes)
+        total = sum(self.flops.values())
         return {
+            "flops": total,
+            "macs": total // 2,
+            "flops_by_module": module_totals(self.flops, {r.name: r.module for r in records}),
             "nodes": len(records),
             "complete": self.complete,
             "parameters": sum(p.numel() for p in params.values()),
@@ -139,6 +156,7 @@ class ShapeReport(Mapping[str, NodeRecord]):
         """One row a node, indexed by name: ``op``, ``target``, ``module``, ``shape``
         (``64×100``; several outputs joined by ``, ``), ``dtype``, ``device``, ``numel``,
         ``bytes`` (all outputs), ``params`` (of a ``call_module``/``get_attr``),
+        ``flops`` and ``macs`` (multiply-adds),
         ``input_shapes``, ``symbolic_shape`` (``s0×10`` under dynamic shapes, else ``""``)
         and ``error``."""
         import pandas as pd
@@ -158,6 +176,8 @@ class ShapeReport(Mapping[str, NodeRecord]):
                     "numel": sum(s.numel for s in outputs),
                     "bytes": _bytes(outputs),
                     "params": self.params(r.name),
+                    "flops": self.flops.get(r.name, 0),
+                    "macs": self.flops.get(r.name, 0) // 2,
                     "input_shapes": ", ".join(format_shape(s) for s in r.input_shapes if s),
                     "symbolic_shape": format_shape(self.symbolic_shape(r.name)),
                     "error": "" if r.error is None else f"{type(r.error).__name__}: {r.error}",
@@ -196,7 +216,8 @@ class ShapeReport(Mapping[str, NodeRecord]):
         state = "" if s["complete"] else f" (stopped at {self.error_node()!r})"
         return (
             f"{s['nodes']} nodes{state}, mode={self.mode}; parameters {s['parameters']:,} "
-            f"({_human(s['parameter_bytes'])}); activations {_human(s['activation_bytes'])}; "
+            f"({_human(s['parameter_bytes'])}); {human_flops(s['flops'])}; "
+            f"activations {_human(s['activation_bytes'])}; "
             f"peak live {_human(s['peak_live_bytes'])} at {s['peak_node']!r}"
         )
 

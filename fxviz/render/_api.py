@@ -17,14 +17,16 @@ import graphviz
 import torch
 import torch.fx
 
-from fxviz._record._records import Recording
+from fxviz._record._records import NodeRecord, Recording
 from fxviz._shapes._report import ShapeReport
 from fxviz.errors import RenderError  # defined in errors.py, re-exported here
 from fxviz.render._collapse import fold, opening_depth
 from fxviz.render._dot import render
+from fxviz.render._fold import Params
 from fxviz.render._from_fx import draw_fx
 from fxviz.render._model import DrawGraph
 from fxviz.render._overlays import Overlay, guarded, highlight_errors, highlight_nonfinite
+from fxviz.render._title import model_title
 
 __all__ = ["Drawing", "RenderError", "View", "draw", "to_dot", "to_svg"]
 
@@ -45,7 +47,8 @@ class View:
 
 
 class Drawing:
-    """An object's drawing model, made once; :meth:`view` draws one state of it.
+    """An object's drawing model, made once (``params``: as for :func:`to_dot`);
+    :meth:`view` draws one state of it.
 
     Examples:
         >>> import torch, fxviz
@@ -56,11 +59,21 @@ class Drawing:
         ('_0', True)
     """
 
-    def __init__(self, obj: Any) -> None:
+    def __init__(self, obj: Any, *, params: Params = "fold") -> None:
         self.obj = obj
-        self.graph: DrawGraph = draw(obj)
+        self.params: Params = params
+        self.graph: DrawGraph = draw(obj, params=params)
         self.defaults: list[Overlay] = _default_overlays(obj)
         self.opening_depth: int | None = opening_depth(self.graph)
+
+    def records(self) -> list[NodeRecord]:
+        """Every record of the drawn run, parameter fetches folded out of the drawing
+        included (``[]`` when the object did not run)."""
+        obj = self.obj
+        if isinstance(obj, ShapeReport):
+            obj = obj.recording
+        recording = _debugger_recording(obj) or obj
+        return recording.records() if isinstance(recording, Recording) else []
 
     def view(
         self,
@@ -83,11 +96,11 @@ class Drawing:
         return View(digraph, folding.units(self.graph), depth)
 
 
-def draw(obj: Any) -> DrawGraph:
+def draw(obj: Any, *, params: Params = "fold") -> DrawGraph:
     """The drawing model of anything :func:`to_dot` accepts."""
     if isinstance(obj, DrawGraph):
         return obj
-    drawing = _draw(obj)
+    drawing = _draw(obj, params)
     from fxviz._capture import Capture, frame_capture
 
     captured = getattr(obj, "graph_module", obj)
@@ -96,18 +109,20 @@ def draw(obj: Any) -> DrawGraph:
     return drawing
 
 
-def _draw(obj: Any) -> DrawGraph:
+def _draw(obj: Any, params: Params) -> DrawGraph:
     drawing = getattr(type(obj), "_fxviz_drawing", None)  # saved recordings, comparisons
     if drawing is not None:
         return drawing(obj)
     if isinstance(obj, Recording):
-        return draw_fx(obj.graph_module, records=obj)
+        return draw_fx(obj.graph_module, records=obj, params=params, name=model_title(obj))
     if isinstance(obj, ShapeReport):
-        return draw_fx(obj.graph_module, records=obj.recording)
+        return draw_fx(
+            obj.graph_module, records=obj.recording, params=params, name=model_title(obj)
+        )
     if isinstance(obj, torch.export.ExportedProgram):
-        return _draw_exported(obj)
+        return _draw_exported(obj, params)
     if isinstance(obj, torch.fx.GraphModule):
-        return draw_fx(obj)
+        return draw_fx(obj, params=params, name=model_title(obj))
     from fxviz.render._diff import GraphDiff
 
     if isinstance(obj, GraphDiff):
@@ -118,7 +133,7 @@ def _draw(obj: Any) -> DrawGraph:
         return _torchscript.draw_torchscript(obj)
     debugger = _debugger_recording(obj)
     if debugger is not None:
-        return draw_fx(obj.graph_module, records=debugger)
+        return draw_fx(obj.graph_module, records=debugger, params=params, name=model_title(obj))
     own_drawing = getattr(type(obj), "_fxviz_draw_", None)  # JointGraph, JointRecording
     if own_drawing is not None:
         return own_drawing(obj)
@@ -141,6 +156,7 @@ def to_dot(
     rankdir: str = "TB",
     max_label: int = 40,
     stub_fanout: int = 6,
+    params: Params = "fold",
 ) -> graphviz.Digraph:
     """The graph as DOT source (a ``graphviz.Digraph``; no ``dot`` binary needed).
 
@@ -161,6 +177,8 @@ def to_dot(
         max_label: longest label line before it is cut (full text in the tooltip).
         stub_fanout: inputs with more users than this are drawn as a small copy beside
             each user (0: never).
+        params: ``"fold"`` lists parameters, buffers and constants (with shapes) inside
+            the nodes that use them; ``"show"`` draws each fetch as a node of its own.
 
     Node ids are the FX node names, so the output is stable and the browser can address
     nodes. Never display the returned Digraph directly in a notebook: that calls ``dot``.
@@ -172,7 +190,7 @@ def to_dot(
         True
     """
     return (
-        Drawing(obj)
+        Drawing(obj, params=params)
         .view(
             depth=depth,
             expand=expand,
@@ -254,7 +272,7 @@ def _debugger_recording(obj: Any) -> Recording | None:
     return obj.recording if isinstance(obj, Debugger) else None
 
 
-def _draw_exported(program: torch.export.ExportedProgram) -> DrawGraph:
+def _draw_exported(program: torch.export.ExportedProgram, params: Params) -> DrawGraph:
     """The lifted graph, with parameters, buffers and constants told apart from user inputs."""
     signature = program.graph_signature
     kinds: dict[str, str] = {}
@@ -264,14 +282,15 @@ def _draw_exported(program: torch.export.ExportedProgram) -> DrawGraph:
         kinds[name] = "buffer"
     for name in getattr(signature, "inputs_to_lifted_tensor_constants", {}):
         kinds[name] = "constant"
-    draw_graph = draw_fx(program.graph_module, kinds=kinds, name="ExportedProgram")
     targets = {
         **signature.inputs_to_parameters,
         **signature.inputs_to_buffers,
         **getattr(signature, "inputs_to_lifted_tensor_constants", {}),
     }
-    for node in draw_graph.nodes:
-        if node.name in targets:
-            node.title = targets[node.name]
-            node.tooltip = f"{node.kind} {targets[node.name]}\n{node.tooltip}"
-    return draw_graph
+    return draw_fx(
+        program.graph_module,
+        kinds=kinds,
+        targets=targets,
+        name=model_title(program),
+        params=params,
+    )

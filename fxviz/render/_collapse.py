@@ -1,5 +1,6 @@
 """The one owner of DOT ids for modules and of collapsing: which nodes a view draws and
-which it folds into one box per module.
+which it folds into one box per module. A module called more than once has one group per
+call: its later calls' paths carry ``@k`` (``pool@2``, drawn as ``pool (call 2)``).
 
 The DOT renderer, the widget and the report all read :func:`fold`, and a cluster title
 seen in the browser is turned back into its module by :func:`cluster_path` (split
@@ -17,11 +18,13 @@ __all__ = [
     "BIG_GRAPH",
     "Box",
     "Folding",
+    "call_label",
     "cluster_id",
     "cluster_path",
     "fold",
     "module_id",
     "opening_depth",
+    "real_path",
     "unit_path",
     "units",
 ]
@@ -32,7 +35,19 @@ _PART = re.compile(r"_part\d+\Z")
 
 def module_id(path: str, prefix: str = "module__") -> str:
     """``layers.0`` -> ``module__layers__0`` (readable ids for module boxes and clusters)."""
-    return dot_id(path.replace(".", "__"), prefix)
+    return dot_id(path.replace(".", "__").replace("@", "__call"), prefix)
+
+
+def call_label(path: str) -> str:
+    """``pool@2`` -> ``pool (call 2)``: a module path as people read it.
+
+    >>> call_label("blk@2.0"), call_label("layers.1")
+    ('blk (call 2).0', 'layers.1')
+    """
+    return ".".join(
+        f"{name} (call {number})" if number else name
+        for name, _, number in (part.partition("@") for part in path.split("."))
+    )
 
 
 def cluster_id(path: str, part: int | None = None) -> str:
@@ -73,14 +88,17 @@ def unit_path(
         return None
     parts = module.split(".")
     for cut in range(1, len(parts) + 1):  # an explicitly collapsed module wins
-        if ".".join(parts[:cut]) in collapse:
-            return ".".join(parts[:cut])
+        prefix = ".".join(parts[:cut])
+        if prefix in collapse or (real_path(prefix) in collapse and "@" in prefix):
+            return prefix
     if depth is None:
         return None
     if len(parts) < depth:
         return None
     cut = depth
-    while cut <= len(parts) and ".".join(parts[:cut]) in expand:
+    while cut <= len(parts) and (
+        ".".join(parts[:cut]) in expand or real_path(".".join(parts[:cut])) in expand
+    ):
         cut += 1
     if cut > len(parts):
         return None
@@ -153,3 +171,12 @@ def units(
 ) -> dict[str, str]:
     """``{node name: DOT id of what draws it}`` for this view (see :func:`fold`)."""
     return fold(draw, depth, expand, collapse).units(draw)
+
+
+def real_path(path: str) -> str:
+    """``blk@2.0`` -> ``blk.0``: a drawn module path without call numbers.
+
+    >>> real_path("blk@2.0"), real_path("pool")
+    ('blk.0', 'pool')
+    """
+    return ".".join(part.split("@", 1)[0] for part in path.split("."))

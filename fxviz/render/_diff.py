@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, cast
 import torch
 
 from fxviz._record._records import Recording
+from fxviz.render._align import Pair, align
 from fxviz.render._model import DrawEdge, DrawGraph, DrawNode
 from fxviz.render._overlays import Style
 
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
     import graphviz
     import pandas as pd
 
-__all__ = ["GraphDiff", "diff"]
+__all__ = ["GraphDiff", "Pair", "diff"]
 
 _STATUS_STYLES = {
     "changed": Style(
@@ -28,6 +29,9 @@ _STATUS_STYLES = {
     "removed": Style(
         fill="#ffc9c9", border="#c92a2a", penwidth=2.0, badge="removed", classes=("diff-removed",)
     ),
+    "replaced": Style(
+        fill="#e5dbff", border="#6741d9", penwidth=2.0, badge="replaced", classes=("diff-replaced",)
+    ),
     "inlined": Style(
         fill="#d0ebff",
         border="#1971c2",
@@ -37,19 +41,6 @@ _STATUS_STYLES = {
     ),
     "same": Style(classes=("diff-same",)),
 }
-
-
-@dataclasses.dataclass(frozen=True)
-class Pair:
-    """One row of a diff: a node before, its counterpart after, and what happened."""
-
-    before: DrawNode | None
-    after: DrawNode | None
-    status: str  # same, changed, added, removed, inlined
-    detail: str = ""
-    max_abs_error: float | None = None
-    max_rel_error: float | None = None
-    allclose: bool | None = None
 
 
 class GraphDiff:
@@ -66,7 +57,7 @@ class GraphDiff:
         >>> x = torch.ones(2)
         >>> d = fxviz.diff(fxviz.trace(lambda x: x.relu(), x), fxviz.trace(lambda x: x.relu() + 1, x), x)
         >>> d.summary(), d.first_divergence
-        ("1 changed, 1 added, 0 removed; first divergence at 'output'", 'output')
+        ("1 changed, 1 added, 0 removed; first divergence at 'add'", 'add')
     """
 
     def __init__(self, before: DrawGraph, after: DrawGraph, pairs: list[Pair]) -> None:
@@ -113,9 +104,11 @@ class GraphDiff:
         """``2 changed, 1 added, 0 removed; first divergence at 'relu'``."""
         counts = {
             s: sum(p.status == s for p in self.pairs)
-            for s in ("changed", "added", "removed", "inlined")
+            for s in ("changed", "replaced", "added", "removed", "inlined")
         }
-        text = ", ".join(f"{n} {s}" for s, n in counts.items() if n or s != "inlined")
+        text = ", ".join(
+            f"{n} {s}" for s, n in counts.items() if n or s not in ("inlined", "replaced")
+        )
         if any(p.allclose is not None for p in self.pairs):
             text += (
                 f"; first divergence at {self.first_divergence!r}"
@@ -203,8 +196,12 @@ def diff(
 
     Nodes are matched by provenance (``node.meta["from_node"]``, or the ``produced``
     records of a recorded ``Transformer``), then by name, then by target and position.
-    Given inputs, both graphs run on them (through the recorder) and every aligned pair
-    of outputs is compared; ``first_divergence`` names the first that is not close.
+    What a pass erased is then paired with what it put in its place by graph structure
+    (same users, else same inputs): ``replaced`` rows name both nodes and targets, a node
+    fused away says what it was fused into, and a node inserted on an edge is compared
+    with the value that flowed there before. Given inputs, both graphs run on them
+    (through the recorder) and every aligned pair of outputs is compared;
+    ``first_divergence`` names the first that is not close: the node the pass changed.
 
     Args:
         before, after: GraphModules (or anything ``fxviz.trace`` takes), a Recording of
@@ -233,8 +230,8 @@ def diff(
     if is_torchscript(before) or is_torchscript(after):
         if inputs:
             raise TypeError("TorchScript diffs compare structure only: pass no inputs")
-        left, right = draw(before), draw(after)
-        return GraphDiff(left, right, _align(left, right, provenance))
+        left, right = draw(before, params="show"), draw(after, params="show")
+        return GraphDiff(left, right, align(left, right, provenance))
     from fxviz.capture import trace
 
     gm_before, gm_after = trace(before, *inputs), trace(cast(Any, after), *inputs)
@@ -244,86 +241,19 @@ def diff(
 
         records_before = record(gm_before, *inputs)
         records_after = record(gm_after, *inputs)
-    left = draw(records_before if records_before is not None else gm_before)
-    right = draw(records_after if records_after is not None else gm_after)
-    pairs = _align(left, right, provenance)
+    left = draw(records_before if records_before is not None else gm_before, params="show")
+    right = draw(records_after if records_after is not None else gm_after, params="show")
+    pairs = align(left, right, provenance)
     if records_before is not None and records_after is not None:
         pairs = [_compare(p, records_before, records_after, rtol, atol) for p in pairs]
     return GraphDiff(left, right, pairs)
 
 
-def _align(before: DrawGraph, after: DrawGraph, provenance: dict[str, str]) -> list[Pair]:
-    """Greedy matching, most telling key first: provenance, name, target and rank."""
-    match: dict[str, DrawNode] = {}  # after id -> before node
-    taken: set[str] = set()
-    for new_name, old_name in provenance.items():
-        a = next((n for n in after.nodes if n.name == new_name), None)
-        b = next((n for n in before.nodes if n.name == old_name), None)
-        if a is not None and b is not None and b.id not in taken and a.id not in match:
-            match[a.id] = b
-            taken.add(b.id)
-    levels = max((len(n.align) for n in [*before.nodes, *after.nodes]), default=0)
-    for level in range(levels):
-        index: dict[str, DrawNode] = {}
-        for b in before.nodes:
-            if b.id not in taken and level < len(b.align):
-                index.setdefault(b.align[level], b)
-        for a in after.nodes:
-            if a.id in match:
-                continue
-            for key in a.align:
-                b = index.get(key)
-                if b is not None and b.id not in taken and key in b.align[level : level + 1]:
-                    match[a.id] = b
-                    taken.add(b.id)
-                    break
-    inputs_before = _inputs(before)
-    inputs_after = _inputs(after)
-    renamed = {b.id: a_id for a_id, b in match.items()}
-    pairs: list[Pair] = []
-    removed = [b for b in before.nodes if b.id not in taken]
-    position = {b.id: i for i, b in enumerate(before.nodes)}
-    for a in after.nodes:
-        b = match.get(a.id)
-        while removed and b is not None and position[removed[0].id] < position[b.id]:
-            pairs.append(Pair(removed.pop(0), None, "removed"))
-        if b is None:
-            pairs.append(Pair(None, a, "added"))
-            continue
-        pairs.append(_compare_structure(b, a, inputs_before, inputs_after, renamed))
-    pairs.extend(Pair(b, None, "removed") for b in removed)
-    return pairs
-
-
-def _compare_structure(
-    b: DrawNode, a: DrawNode, inputs_before: dict, inputs_after: dict, renamed: dict
-) -> Pair:
-    if b.kind == "get_attr" and a.kind == "constant":
-        return Pair(b, a, "inlined", f"{b.title} is now a constant")
-    details = []
-    if b.kind != a.kind:
-        details.append(f"op {b.kind} → {a.kind}")
-    if b.title != a.title:
-        details.append(f"target {b.title} → {a.title}")
-    was = [renamed.get(i, f"?{i}") for i in inputs_before.get(b.id, [])]
-    now = inputs_after.get(a.id, [])
-    if was != now:
-        details.append("inputs changed")
-    return Pair(b, a, "changed" if details else "same", "; ".join(details))
-
-
-def _inputs(graph: DrawGraph) -> dict[str, list[str]]:
-    found: dict[str, list[str]] = {}
-    for e in graph.edges:
-        if not e.style:  # data edges only
-            found.setdefault(e.dst, []).append(e.src)
-    return found
-
-
 def _compare(pair: Pair, before: Recording, after: Recording, rtol: float, atol: float) -> Pair:
-    if pair.before is None or pair.after is None:
+    reference = pair.before or pair.reference
+    if reference is None or pair.after is None:
         return pair
-    x = _first_tensor(before, pair.before.name)
+    x = _first_tensor(before, reference.name)
     y = _first_tensor(after, pair.after.name)
     if x is None or y is None:
         return pair

@@ -13,7 +13,7 @@ from typing import Any, cast
 
 import graphviz
 
-from fxviz.render._collapse import Box, Folding, cluster_id, fold
+from fxviz.render._collapse import Box, Folding, call_label, cluster_id, fold
 from fxviz.render._model import DrawEdge, DrawGraph, DrawNode, dot_id
 from fxviz.render._overlays import Overlay, apply_overlays
 from fxviz.render._style import KIND_STYLES, html_label, palette_colour, tooltip_text
@@ -189,12 +189,12 @@ class _Statements:
         classes = {c for s, _ in inner for c in s.classes}
         attrs = {
             "label": html_label(
-                kind or box.path, [*lines, *badges], bold=box.path, limit=self.limit
+                kind or box.path, [*lines, *badges], bold=call_label(box.path), limit=self.limit
             ),
             "shape": KIND_STYLES["module"][0],
             "style": KIND_STYLES["module"][1],
             "fillcolor": style.fill or KIND_STYLES["module"][2] or "",
-            "tooltip": tooltip_text(f"{box.path}: {kind}\n" + "\n".join(lines)),
+            "tooltip": tooltip_text(f"{call_label(box.path)}: {kind}\n" + "\n".join(lines)),
             "class": " ".join(["fx-module", *sorted(classes)]),
         }
         if any("state-error" in s.classes or "nonfinite" in s.classes for s, _ in inner):
@@ -278,7 +278,7 @@ class _Tree:
             if draw.internal_paths:
                 label = draw.modules.get(child, child)
             else:
-                label = f"{child} · {draw.modules.get(child, '')}".rstrip(" ·")
+                label = f"{call_label(child)} · {draw.modules.get(child, '')}".rstrip(" ·")
             with _subgraph(graph, cluster_id(child)) as sub:
                 sub.attr(
                     label=tooltip_text(label),

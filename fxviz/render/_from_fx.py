@@ -14,6 +14,14 @@ from fxviz._record._records import NodeRecord
 from fxviz._record._summary import dtype_name
 from fxviz._shapes._report import format_shape
 from fxviz._torch_compat import CONV_MODULES, NORM_MODULES
+from fxviz.render._fold import (
+    Params,
+    call_paths,
+    fetched_tensor,
+    foldable,
+    is_parameter_fetch,
+    real_path,
+)
 from fxviz.render._model import DrawEdge, DrawGraph, DrawNode, dot_id
 
 __all__ = ["draw_fx", "module_label"]
@@ -26,22 +34,55 @@ def draw_fx(
     *,
     records: Mapping[str, NodeRecord] | None = None,
     kinds: Mapping[str, str] | None = None,
+    targets: Mapping[str, str] | None = None,
     name: str | None = None,
+    params: Params = "fold",
 ) -> DrawGraph:
     """Turn ``gm.graph`` into a DrawGraph; ``records`` add shapes and statistics,
-    ``kinds`` re-labels placeholders (``parameter``, ``buffer``... for exported programs)."""
+    ``kinds`` re-labels placeholders (``parameter``, ``buffer``... for exported programs)
+    and ``targets`` names what they hold.
+
+    ``params="fold"`` (the default) draws no node for a parameter, buffer or constant
+    fetch: it is listed, with its shape, in the label and tooltip of each node using it.
+    ``"show"`` draws each fetch as a node of its own. A module called more than once
+    gets one group per call (``pool``, ``pool@2``).
+    """
+    if params not in ("fold", "show"):
+        raise ValueError(f"params must be 'fold' or 'show', not {params!r}")
     graph: torch.fx.Graph = gm.graph  # type: ignore[assignment]
     records = records or {}
     kinds = kinds or {}
+    targets = targets or {}
     modules = dict(gm.named_modules())
+    paths = call_paths(graph)
+    folded = {
+        node
+        for node in graph.nodes
+        if params == "fold" and is_parameter_fetch(gm, node, kinds) and foldable(node)
+    }
     nodes, edges = [], []
     seen_targets: dict[str, int] = {}
     for node in graph.nodes:
+        if node in folded:
+            continue
         record = records.get(node.name)
-        shape = _shape_text(node, record)
+        shape = _shape_text(node, record, gm)
         kind: str = kinds.get(node.name) or node.op
-        title = _title(node, modules, kind)
+        title = targets.get(node.name) or _title(node, modules, kind)
         lines = [shape] if shape else []
+        fetched = [
+            (_fetch_name(f, targets), _shape_text(f, records.get(f.name), gm))
+            for f in node.all_input_nodes
+            if f in folded
+        ]
+        tooltip = _tooltip(node, title, shape, record)
+        if kind in ("parameter", "buffer", "constant") and node.name in targets:
+            tooltip = f"{kind} {targets[node.name]}\n{tooltip}"
+        if fetched:
+            lines.append(_fetched_line(fetched))
+            tooltip += "\nparameters and buffers:" + "".join(
+                f"\n  {n}: {shape or '?'}" for n, shape in fetched
+            )
         nodes.append(
             DrawNode(
                 id=dot_id(node.name),
@@ -49,25 +90,50 @@ def draw_fx(
                 kind=kind,
                 title=title,
                 lines=lines,
-                module=module_path(node) if node.op not in ("placeholder", "output") else "",
-                tooltip=_tooltip(node, title, shape, record),
+                module=paths.get(node.name, module_path(node))
+                if node.op not in ("placeholder", "output")
+                else "",
+                tooltip=tooltip,
                 color_key=target_text(node) if node.op.startswith("call") else kind,
                 out_label=shape.split(" ")[0] if shape else "",
                 record=record,
                 align=_align_keys(node, seen_targets),
+                folded=tuple(fetched),
             )
         )
         for source in node.all_input_nodes:
-            edges.append(DrawEdge(dot_id(source.name), dot_id(node.name)))
+            if source not in folded:
+                edges.append(DrawEdge(dot_id(source.name), dot_id(node.name)))
     labels = _stack_types(graph)
     labels |= {path: module_label(m) for path, m in modules.items() if path and _is_real(m)}
-    params: dict[str, int] = {}
+    counts: dict[str, int] = {}
     for qualified, p in gm.named_parameters():
         parts = qualified.split(".")[:-1]
         for i in range(1, len(parts) + 1):
             path = ".".join(parts[:i])
-            params[path] = params.get(path, 0) + p.numel()
-    return DrawGraph(name or type(gm).__name__, nodes, edges, labels, params)
+            counts[path] = counts.get(path, 0) + p.numel()
+    for drawn in {prefix for n in nodes for prefix in _prefixes(n.module) if "@" in prefix}:
+        if real_path(drawn) in labels:
+            labels[drawn] = labels[real_path(drawn)]
+        if real_path(drawn) in counts:
+            counts[drawn] = counts[real_path(drawn)]
+    return DrawGraph(name or type(gm).__name__, nodes, edges, labels, counts)
+
+
+def _prefixes(path: str) -> list[str]:
+    parts = path.split(".") if path else []
+    return [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
+
+
+def _fetch_name(node: torch.fx.Node, targets: Mapping[str, str]) -> str:
+    return targets.get(node.name) or (str(node.target) if node.op == "get_attr" else node.name)
+
+
+def _fetched_line(fetched: list[tuple[str, str]]) -> str:
+    """``+ weight 64×64 · bias 64``: the folded inputs by their last name and shape."""
+    return "+ " + " · ".join(
+        f"{name.rsplit('.', 1)[-1]} {shape.split(' ')[0]}".strip() for name, shape in fetched
+    )
 
 
 def _stack_types(graph: torch.fx.Graph) -> dict[str, str]:
@@ -128,8 +194,11 @@ def _title(node: torch.fx.Node, modules: Mapping[str, torch.nn.Module], kind: st
     return target_text(node)
 
 
-def _shape_text(node: torch.fx.Node, record: NodeRecord | None) -> str:
-    """``64×100 f32`` from the record, else from ShapeProp/export metadata."""
+def _shape_text(
+    node: torch.fx.Node, record: NodeRecord | None, gm: torch.nn.Module | None = None
+) -> str:
+    """``64×100 f32`` from the record, else from ShapeProp/export metadata, else (for a
+    parameter fetch) from the tensor itself."""
     if record is not None and record.outputs:
         first = record.outputs[0]
         more = f" (+{len(record.outputs) - 1})" if len(record.outputs) > 1 else ""
@@ -137,6 +206,8 @@ def _shape_text(node: torch.fx.Node, record: NodeRecord | None) -> str:
     meta = node.meta.get("val", node.meta.get("tensor_meta"))
     if isinstance(meta, (list, tuple)) and meta:
         meta = meta[0]
+    if meta is None and gm is not None:
+        meta = fetched_tensor(gm, node)
     shape, dtype = getattr(meta, "shape", None), getattr(meta, "dtype", None)
     if shape is None or not isinstance(dtype, torch.dtype):
         return ""

@@ -55,8 +55,13 @@ def inspector_data(
     source: str = "",
     *,
     max_preview: int = _PREVIEW_VALUES,
+    folded: tuple[tuple[str, str], ...] = (),
 ) -> dict[str, Any]:
-    """Fields, a histogram and a capped preview of the node's value, and its error."""
+    """Fields, a histogram and a capped preview of the node's value, and its error.
+
+    ``folded``: the ``(name, shape)`` of parameters drawn inside the node (not as nodes of
+    their own); listed as its parameter inputs when no record lists its inputs.
+    """
     fields: list[tuple[str, str]] = []
     if node is not None:
         from fxviz._nodes import module_path, target_text
@@ -96,8 +101,10 @@ def inspector_data(
             fields.append(("writes in place", ", ".join(record.mutates)))
         if record.aliases:
             fields.append(("shares memory with", ", ".join(record.aliases)))
-    elif node is not None:
-        fields.append(("state", "not run yet"))
+    else:
+        fields += [(f"parameter {name}", shape or "?") for name, shape in folded]
+        if node is not None:
+            fields.append(("state", "not run yet"))
     if source:
         fields.append(("source", source))
     data: dict[str, Any] = {"name": name, "fields": [[k, v] for k, v in fields]}

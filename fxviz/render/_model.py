@@ -50,6 +50,7 @@ class DrawNode:
     record: Any = None
     cluster: str | None = None  # an extra cluster the node belongs to
     align: tuple[str, ...] = ()  # identity keys for diffs, most telling first
+    folded: tuple[tuple[str, str], ...] = ()  # (parameter name, shape) folded into it
 
 
 @dataclasses.dataclass(frozen=True)

@@ -16,8 +16,9 @@ Both front ends are fed the same JSON-ready payload, made here and nowhere else:
     (:func:`debugger_states`).
 
 The report adds ``inspectors`` ({node: inspector}) and, for a recorded run, ``replay``
-(:func:`replay_payload`): the states and status text of every cursor position, produced
-by the Debugger's functions, so the page only moves a cursor.
+(:func:`replay_payload`): the states and status text of every cursor position and the
+parameter fetches stepping goes over, produced by the Debugger's functions and rules,
+so the page only moves a cursor.
 
     >>> import torch, fxviz
     >>> from fxviz.render._api import Drawing
@@ -35,6 +36,7 @@ from typing import Any, cast
 
 import torch.fx
 
+from fxviz._nodes import is_parameter_fetch
 from fxviz._record._debugger import Debugger, node_state, status_line
 from fxviz._record._predicates import nonfinite
 from fxviz._record._records import NodeRecord, Recording
@@ -55,10 +57,11 @@ BREAKPOINTS_SUFFIX = " · breakpoints: {breakpoints}"  # appended to a status li
 
 
 def node_rows(drawing: Drawing, records: list[NodeRecord] | None = None) -> list[dict[str, Any]]:
-    """The table's rows: from the records when the graph ran, else from the drawing."""
+    """The table's rows: from the records when the graph ran (every node run, parameter
+    fetches folded out of the drawing included), else from the drawing."""
     if records is not None:
         return table_rows(records)
-    ran = [n.record for n in drawing.graph.nodes if n.record is not None]
+    ran = drawing.records() or [n.record for n in drawing.graph.nodes if n.record is not None]
     if ran:
         return table_rows(ran)
     return [
@@ -98,10 +101,12 @@ def debugger_states(debugger: Debugger) -> dict[str, list[str]]:
     return states
 
 
-def replay_payload(recording: Recording) -> dict[str, Any]:
+def replay_payload(recording: Recording, *, skip_fetches: bool = True) -> dict[str, Any]:
     """Every cursor position of a recorded run, as the :class:`fxviz.Debugger` shows it.
 
-    ``order``: the nodes run. ``steps[p]`` (``p`` nodes run, up to the failing node):
+    ``order``: the nodes run. ``skip``: the nodes that only fetch a parameter, buffer or
+    constant, which stepping goes over as ``Debugger(skip_fetches=True)`` does (none
+    with ``skip_fetches=False``). ``steps[p]`` (``p`` nodes run, up to the failing node):
     ``status`` (the Debugger's status line, ``{reason}`` standing for why it stopped),
     ``states`` (the node states that differ from position ``p - 1``; all of them at 0),
     ``nonfinite`` (whether the node just run satisfies :func:`fxviz.nonfinite`: where
@@ -139,8 +144,14 @@ def replay_payload(recording: Recording) -> dict[str, Any]:
                 "error": error is not None,
             }
         )
+    fetches = [
+        n.name
+        for n in graph.nodes
+        if skip_fetches and is_parameter_fetch(recording.graph_module, n)
+    ]
     return {
         "order": [r.name for r in records],
+        "skip": fetches,
         "steps": steps,
         "breakpoints_suffix": BREAKPOINTS_SUFFIX,
     }

@@ -5,7 +5,7 @@ The only part of fxviz that imports anywidget/ipywidgets.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from fxviz.widgets._app import DebuggerApp
 from fxviz.widgets._graph_view import GraphView
@@ -13,7 +13,13 @@ from fxviz.widgets._graph_view import GraphView
 __all__ = ["DebuggerApp", "GraphView", "debug", "show"]
 
 
-def debug(gm_or_module: Any, *inputs: Any, depth: int | None = None, **options: Any) -> DebuggerApp:
+def debug(
+    gm_or_module: Any,
+    *inputs: Any,
+    depth: int | None = None,
+    params: Literal["fold", "show"] = "fold",
+    **options: Any,
+) -> DebuggerApp:
     """A debugger app for ``gm_or_module`` on ``inputs``: step, inspect, break on NaN.
 
     ``options`` go to :class:`fxviz.Debugger` (``interpreter``, ``keep``, ``stats``).
@@ -27,12 +33,14 @@ def debug(gm_or_module: Any, *inputs: Any, depth: int | None = None, **options: 
     """
     from fxviz._record import Debugger
 
-    return DebuggerApp(Debugger(gm_or_module, *inputs, **options), depth=depth)
+    return DebuggerApp(Debugger(gm_or_module, *inputs, **options), depth=depth, params=params)
 
 
-def show(obj: Any, *, depth: int | None = None) -> GraphView:
+def show(
+    obj: Any, *, depth: int | None = None, params: Literal["fold", "show"] = "fold"
+) -> GraphView:
     """The right view for a GraphModule, Recording, ShapeReport, GraphDiff, Debugger,
-    ExportedProgram or TorchScript object.
+    ExportedProgram or TorchScript object. ``params``: as for :func:`fxviz.to_dot`.
 
     Examples:
         >>> import torch, fxviz
@@ -43,5 +51,5 @@ def show(obj: Any, *, depth: int | None = None) -> GraphView:
     from fxviz._record import Debugger
 
     if isinstance(obj, Debugger):
-        return DebuggerApp(obj, depth=depth)
-    return GraphView(obj, depth=depth)
+        return DebuggerApp(obj, depth=depth, params=params)
+    return GraphView(obj, depth=depth, params=params)

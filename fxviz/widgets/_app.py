@@ -6,6 +6,7 @@ from typing import Any
 
 from fxviz._record import Debugger, nonfinite
 from fxviz.errors import FxvizError, first_line
+from fxviz.render._fold import Params
 from fxviz.render._inspect import inspector_data
 from fxviz.render._payload import BREAKPOINTS_SUFFIX, debugger_states, node_rows
 from fxviz.widgets._graph_view import GraphView
@@ -29,9 +30,16 @@ class DebuggerApp(GraphView):
         "stopped at '_0' (step) — 1/3 nodes · breakpoints: none"
     """
 
-    def __init__(self, debugger: Debugger, *, depth: int | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        debugger: Debugger,
+        *,
+        depth: int | None = None,
+        params: Params = "fold",
+        **kwargs: Any,
+    ) -> None:
         self.debugger = debugger
-        super().__init__(_labelled(debugger), depth=depth, mode="debugger", **kwargs)
+        super().__init__(_labelled(debugger), depth=depth, params=params, mode="debugger", **kwargs)
         self._refresh()
 
     def handle(self, content: dict[str, Any]) -> None:
@@ -97,8 +105,8 @@ class DebuggerApp(GraphView):
         if node is None:
             self.inspector = {}
             return
-        data = inspector_data(name, node, record)
         drawn = next((n for n in self._draw.nodes if n.name == name), None)
+        data = inspector_data(name, node, record, folded=drawn.folded if drawn else ())
         if record is None and drawn is not None and drawn.lines:
             data["fields"].append(["expected output", drawn.lines[0]])  # from the fake pass
         self.inspector = data

@@ -10,6 +10,7 @@ import traitlets
 from fxviz._static import widget_css, widget_esm
 from fxviz.render._api import Drawing
 from fxviz.render._collapse import BIG_GRAPH, cluster_path, unit_path
+from fxviz.render._fold import Params
 from fxviz.render._payload import graph_payload
 
 __all__ = ["BIG_GRAPH", "GraphView"]
@@ -57,7 +58,9 @@ class GraphView(anywidget.AnyWidget):
     render_ms = traitlets.Float(0.0).tag(sync=True)
     layout_timeout_s = traitlets.Float(30.0).tag(sync=True)
 
-    def __init__(self, obj: Any, *, depth: int | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, obj: Any, *, depth: int | None = None, params: Params = "fold", **kwargs: Any
+    ) -> None:
         unknown = set(kwargs) - set(self.class_trait_names())
         if unknown:
             raise TypeError(
@@ -65,7 +68,7 @@ class GraphView(anywidget.AnyWidget):
             )
         super().__init__(**kwargs)
         self._obj = obj
-        self._drawing = Drawing(obj)  # the drawing model, made once
+        self._drawing = Drawing(obj, params=params)  # the drawing model, made once
         self._draw = self._drawing.graph
         self.depth = depth if depth is not None else self._drawing.opening_depth
         self.observe(self._redraw, names=["depth", "expanded", "collapsed"])
@@ -161,7 +164,7 @@ class GraphView(anywidget.AnyWidget):
             self.inspector = own(self._obj, name)
             return
         fx_node = _fx_node(self._obj, name)
-        self.inspector = inspector_data(name, fx_node, node.record)
+        self.inspector = inspector_data(name, fx_node, node.record, folded=node.folded)
 
     def __repr__(self) -> str:
         return f"<fxviz.GraphView: {len(self._draw.nodes)} nodes, depth={self.depth}>"

@@ -45,7 +45,7 @@ def test_widget_and_report_are_fed_the_same_payload(two_layer_net, x20):
 def test_a_redraw_reuses_the_drawing_model(monkeypatch, two_layer_net, x20):
     made: list[object] = []
     real_draw = _api.draw
-    monkeypatch.setattr(_api, "draw", lambda obj: made.append(obj) or real_draw(obj))
+    monkeypatch.setattr(_api, "draw", lambda obj, **kw: made.append(obj) or real_draw(obj, **kw))
     view = fxviz.show(fxviz.record(two_layer_net, x20))
     view.depth = 1
     view.collapsed = ["linear1"]

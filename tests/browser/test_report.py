@@ -44,7 +44,7 @@ def test_replay_report_offline(offline, tmp_path):
     page.locator(".fxviz-graph g.node").first.wait_for()
     assert page.locator("header h1").inner_text() == "TwoLayerNet run"
     assert "torch 2." in page.locator("header").inner_text()
-    assert "model: TwoLayerNet · 5 nodes" in page.locator("header").inner_text()
+    assert "model: TwoLayerNet (symbolic_trace) · 5 nodes" in page.locator("header").inner_text()
     current = "document.querySelector('.fxviz-graph g.fxviz-current title')?.textContent"
     page.wait_for_function(f"{current} === 'x'")
     page.locator("button[data-action=step]").click()

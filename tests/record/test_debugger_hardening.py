@@ -36,7 +36,9 @@ def test_restart_puts_parameters_written_in_place_back():
     assert torch.equal(dbg.output, first)  # an exact repeat, not [3, 3, 3]
     dbg.back(2)
     dbg.restart()
-    dbg.step(2)
+    dbg.step()  # x, and the fetch of `total` stepped over: the cursor is on the add_
+    assert dbg.current is not None
+    assert dbg.current.target == "add_"
     assert dbg.graph_module.total.tolist() == [1.0, 1.0, 1.0]
 
 

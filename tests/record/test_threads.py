@@ -160,3 +160,18 @@ def test_the_caller_draws_from_its_own_stream_while_a_debugger_is_mid_step():
         stepping.join()
     assert torch.equal(drawn, reference)
     assert not torch.equal(torch.rand(5), reference)  # and the caller's stream moved on
+
+
+def test_attention_without_dropout_steps_without_a_global_random_state_warning():
+    # the fused CPU attention kernel takes no generator; in eval mode (dropout 0) it draws
+    # nothing, so the debugger neither warns (warnings are errors in this suite) nor
+    # touches the global state
+    model = nn.TransformerEncoderLayer(16, 2, dim_feedforward=32, batch_first=True).eval()
+    x = torch.randn(2, 5, 16)
+    dbg = fxviz.Debugger(fxviz.trace(model, x, method="export"), x)
+    state = torch.random.get_rng_state()
+    while not dbg.done:
+        dbg.continue_()
+    assert dbg.error is None
+    torch.testing.assert_close(dbg.output, model(x), rtol=0, atol=0)
+    assert torch.equal(torch.random.get_rng_state(), state)

@@ -176,12 +176,16 @@ def test_debugger_states_and_errors():
 def test_exported_program_tells_parameters_buffers_and_inputs_apart():
     model = Stack(layers=1)
     program = torch.export.export(model, (torch.randn(2, 4),))
-    source = fxviz.to_dot(program).source
+    source = fxviz.to_dot(program, params="show").source
     assert "kind-parameter" in source
     assert "kind-buffer" in source
     assert "kind-placeholder" in source
     assert "layers.0.ff.0.weight" in source
     assert "aten.linear.default" in source
+    folded = fxviz.to_dot(program).source  # the default folds them into their users
+    assert "kind-parameter" not in folded
+    assert "kind-placeholder" in folded
+    assert "layers.0.ff.0.weight" in folded  # in the user's tooltip
 
 
 def test_unknown_objects_are_refused_clearly():

@@ -123,6 +123,8 @@ def test_table_columns_params_and_input_shapes():
         "numel",
         "bytes",
         "params",
+        "flops",
+        "macs",
         "input_shapes",
         "symbolic_shape",
         "error",

@@ -47,6 +47,13 @@ def test_usage_runs() -> None:
     totals: dict[str, object] = report.totals()
     assert report.summary()
     assert totals["nodes"]
+    assert totals["flops"]
+    heat = fxviz.flops_heat(report)
+    assert "FLOPs" in fxviz.to_dot(report, overlay=heat, params="show").source
+
+    stepper = fxviz.Debugger(gm, x, skip_fetches=False)
+    fetch: bool = stepper.is_fetch("x")
+    assert not fetch
 
     dot: str = fxviz.to_dot(rec, depth=1, overlay=[_wide, highlight_nonfinite]).source
     diff: fxviz.GraphDiff = fxviz.diff(gm, fxviz.trace(model, x))

@@ -1,0 +1,80 @@
+"""Parameters where they belong: parameter/buffer fetches folded into the nodes using them,
+and each call of a reused module as its own group."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Literal
+
+import torch
+import torch.fx
+
+from fxviz._nodes import fetched_tensor
+from fxviz._nodes import is_parameter_fetch as fetches_tensor
+from fxviz.render._collapse import real_path
+
+__all__ = [
+    "FOLDED_KINDS",
+    "Params",
+    "call_paths",
+    "fetched_tensor",
+    "is_parameter_fetch",
+    "real_path",
+]
+
+Params = Literal["fold", "show"]
+FOLDED_KINDS = ("parameter", "buffer", "constant")
+
+
+def is_parameter_fetch(
+    gm: torch.nn.Module, node: torch.fx.Node, kinds: Mapping[str, str] | None = None
+) -> bool:
+    """Whether ``node`` only fetches a parameter, buffer or tensor constant: a ``get_attr``
+    of a tensor, or a lifted placeholder of an exported program (``kinds`` says which).
+
+    Example:
+        >>> import torch, fxviz
+        >>> gm = fxviz.trace(torch.nn.Linear(2, 2), torch.ones(1, 2), method="export")
+        >>> [n.name for n in gm.graph.nodes if is_parameter_fetch(gm, n)]
+        ['weight', 'bias']
+    """
+    if kinds and kinds.get(node.name) in FOLDED_KINDS:
+        return True
+    return fetches_tensor(gm, node)
+
+
+def foldable(node: torch.fx.Node) -> bool:
+    """A fetch is folded into its users unless the graph returns it (an unused one, such
+    as the second name of a tied weight, is not drawn at all)."""
+    return all(u.op != "output" for u in node.users)
+
+
+def call_paths(graph: torch.fx.Graph) -> dict[str, str]:
+    """``{node name: module path}`` where a module's second and later calls get their own
+    path (``pool``, ``pool@2``; inside them ``blk@2.0``), read from ``nn_module_stack``,
+    whose keys ``symbolic_trace`` and ``torch.export`` number per call (``pool@1``).
+
+    Nodes outside any module are left out.
+    """
+    calls: dict[tuple[str, str], list[str]] = {}  # (drawn parent, path) -> call keys in order
+    found: dict[str, str] = {}
+    for node in graph.nodes:
+        stack = node.meta.get("nn_module_stack")
+        if not stack:
+            continue
+        drawn, parent = "", ""
+        for key, entry in stack.items():
+            path = entry[0] if isinstance(entry[0], str) else str(entry[0])
+            if not path:
+                continue
+            keys = calls.setdefault((drawn, path), [])
+            if key not in keys:
+                keys.append(key)
+            number = keys.index(key) + 1
+            rest = path[len(parent) + 1 :] if parent and path.startswith(parent + ".") else path
+            step = rest if number == 1 else f"{rest}@{number}"
+            drawn = f"{drawn}.{step}" if drawn and rest != path else step
+            parent = path
+        if drawn:
+            found[node.name] = drawn
+    return found

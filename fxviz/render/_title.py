@@ -1,0 +1,55 @@
+"""What to call a drawn model: its own class and how it was captured, not "GraphModule"."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.fx
+
+from fxviz._torch_compat import has_plain_codegen
+
+__all__ = ["model_title"]
+
+
+def model_title(obj: Any) -> str:
+    """``"TinyNet (torch.export)"``, ``"TinyNet (symbolic_trace)"``: the model's class,
+    read from the graph's module stack where capture renamed it, and the capture method.
+
+    Example:
+        >>> import torch, fxviz
+        >>> model_title(fxviz.trace(torch.nn.Linear(2, 2), torch.ones(1, 2), method="export"))
+        'Linear (torch.export)'
+        >>> model_title(fxviz.trace(torch.nn.Sequential(torch.nn.ReLU())))
+        'Sequential (symbolic_trace)'
+    """
+    gm = getattr(obj, "graph_module", obj)
+    if isinstance(obj, torch.export.ExportedProgram):
+        return f"{_root_class(obj.graph) or 'ExportedProgram'} (torch.export)"
+    if not isinstance(gm, torch.fx.GraphModule):
+        return type(gm).__name__
+    graph: torch.fx.Graph = gm.graph
+    root = _root_class(graph)
+    if not has_plain_codegen(graph):
+        return f"{root or type(gm).__name__} (torch.export)"
+    if type(gm).__name__ != "GraphModule" and not _dynamo_stack(graph):
+        return f"{type(gm).__name__} (symbolic_trace)"
+    return root or type(gm).__name__
+
+
+def _root_class(graph: torch.fx.Graph) -> str | None:
+    """The class of the module at path ``""`` in any node's ``nn_module_stack``."""
+    for node in graph.nodes:
+        for path, kind in (node.meta.get("nn_module_stack") or {}).values():
+            if path == "":
+                name = kind.__name__ if isinstance(kind, type) else str(kind)
+                return name.rsplit(".", 1)[-1]
+    return None
+
+
+def _dynamo_stack(graph: torch.fx.Graph) -> bool:
+    return any(
+        str(key).startswith("L__self__")
+        for node in graph.nodes
+        for key in (node.meta.get("nn_module_stack") or {})
+    )

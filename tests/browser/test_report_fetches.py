@@ -1,0 +1,82 @@
+"""Reports of graphs with parameter fetches: parameters folded into their users, and the
+replay steps over the fetches (leading ones of an exported graph, and mid-graph ones)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import fxviz
+
+pytestmark = pytest.mark.browser
+
+CURRENT = "document.querySelector('.fxviz-graph g.fxviz-current title')?.textContent"
+STATUS = "document.querySelector('.fxviz-status')?.textContent"
+
+
+class Scaled(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin1 = nn.Linear(6, 5)
+        self.scale = nn.Parameter(torch.full((5,), 2.0))
+        self.lin2 = nn.Linear(5, 2)
+
+    def forward(self, x):
+        return self.lin2(torch.relu(self.lin1(x)) * self.scale)
+
+
+def _open(browser, path):
+    page = browser.new_page()
+    page.goto(path.as_uri())
+    page.locator(".fxviz-graph g.node").first.wait_for()
+    return page
+
+
+def _drawn(page, name):
+    return page.locator(".fxviz-graph g.node").filter(has=page.locator(f"title:text-is('{name}')"))
+
+
+def test_replay_steps_over_parameter_fetches(browser, tmp_path):
+    x = torch.randn(3, 6)
+    # an exported graph: every fetch comes first
+    rec = fxviz.record(fxviz.trace(Scaled().eval(), x, method="export"), x)
+    nodes = list(rec.graph_module.graph.nodes)
+    fetches = [n.name for n in nodes if n.op == "get_attr"]
+    start = next(n.name for n in nodes if n.op == "placeholder")
+    ops = [n.name for n in nodes if n.op not in ("get_attr", "placeholder")]
+    assert nodes[0].op == "get_attr"
+    fxviz.report(rec, tmp_path / "exported.html")
+    page = _open(browser, tmp_path / "exported.html")
+    try:
+        assert "Scaled (torch.export)" in page.locator("header").inner_text()
+        drawn = page.locator(".fxviz-graph g.node title").all_inner_texts()
+        assert not set(fetches) & set(drawn)  # folded into their users
+        label = _drawn(page, "linear").locator("text", has_text="weight 5×6")
+        assert label.is_visible()
+        page.wait_for_function(f"{CURRENT} === {start!r}")  # the start: past the fetches
+        page.locator("button[data-action=step]").click()
+        page.wait_for_function(f"{CURRENT} === {ops[0]!r}")
+        page.locator("button[data-action=back]").click()
+        page.wait_for_function(f"{CURRENT} === {start!r}")
+        assert f"stopped at {start!r}" in page.evaluate(STATUS)
+    finally:
+        page.close()
+
+    # a traced graph fetches the parameter in the middle: one step goes over it
+    rec = fxviz.record(Scaled().eval(), x)
+    assert [n.op for n in rec.graph_module.graph.nodes][3] == "get_attr"
+    fxviz.report(rec, tmp_path / "traced.html")
+    page = _open(browser, tmp_path / "traced.html")
+    try:
+        step = page.locator("button[data-action=step]")
+        page.wait_for_function(f"{CURRENT} === 'x'")
+        for expected in ("lin1", "relu", "mul", "lin2"):
+            step.click()
+            page.wait_for_function(f"{CURRENT} === {expected!r}")
+        page.locator("button[data-action=back]").click()
+        page.wait_for_function(f"{CURRENT} === 'mul'")
+        page.locator("button[data-action=back]").click()
+        page.wait_for_function(f"{CURRENT} === 'relu'")  # back over the fetch too
+    finally:
+        page.close()

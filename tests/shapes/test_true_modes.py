@@ -1,0 +1,167 @@
+"""Meta and fake modes never compute on real data: exported Hugging Face graphs, tied
+weights, device constants, and a check that names the node that would have."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.fx
+from torch import nn
+
+import fxviz
+from tests import hf_models
+
+
+def _outputs(report):
+    return [(r.name, s) for r in report.recording.values() for s in r.outputs]
+
+
+@pytest.fixture(scope="module", params=hf_models.NAMES)
+def hf_program(request):
+    return hf_models.exported(request.param)
+
+
+@pytest.mark.parametrize("mode", ["meta", "fake"])
+def test_hf_export_graphs_match_real_shapes_on_meta_and_fake(hf_program, mode):
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    program, inputs = hf_program
+    real = fxviz.shapes(program, *inputs, progress=False)
+    seen = []
+    original = fxviz._shapes._propagate.check_placement
+
+    def spy(node, value, m):
+        seen.extend(t for t in fxviz._record._summary.iter_tensors(value))
+        return original(node, value, m)
+
+    fxviz._shapes._propagate.check_placement = spy
+    try:
+        other = fxviz.shapes(program, *inputs, mode=mode, progress=False)
+    finally:
+        fxviz._shapes._propagate.check_placement = original
+    assert other.complete
+    assert [(n, s.shape, s.dtype) for n, s in _outputs(other)] == [
+        (n, s.shape, s.dtype) for n, s in _outputs(real)
+    ]
+    assert seen, "every node's output went through the placement check"
+    for _, t in seen:
+        assert t.is_meta if mode == "meta" else isinstance(t, FakeTensor)
+    if mode == "meta":
+        assert {s.device for _, s in _outputs(other)} == {"meta"}
+
+
+class TiedLM(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(30, 16)
+        self.body = nn.Linear(16, 16)
+        self.lm_head = nn.Linear(16, 30, bias=False)
+        self.lm_head.weight = self.embed.weight
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.lm_head(torch.relu(self.body(self.embed(ids))))
+
+
+@pytest.mark.parametrize("method", ["symbolic", "export"])
+@pytest.mark.parametrize("mode", ["meta", "fake"])
+def test_tied_weights_are_swapped_under_every_name(method, mode):
+    model = TiedLM().eval()
+    ids = torch.randint(0, 30, (2, 5))
+    gm = fxviz.trace(model, ids, method=method)
+    real = fxviz.shapes(gm, ids, progress=False)
+    other = fxviz.shapes(gm, ids, mode=mode, progress=False)
+    assert [s.shape for _, s in _outputs(other)] == [s.shape for _, s in _outputs(real)]
+    if mode == "meta":
+        assert {s.device for _, s in _outputs(other)} == {"meta"}
+    # the model itself is untouched: still tied, still real
+    assert model.lm_head.weight is model.embed.weight
+    assert not model.embed.weight.is_meta
+
+
+def test_export_device_constants_are_retargeted_to_meta():
+    class Positions(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            pos = torch.arange(x.shape[1], device=x.device)
+            return (x + pos).to(x.device, torch.float32)
+
+    x = torch.ones(2, 6)
+    gm = fxviz.trace(Positions(), x, method="export")
+    assert any(n.kwargs.get("device") == torch.device("cpu") for n in gm.graph.nodes)
+    rep = fxviz.shapes(gm, x, mode="meta", progress=False)
+    assert {s.device for _, s in _outputs(rep)} == {"meta"}
+    # the graph itself is left as it was
+    assert any(n.kwargs.get("device") == torch.device("cpu") for n in gm.graph.nodes)
+
+
+_REAL_TABLE = torch.arange(4.0)
+
+
+@torch.fx.wrap
+def _cpu_side_table(x: torch.Tensor) -> torch.Tensor:
+    return torch.zeros(4, device="cpu") + _REAL_TABLE
+
+
+@torch.fx.wrap
+def _real_constant(x: torch.Tensor) -> torch.Tensor:
+    return _REAL_TABLE
+
+
+class LeakyMeta(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin(x) + _cpu_side_table(x)
+
+
+class LeakyFake(LeakyMeta):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin(x) + _real_constant(x)
+
+
+@pytest.mark.parametrize(
+    ("mode", "model", "fn"),
+    [("meta", LeakyMeta, _cpu_side_table), ("fake", LeakyFake, _real_constant)],
+)
+def test_a_real_computation_in_meta_or_fake_mode_raises_naming_the_node(mode, model, fn):
+    gm = torch.fx.symbolic_trace(model())
+    with pytest.raises(fxviz.ShapeError) as info:
+        fxviz.shapes(gm, torch.ones(2, 4), mode=mode, progress=False)
+    err = info.value
+    assert err.node == f"{fn.__name__}"
+    assert isinstance(err.__cause__, fxviz.PlacementError)
+    assert "computed on real data" in str(err)
+    assert repr(err.node) in str(err)
+    assert err.report.recording["lin"].outputs  # the nodes before it are on .report
+
+
+def test_cpu_calls_in_a_meta_run_are_retargeted():
+    class ItemShape(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x.new_zeros(3).cpu() + x.sum(0)[:3].to("cpu") + torch.ones(3, device="cpu")
+
+    x = torch.ones(2, 3)
+    gm = torch.fx.symbolic_trace(ItemShape())
+    # a .cpu() in a meta run is retargeted too; the run goes through
+    rep = fxviz.shapes(gm, x, mode="meta", progress=False)
+    assert {s.device for _, s in _outputs(rep)} == {"meta"}
+
+
+@torch.fx.wrap
+def _needs_cpu(x: torch.Tensor) -> torch.Tensor:
+    return x + torch.ones(x.shape[-1], device="cpu")
+
+
+def test_meta_failure_that_fake_survives_suggests_fake():
+    class Model(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return _needs_cpu(x) * 2
+
+    gm = torch.fx.symbolic_trace(Model())
+    with pytest.raises(fxviz.ShapeError) as info:
+        fxviz.shapes(gm, torch.ones(2, 3), mode="meta", progress=False)
+    assert "use mode='fake'" in str(info.value)
+    assert "use mode='real'" not in str(info.value)
+    rep = fxviz.shapes(gm, torch.ones(2, 3), mode="fake", progress=False)
+    assert rep["mul"].shape == (2, 3)
