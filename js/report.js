@@ -64,7 +64,7 @@ class Replay {
   }
   goto(pos) { this.pos = Math.max(0, Math.min(this.order.length, pos)); this.reason = "timeline"; this.publish(); }
   publish() {
-    const states = {};
+    const states = Object.create(null); // node names are user data: "__proto__" included
     this.order.forEach((name, i) => {
       const list = [i < this.pos ? "done" : i === this.pos ? (this.stoppedAtError() ? "error" : "current") : "pending"];
       if (i < this.pos && this.data.records[name]?.nonfinite) list.push("nonfinite");
@@ -80,11 +80,19 @@ class Replay {
     this.showSelected();
     this.onChange?.(this.pos);
   }
+  // The node the inspector opens on: the selection, else the node that made the replay stop
+  // (after a NaN/Inf break, the one that produced it), else the next to run.
+  focusNode() {
+    const selected = this.model.get("selected");
+    if (selected) return selected;
+    if (this.reason === "nonfinite" && this.pos > 0) return this.order[this.pos - 1];
+    return this.order[Math.min(this.pos, this.order.length - 1)];
+  }
   showSelected() {
-    const name = this.model.get("selected") || this.order[Math.min(this.pos, this.order.length - 1)];
+    const name = this.focusNode();
     const i = this.order.indexOf(name);
     const ran = i >= 0 && (i < this.pos || (i === this.pos && this.stoppedAtError()));
-    const info = this.data.inspectors[name];
+    const info = Object.hasOwn(this.data.inspectors, name) ? this.data.inspectors[name] : null;
     if (!info) { this.model.set("inspector", {}); return; }
     this.model.set("inspector", ran || i < 0 ? info : { name, fields: [...(info.planned ?? []), ["state", "not run yet at this point of the replay"]] });
   }
@@ -93,10 +101,11 @@ class Replay {
 export function mountReport(el, data) {
   let replay = null;
   const model = new PageModel(
-    { dot: data.dot, mode: data.replay ? "debugger" : "graph", selected: "", node_states: {}, units: data.units, inspector: {}, rows: data.rows, status: data.status ?? "", error: "", render_ms: 0, layout_timeout_s: 60 },
+    { dot: data.dot, index: data.index ?? [], mode: data.replay ? "debugger" : "graph", selected: "", node_states: {}, units: data.units, inspector: {}, rows: data.rows, status: data.status ?? "", error: "", render_ms: 0, layout_timeout_s: 60 },
     (message) => (replay ? replay.act(message.type) : null),
   );
-  model.on("change:selected", () => (replay ? replay.showSelected() : model.set("inspector", data.inspectors[model.get("selected")] ?? {})));
+  const inspectorOf = (name) => (Object.hasOwn(data.inspectors, name) ? data.inspectors[name] : {});
+  model.on("change:selected", () => (replay ? replay.showSelected() : model.set("inspector", inspectorOf(model.get("selected")))));
   if (data.replay) {
     replay = new Replay(data, model);
     const slider = document.createElement("input");

@@ -96,7 +96,7 @@ def _data(obj: Any, max_preview: int) -> dict[str, Any]:
     drawn_from = obj.recording if isinstance(obj, Debugger) else obj
     drawing = draw(drawn_from)
     depth = opening_depth(drawing)
-    dot = to_dot(drawn_from, depth=depth).source
+    dot = to_dot(drawn_from, depth=depth, legend=False).source  # the page has an HTML legend
     nodes = {n.name: n for n in drawing.nodes}
     fx_nodes = _fx_nodes(obj)
     records = dict(recording.items()) if isinstance(recording, Recording) else {}
@@ -121,6 +121,7 @@ def _data(obj: Any, max_preview: int) -> dict[str, Any]:
     return {
         "dot": dot,
         "units": units(drawing, depth),
+        "index": [[n.name, n.title, n.module] for n in drawing.nodes],  # what search looks in
         "rows": rows,
         "inspectors": inspectors,
         "order": order,

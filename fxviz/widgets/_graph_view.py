@@ -11,7 +11,7 @@ from fxviz._static import STATIC
 from fxviz.render._api import draw, to_dot
 from fxviz.render._collapse import BIG_GRAPH, module_id, opening_depth, unit_path, units
 
-__all__ = ["BIG_GRAPH", "GraphView"]
+__all__ = ["BIG_GRAPH", "GraphView", "search_index"]
 
 
 class GraphView(anywidget.AnyWidget):
@@ -27,6 +27,7 @@ class GraphView(anywidget.AnyWidget):
             it, double-clicking a module's frame collapses it.
         inspector, rows, status, error: what the side panel, table, status line and error
             area show. render_ms: the browser's last layout + paint time.
+        index: ``[[name, target, module], ...]`` for every node: what search looks in.
 
     Example:
         >>> import torch, fxviz
@@ -52,6 +53,7 @@ class GraphView(anywidget.AnyWidget):
     error = traitlets.Unicode("").tag(sync=True)
     render_ms = traitlets.Float(0.0).tag(sync=True)
     layout_timeout_s = traitlets.Float(30.0).tag(sync=True)
+    index = traitlets.List().tag(sync=True)
 
     def __init__(self, obj: Any, *, depth: int | None = None, **kwargs: Any) -> None:
         unknown = set(kwargs) - set(self.class_trait_names())
@@ -69,6 +71,7 @@ class GraphView(anywidget.AnyWidget):
         self.on_msg(self._on_message)
         self._redraw()
         self.rows = self._rows()
+        self.index = search_index(self._draw)
 
     # -- what to draw ---------------------------------------------------------------------
     def _redraw(self, _change: Any = None) -> None:
@@ -79,6 +82,7 @@ class GraphView(anywidget.AnyWidget):
                 expand=self.expanded,
                 collapse=self.collapsed,
                 overlay=[],
+                legend=False,  # the widget draws its legend in HTML, beside the graph
             )
         except Exception as e:  # never a blank view: say what failed
             self.error = f"could not draw the graph: {type(e).__name__}: {e}"
@@ -173,6 +177,11 @@ class GraphView(anywidget.AnyWidget):
 
     def __repr__(self) -> str:
         return f"<fxviz.GraphView: {len(self._draw.nodes)} nodes, depth={self.depth}>"
+
+
+def search_index(drawing: Any) -> list[list[str]]:
+    """What the browser's search looks in: ``[name, target, module]`` for every node."""
+    return [[n.name, n.title, n.module] for n in drawing.nodes]
 
 
 def _prefixes(module: str) -> list[str]:

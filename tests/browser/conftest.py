@@ -149,3 +149,63 @@ def run_in_kernel(page, code: str) -> None:
         ".sessionContext.session.kernel; await kernel.requestExecute({ code }).done; }",
         code,
     )
+
+
+# What a person sees, measured in the page (never counts of elements).
+LABELS_OUTSIDE = """() => {
+  const out = [];
+  for (const g of document.querySelectorAll('.fxviz-graph g.node')) {
+    const shape = g.querySelector('polygon, ellipse, path');
+    if (!shape) continue;
+    const s = shape.getBoundingClientRect();
+    for (const t of g.querySelectorAll('text')) {
+      if (t.closest('.fxviz-marker')) continue;
+      const b = t.getBoundingClientRect();
+      if (b.left < s.left - 0.5 || b.right > s.right + 0.5 || b.top < s.top - 0.5
+          || b.bottom > s.bottom + 0.5) out.push(t.textContent);
+    }
+  }
+  return out;
+}"""
+
+SMALLEST_LABEL_PX = """() => {
+  let smallest = Infinity;
+  for (const t of document.querySelectorAll('.fxviz-graph g.node text')) {
+    if (t.closest('.fxviz-marker')) continue;
+    const size = Number(t.getAttribute('font-size')) * t.getScreenCTM().a;
+    smallest = Math.min(smallest, size);
+  }
+  return smallest;
+}"""
+
+SHOWN = """(el) => {
+  if (!el || !el.checkVisibility({ opacityProperty: true, visibilityProperty: true })) return false;
+  const style = getComputedStyle(el);
+  const box = el.getBoundingClientRect();
+  let node = el;
+  while (node && node.nodeType === 1) {
+    const s = getComputedStyle(node);
+    if (s.display === 'none' || s.visibility === 'hidden' || Number(s.opacity) === 0) return false;
+    node = node.parentNode;
+  }
+  return style.display !== 'none' && box.width > 0 && box.height > 0;
+}"""
+
+
+def shown(locator) -> bool:
+    """The element is rendered: displayed, visible, opaque up its ancestors, non-zero box."""
+    return bool(locator.evaluate(SHOWN))
+
+
+def node(page, name: str):
+    """The drawn node whose title is ``name``."""
+    return page.locator(".fxviz-graph g.node").filter(has=page.locator(f"title:text-is('{name}')"))
+
+
+def outline_style(locator) -> dict:
+    """Computed stroke, fill and filter of a node's outline."""
+    return locator.evaluate(
+        """(g) => { const s = getComputedStyle(g.querySelector('polygon, ellipse, path'));
+        return { stroke: s.stroke, fill: s.fill, width: parseFloat(s.strokeWidth),
+                 filter: getComputedStyle(g).filter }; }"""
+    )
