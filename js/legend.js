@@ -21,7 +21,7 @@ export const STATES = [
   ["current", "next to run"],
   ["selected", "selected"],
   ["breakpoint", "breakpoint"],
-  ["error", "raised"],
+  ["error", "raised error"],
   ["nonfinite", "NaN/Inf output"],
   ["done", "already ran"],
   ["match", "search match"],
