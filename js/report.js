@@ -102,8 +102,31 @@ export function mountReport(el, data) {
   let replay = null;
   const model = new PageModel(
     { dot: data.dot, index: data.index ?? [], mode: data.replay ? "debugger" : "graph", selected: "", node_states: {}, units: data.units, inspector: {}, rows: data.rows, status: data.status ?? "", error: "", render_ms: 0, layout_timeout_s: 60 },
-    (message) => (replay ? replay.act(message.type) : null),
+    (message) => {
+      if (message.type === "toggle_module") openBox(message.unit);
+      else if (replay) replay.act(message.type);
+    },
   );
+  // No kernel to redraw: a collapsed box opens as its own drawing, made when the report
+  // was written; "overview" goes back.
+  const overviewButton = document.createElement("button");
+  Object.assign(overviewButton, { className: "fxviz-btn fxviz-overview", textContent: "◀ overview", title: "back to the whole graph" });
+  overviewButton.style.display = "none";
+  const expansions = data.expansions ?? {};
+  function openBox(title) {
+    const opened = Object.hasOwn(expansions, title) ? expansions[title] : null;
+    if (!opened) return;
+    const units = Object.assign(Object.create(null), data.units);
+    for (const [name, id] of opened.nodes) units[name] = id;
+    model.state.units = units;
+    model.set("dot", opened.dot);
+    overviewButton.style.display = "";
+  }
+  overviewButton.addEventListener("click", () => {
+    model.state.units = data.units;
+    model.set("dot", data.dot);
+    overviewButton.style.display = "none";
+  });
   const inspectorOf = (name) => (Object.hasOwn(data.inspectors, name) ? data.inspectors[name] : {});
   model.on("change:selected", () => (replay ? replay.showSelected() : model.set("inspector", inspectorOf(model.get("selected")))));
   if (data.replay) {
@@ -115,6 +138,7 @@ export function mountReport(el, data) {
     el.before(slider);
   }
   widget.render({ model, el });
+  el.querySelector(".fxviz-search-bar")?.prepend(overviewButton);
   replay?.publish();
   return model;
 }

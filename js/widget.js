@@ -23,6 +23,7 @@ const T = {
 };
 const STATE_PREFIX = "fxviz-";
 const MATCH = "fxviz-match";
+const TABLE_ROWS = 1000;
 const READABLE_ZOOM = 1.2; // px per SVG unit that makes 10 pt labels 12 px tall
 const ACTIONS = [
   ["restart", "restart", "start again from the first node"],
@@ -312,11 +313,14 @@ function render({ model, el }) {
     if (!rows.length) { table.replaceChildren(); return; }
     const columns = Object.keys(rows[0]);
     const selected = model.get(T.selected);
-    const body = rows.map((row) =>
+    // a table of tens of thousands of rows freezes the page: the first rows, and a note
+    const shownRows = rows.length > TABLE_ROWS ? rows.slice(0, TABLE_ROWS) : rows;
+    const body = shownRows.map((row) =>
       h("tr", { class: row.name === selected ? "fxviz-row-selected" : "", "data-name": row.name, onclick: () => select(row.name) },
         ...columns.map((c) => h("td", {}, row[c] == null ? "" : String(row[c])))),
     );
     table.replaceChildren(h("table", {}, h("thead", {}, h("tr", {}, ...columns.map((c) => h("th", {}, c)))), h("tbody", {}, ...body)));
+    if (rows.length > TABLE_ROWS) table.append(h("div", { class: "fxviz-hint" }, `… ${rows.length - TABLE_ROWS} more rows: search finds any node`));
   }
 
   function select(name) {

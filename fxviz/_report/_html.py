@@ -19,9 +19,17 @@ import torch
 from fxviz._record._records import Recording
 from fxviz._shapes._report import ShapeReport
 from fxviz._static import static_file
-from fxviz.render._api import draw, to_dot
-from fxviz.render._collapse import opening_depth, units
+from fxviz.render._api import _default_overlays, draw
+from fxviz.render._collapse import (
+    group_wide,
+    module_id,
+    module_members,
+    opening_depth,
+    unit_path,
+    units,
+)
 from fxviz.render._diff import GraphDiff
+from fxviz.render._dot import render
 
 __all__ = ["report"]
 
@@ -94,9 +102,10 @@ def _data(obj: Any, max_preview: int) -> dict[str, Any]:
     recording = obj.recording if isinstance(obj, (Debugger, ShapeReport)) else obj
     replay = isinstance(obj, (Recording, Debugger))
     drawn_from = obj.recording if isinstance(obj, Debugger) else obj
-    drawing = draw(drawn_from)
+    drawing = group_wide(draw(drawn_from))  # wide levels (flat 20k-node chains) in groups
     depth = opening_depth(drawing)
-    dot = to_dot(drawn_from, depth=depth, legend=False).source  # the page has an HTML legend
+    overlays = _default_overlays(drawn_from)
+    dot = render(drawing, depth=depth, overlays=overlays, legend=False).source  # HTML legend
     nodes = {n.name: n for n in drawing.nodes}
     fx_nodes = _fx_nodes(obj)
     records = dict(recording.items()) if isinstance(recording, Recording) else {}
@@ -121,6 +130,7 @@ def _data(obj: Any, max_preview: int) -> dict[str, Any]:
     return {
         "dot": dot,
         "units": units(drawing, depth),
+        "expansions": _expansions(drawing, depth, overlays),
         "index": [[n.name, n.title, n.module] for n in drawing.nodes],  # what search looks in
         "rows": rows,
         "inspectors": inspectors,
@@ -133,6 +143,28 @@ def _data(obj: Any, max_preview: int) -> dict[str, Any]:
         "model": drawing.name,
         "status": "",
     }
+
+
+_OPENED_MAX = 3000  # nodes a box may hold to be opened in the page
+
+
+def _expansions(drawing: Any, depth: int | None, overlays: list) -> dict[str, Any]:
+    """For each collapsed box of the opening view, its insides drawn on their own: the page
+    has no kernel to redraw, so a click on a box shows this DOT."""
+    if depth is None:
+        return {}
+    members: dict[str, list[Any]] = {}
+    for n in drawing.nodes:
+        path = unit_path(n.module, depth, frozenset())
+        if path is not None:
+            members.setdefault(path, []).append(n)
+    opened = {}
+    for path, inside in members.items():
+        if 1 < len(inside) <= _OPENED_MAX:
+            sub = module_members(drawing, path)
+            dot = render(sub, depth=None, overlays=overlays, legend=False).source
+            opened[module_id(path)] = {"dot": dot, "nodes": [[n.name, n.id] for n in inside]}
+    return opened
 
 
 def _fx_nodes(obj: Any) -> dict[str, Any]:

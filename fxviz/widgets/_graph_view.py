@@ -8,8 +8,16 @@ import anywidget
 import traitlets
 
 from fxviz._static import STATIC
-from fxviz.render._api import draw, to_dot
-from fxviz.render._collapse import BIG_GRAPH, module_id, opening_depth, unit_path, units
+from fxviz.render._api import _default_overlays, draw
+from fxviz.render._collapse import (
+    BIG_GRAPH,
+    group_wide,
+    module_id,
+    opening_depth,
+    unit_path,
+    units,
+)
+from fxviz.render._dot import render
 
 __all__ = ["BIG_GRAPH", "GraphView", "search_index"]
 
@@ -63,7 +71,7 @@ class GraphView(anywidget.AnyWidget):
             )
         super().__init__(**kwargs)
         self._obj = obj
-        self._draw = draw(obj)
+        self._draw = group_wide(draw(obj))  # wide levels (flat 20k-node chains) in groups
         self._names = {n.id: n.name for n in self._draw.nodes}
         self.depth = depth if depth is not None else opening_depth(self._draw)
         self.observe(self._redraw, names=["depth", "expanded", "collapsed"])
@@ -76,12 +84,12 @@ class GraphView(anywidget.AnyWidget):
     # -- what to draw ---------------------------------------------------------------------
     def _redraw(self, _change: Any = None) -> None:
         try:
-            digraph = to_dot(
-                self._obj,
+            digraph = render(
+                self._draw,
                 depth=self.depth,
                 expand=self.expanded,
                 collapse=self.collapsed,
-                overlay=[],
+                overlays=_default_overlays(self._obj),
                 legend=False,  # the widget draws its legend in HTML, beside the graph
             )
         except Exception as e:  # never a blank view: say what failed

@@ -96,9 +96,11 @@ def test_report_of_a_failed_run_and_hostile_names(offline, tmp_path):
     )
     failing = page.locator(".fxviz-graph g.fxviz-error")
     assert failing.count() == 1
-    assert shown(failing) and shown(failing.locator("text").first)  # not hidden by the error box's CSS
+    assert shown(failing)
+    assert shown(failing.locator("text").first)  # not hidden by the error box's CSS
     style = outline_style(failing)
-    assert style["fill"] == "rgb(255, 179, 179)" and style["stroke"] == "rgb(192, 0, 0)"
+    assert style["fill"] == "rgb(255, 179, 179)"
+    assert style["stroke"] == "rgb(192, 0, 0)"
     assert "view" in failing.locator("title").text_content()
     assert alerts == []
     assert requests == []
@@ -142,9 +144,11 @@ def test_a_cnn_opens_readable_with_every_label_inside_its_shape(offline, tmp_pat
     assert page.evaluate(LABELS_OUTSIDE) == []
     assert shown(node(page, "x"))  # top-anchored: the first node is in the panel
     box, panel = node(page, "x").bounding_box(), page.locator(".fxviz-graph").bounding_box()
-    assert panel["y"] <= box["y"] and box["y"] + box["height"] <= panel["y"] + panel["height"]
+    assert panel["y"] <= box["y"]
+    assert box["y"] + box["height"] <= panel["y"] + panel["height"]
     legend = page.locator(".fxviz-legend")
-    assert shown(legend) and "Conv2d(3→16" in legend.inner_text()
+    assert shown(legend)
+    assert "Conv2d(3→16" in legend.inner_text()
     status, toolbar = page.locator(".fxviz-status"), page.locator(".fxviz-buttons")
     assert abs(status.bounding_box()["y"] - toolbar.bounding_box()["y"]) < 40
     screenshot(page, page.locator("body"), "cnn.png")
@@ -166,7 +170,8 @@ def test_search_at_the_start_finds_nodes_not_run_yet(offline, tmp_path):
     search = page.locator(".fxviz-search")
     search.fill("clamp")
     assert page.locator(".fxviz-match-count").inner_text() == "1 match"
-    assert shown(node(page, "clamp")) and "drop-shadow" in outline_style(node(page, "clamp"))["filter"]
+    assert shown(node(page, "clamp"))
+    assert "drop-shadow" in outline_style(node(page, "clamp"))["filter"]
     search.fill("linear")  # targets and module paths too: Linear(...) and linear1/linear2
     assert page.locator(".fxviz-match-count").inner_text() == "2 matches"
     search.press("Enter")
@@ -196,9 +201,12 @@ def test_states_combine_on_one_node_and_the_legend_explains_them(offline, tmp_pa
     x = node(page, "linear1")
     x.click()  # linear1 is current and now selected
     page.locator("button[data-action=toggle_breakpoint]").click()
-    page.wait_for_function("document.querySelector('.fxviz-status').textContent.includes('at linear1')")
+    page.wait_for_function(
+        "document.querySelector('.fxviz-status').textContent.includes('at linear1')"
+    )
     style = outline_style(x)
-    assert style["stroke"] == "rgb(31, 111, 235)" and style["width"] >= 3  # current
+    assert style["stroke"] == "rgb(31, 111, 235)"
+    assert style["width"] >= 3  # current
     assert "drop-shadow" in style["filter"]  # selected
     assert shown(x.locator(".fxviz-marker-breakpoint"))  # breakpoint
     legend = page.locator(".fxviz-legend")
@@ -226,7 +234,9 @@ def test_a_nan_break_opens_the_inspector_on_the_node_that_made_it(offline, tmp_p
     _open(page, path)
     page.locator("button[data-action=break_nan]").click()
     page.locator("button[data-action=continue]").click()
-    page.wait_for_function("document.querySelector('.fxviz-status').textContent.includes('(nonfinite)')")
+    page.wait_for_function(
+        "document.querySelector('.fxviz-status').textContent.includes('(nonfinite)')"
+    )
     assert page.locator(".fxviz-inspector .fxviz-title").inner_text() == "log"
     log = node(page, "log")
     assert shown(log.locator(".fxviz-marker-nonfinite"))
@@ -254,5 +264,6 @@ def test_hostile_node_names_get_their_states(offline, tmp_path):
     page.wait_for_function("document.querySelector('.fxviz-status').textContent.includes('2/4')")
     assert "fxviz-done" in node(page, "__proto__").get_attribute("class")
     legendish_node = node(page, "_legend_call_function")
-    assert legendish_node.count() == 1 and shown(legendish_node)
+    assert legendish_node.count() == 1
+    assert shown(legendish_node)
     assert "fxviz-current" in legendish_node.get_attribute("class")

@@ -183,7 +183,8 @@ def test_notebook_02_debugger_reads_well_in_each_front_end_and_theme(browser, ju
     )
     inspector = widget.locator(".fxviz-inspector")
     box, graph = inspector.bounding_box(), widget.locator(".fxviz-graph").bounding_box()
-    assert box["x"] >= graph["x"] + graph["width"] and box["x"] + box["width"] <= 1280
+    assert box["x"] >= graph["x"] + graph["width"]
+    assert box["x"] + box["width"] <= 1280
     preview = widget.locator(".fxviz-preview")
     if preview.count():  # whole numbers: lines scroll, never wrap mid-digit
         assert preview.evaluate("e => getComputedStyle(e).whiteSpace") == "pre"
