@@ -71,27 +71,42 @@ export function outlineOf(g) {
 // Graphviz sized each shape from its own estimate of the label's width; the browser's font
 // may be wider. Any label that would cross its shape's edge is condensed to fit (SVG
 // textLength), so text never leaves its node whatever fonts the page has.
+export const LABEL_FONT = 'Arial, "Liberation Sans", Helvetica, "Nimbus Sans", sans-serif'; // as in widget.css
+
+let canvas = null;
+
+// The width the browser gives `text` in the page's label font, measured on a canvas: it
+// does not depend on whether the SVG is rendered yet (a notebook output still hidden).
+function textWidth(text) {
+  canvas ??= document.createElement("canvas").getContext("2d");
+  const size = Number(text.getAttribute("font-size")) || 14;
+  const weight = text.getAttribute("font-weight") === "bold" ? "bold " : "";
+  const style = text.getAttribute("font-style") === "italic" ? "italic " : "";
+  canvas.font = `${style}${weight}${size}px ${LABEL_FONT}`;
+  return canvas.measureText(text.textContent).width;
+}
+
 export function fitLabels(nodes, limit = 6000) {
-  let condensed = 0;
   let count = 0;
   for (const g of nodes) {
     if (++count > limit) break;
     const outline = outlineOf(g);
     if (!outline) continue;
     const shape = outline.getBBox();
+    if (!shape.width) continue;
     const left = shape.x + LABEL_PAD;
     const right = shape.x + shape.width - LABEL_PAD;
     for (const text of g.querySelectorAll("text")) {
-      const box = text.getBBox();
-      if (box.x >= left && box.x + box.width <= right) continue;
+      if (text.closest(".fxviz-marker")) continue;
+      const width = textWidth(text);
       const x = Number(text.getAttribute("x"));
       const anchor = text.getAttribute("text-anchor") || "start";
+      const start = anchor === "middle" ? x - width / 2 : anchor === "end" ? x - width : x;
+      if (start >= left && start + width <= right) continue;
       const room = anchor === "middle" ? 2 * Math.min(x - left, right - x) : anchor === "end" ? x - left : right - x;
-      if (!(room > 0)) continue;
+      if (!(room > 0) || room >= width) continue; // only ever condensed, never stretched
       text.setAttribute("textLength", String(room));
       text.setAttribute("lengthAdjust", "spacingAndGlyphs");
-      condensed += 1;
     }
   }
-  return condensed;
 }

@@ -188,7 +188,10 @@ LABELS_OUTSIDE = """() => {
       if (t.closest('.fxviz-marker')) continue;
       const b = t.getBoundingClientRect();
       if (b.left < s.left - 0.5 || b.right > s.right + 0.5 || b.top < s.top - 0.5
-          || b.bottom > s.bottom + 0.5) out.push(t.textContent);
+          || b.bottom > s.bottom + 0.5) {
+        const r = (x) => [x.left, x.top, x.right, x.bottom].map(Math.round).join(',');
+        out.push(`${t.textContent} text ${r(b)} shape ${r(s)} textLength=${t.getAttribute("textLength")} ${t.outerHTML.slice(0, 160)}`);
+      }
     }
   }
   return out;

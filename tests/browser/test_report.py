@@ -267,3 +267,30 @@ def test_hostile_node_names_get_their_states(offline, tmp_path):
     assert legendish_node.count() == 1
     assert shown(legendish_node)
     assert "fxviz-current" in legendish_node.get_attribute("class")
+
+
+def test_a_20000_node_flat_chain_draws_in_groups_that_open(offline, tmp_path):
+    page, _ = offline
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    for i in range(20_000):
+        x = graph.call_function(torch.relu if i % 2 else torch.neg, (x,))
+    graph.output(x)
+    path = tmp_path / "chain.html"
+    fxviz.report(torch.fx.GraphModule(torch.nn.Module(), graph), path)
+    _open(page, path)
+    boxes = page.locator(".fxviz-graph g.fx-module")
+    assert 50 <= boxes.count() <= 120
+    assert page.evaluate(SMALLEST_LABEL_PX) >= 11.9
+    assert page.evaluate(LABELS_OUTSIDE) == []
+    page.locator(".fxviz-search").fill("relu_9999")  # inside a closed box: the box lights up
+    assert page.locator(".fxviz-match-count").inner_text() == "1 match"
+    assert page.locator(".fxviz-graph g.fxviz-match.fx-module").count() == 1
+    screenshot(page, page.locator("body"), "big-graph-20k.png")
+    page.evaluate("document.querySelector('.fxviz').dataset.opening = ''")
+    boxes.first.click()
+    page.wait_for_function("document.querySelector('.fxviz')?.dataset.opening")
+    assert 150 <= page.locator(".fxviz-graph g.node").count() <= 400
+    assert shown(node(page, "neg"))
+    page.locator(".fxviz-overview").click()
+    page.wait_for_function("document.querySelectorAll('.fxviz-graph g.fx-module').length > 50")

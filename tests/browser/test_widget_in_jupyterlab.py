@@ -196,3 +196,27 @@ def test_notebook_02_debugger_reads_well_in_each_front_end_and_theme(browser, ju
         )
         page.wait_for_function("document.body.dataset.jpThemeLight === 'true'")
     page.close()
+
+
+def test_a_20000_node_flat_chain_opens_in_groups_in_jupyterlab(browser, lab):
+    write_notebook(
+        lab["root"],
+        "chain.ipynb",
+        [
+            "import torch, fxviz\ngraph = torch.fx.Graph()\nx = graph.placeholder('x')\n"
+            "for i in range(20_000):\n"
+            "    x = graph.call_function(torch.relu if i % 2 else torch.neg, (x,))\n"
+            "graph.output(x)\ngm = torch.fx.GraphModule(torch.nn.Module(), graph)\n"
+            "view = fxviz.show(gm)\nview",
+        ],
+    )
+    page = open_and_run(browser, lab, "chain.ipynb")
+    boxes = page.locator(".fxviz-graph g.fx-module")
+    boxes.first.wait_for(timeout=120_000)
+    assert 50 <= boxes.count() <= 120  # drawn: no "Maximum call stack size exceeded"
+    assert page.locator(".fxviz-error-box").inner_text() == ""
+    boxes.first.click()  # one group opens, the others stay boxes
+    _node(page, "neg_1").wait_for()
+    assert shown(_node(page, "neg_1"))
+    assert page.evaluate(LABELS_OUTSIDE) == []
+    page.close()
