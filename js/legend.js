@@ -13,7 +13,7 @@ const SHAPES = {
   parameter: ["parameter", "M4 3 H14 Q16 3 16 5 V11 Q16 13 14 13 H4 Q2 13 2 11 V5 Q2 3 4 3 Z"],
   buffer: ["buffer", "M4 3 H14 Q16 3 16 5 V11 Q16 13 14 13 H4 Q2 13 2 11 V5 Q2 3 4 3 Z"],
   constant: ["constant", "M4 3 H14 Q16 3 16 5 V11 Q16 13 14 13 H4 Q2 13 2 11 V5 Q2 3 4 3 Z"],
-  module: ["module (click opens)", "M2 4 H7 L8 2 H12 L13 4 H16 V14 H2 Z"],
+  module: ["collapsed module", "M2 4 H7 L8 2 H12 L13 4 H16 V14 H2 Z"],
   stub: ["copy of a widely used input", "M2 2 H13 L16 5 V14 H2 Z"],
 };
 
@@ -76,6 +76,7 @@ function entry(swatch, text) {
   const row = document.createElement("li");
   const label = document.createElement("span");
   label.textContent = text;
+  label.title = text;
   row.append(swatch, label);
   return row;
 }

@@ -362,6 +362,7 @@ function render({ model, el }) {
     count.textContent = query.trim() ? `${matches.length} match${matches.length === 1 ? "" : "es"}` : "";
     for (const g of byTitle.values()) g.classList.remove(MATCH);
     for (const name of matches) byTitle.get(unitOf(name))?.classList.add(MATCH);
+    if (matches.length) focusOn(unitOf(matches[0]), null, { always: false }); // bring it into view
   }
   search.addEventListener("keydown", (event) => {
     event.stopPropagation();
