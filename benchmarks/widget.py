@@ -205,6 +205,7 @@ def graphs(page, repeats: int) -> tuple[dict, dict]:
             rows[name, "open"].append(
                 draw(page, f"{show}; view.layout_timeout_s = 600; out.append_display_data(view)")
             )
+            print(f"  {labels[name, 'open']}: {rows[name, 'open'][-1]['paint']:.0f} ms", flush=True)
             if then == "full":
                 rows[name, then].append(draw(page, "view.render_ms = 0.0; view.depth = None"))
             else:

@@ -19,6 +19,7 @@ __all__ = [
 ]
 
 BIG_GRAPH = 300  # visible nodes above which a view opens collapsed by module
+WIDE_LEVEL = 1000  # modules or loose nodes side by side above which they are grouped
 
 
 def module_id(path: str, prefix: str = "module__") -> str:
@@ -78,7 +79,7 @@ def units(
     }
 
 
-def group_wide(draw: DrawGraph, limit: int = BIG_GRAPH, groups: int = 100) -> DrawGraph:
+def group_wide(draw: DrawGraph, limit: int = WIDE_LEVEL, groups: int = 100) -> DrawGraph:
     """``draw`` with every level that holds more than ``limit`` modules or loose nodes
     split into about ``groups`` consecutive groups, each a module of its own
     (``"relu_1 … add_9"``): a flat 20,000-node chain then opens as 100 boxes and each box
@@ -86,9 +87,9 @@ def group_wide(draw: DrawGraph, limit: int = BIG_GRAPH, groups: int = 100) -> Dr
 
     >>> from fxviz.render._model import DrawNode
     >>> chain = DrawGraph("chain", [DrawNode(f"n{i}", f"n{i}", "call_function", "f")
-    ...                             for i in range(1000)], [])
+    ...                             for i in range(1001)], [])
     >>> sorted({n.module for n in group_wide(chain).nodes})[:2]
-    ['n0 … n9', 'n10 … n19']
+    ['n0 … n10', 'n11 … n21']
     """
     paths = [n.module.split(".") if n.module else [] for n in draw.nodes]
     _group_level(paths, [n.name for n in draw.nodes], list(range(len(paths))), 0, limit, groups)

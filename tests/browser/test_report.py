@@ -288,9 +288,9 @@ def test_a_20000_node_flat_chain_draws_in_groups_that_open(offline, tmp_path):
     assert page.locator(".fxviz-graph g.fxviz-match.fx-module").count() == 1
     screenshot(page, page.locator("body"), "big-graph-20k.png")
     page.evaluate("document.querySelector('.fxviz').dataset.opening = ''")
-    boxes.first.click()
+    page.locator(".fxviz-graph g.fxviz-match.fx-module").click()  # open the group holding it
     page.wait_for_function("document.querySelector('.fxviz')?.dataset.opening")
-    assert 150 <= page.locator(".fxviz-graph g.node").count() <= 400
-    assert shown(node(page, "neg"))
+    assert 50 <= page.locator(".fxviz-graph g.node").count() <= 400  # one group: 1% of the chain
+    assert shown(node(page, "relu_9999"))
     page.locator(".fxviz-overview").click()
     page.wait_for_function("document.querySelectorAll('.fxviz-graph g.fx-module').length > 50")
