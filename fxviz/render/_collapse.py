@@ -19,7 +19,7 @@ __all__ = [
 ]
 
 BIG_GRAPH = 300  # visible nodes above which a view opens collapsed by module
-WIDE_LEVEL = 1000  # modules or loose nodes side by side above which they are grouped
+WIDE_LEVEL = BIG_GRAPH  # modules or loose nodes side by side above which they are grouped
 
 
 def module_id(path: str, prefix: str = "module__") -> str:
@@ -87,9 +87,9 @@ def group_wide(draw: DrawGraph, limit: int = WIDE_LEVEL, groups: int = 100) -> D
 
     >>> from fxviz.render._model import DrawNode
     >>> chain = DrawGraph("chain", [DrawNode(f"n{i}", f"n{i}", "call_function", "f")
-    ...                             for i in range(1001)], [])
+    ...                             for i in range(1000)], [])
     >>> sorted({n.module for n in group_wide(chain).nodes})[:2]
-    ['n0 … n10', 'n11 … n21']
+    ['n0 … n9', 'n10 … n19']
     """
     paths = [n.module.split(".") if n.module else [] for n in draw.nodes]
     _group_level(paths, [n.name for n in draw.nodes], list(range(len(paths))), 0, limit, groups)
