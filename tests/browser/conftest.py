@@ -238,3 +238,9 @@ def outline_style(locator) -> dict:
         return { stroke: s.stroke, fill: s.fill, width: parseFloat(s.strokeWidth),
                  filter: getComputedStyle(g).filter }; }"""
     )
+
+
+# Inspector keys and values wide enough to read (a long key must not squeeze its value
+# into one letter a line, nor be squeezed itself).
+INSPECTOR_NARROWEST = """() => Math.min(...[...document.querySelectorAll(
+  '.fxviz-inspector dt, .fxviz-inspector dd')].map((e) => e.getBoundingClientRect().width))"""

@@ -10,6 +10,7 @@ import torch
 import fxviz
 from fxviz.examples import TwoLayerNet
 from tests.browser.conftest import (
+    INSPECTOR_NARROWEST,
     LABELS_OUTSIDE,
     SMALLEST_LABEL_PX,
     node,
@@ -102,6 +103,10 @@ def test_report_of_a_failed_run_and_hostile_names(offline, tmp_path):
     assert style["fill"] == "rgb(255, 179, 179)"
     assert style["stroke"] == "rgb(192, 0, 0)"
     assert "view" in failing.locator("title").text_content()
+    page.wait_for_function(
+        "document.querySelector('.fxviz-inspector .fxviz-title')?.textContent === 'view'"
+    )
+    assert page.evaluate(INSPECTOR_NARROWEST) >= 40  # a hostile input name squeezes nothing
     assert alerts == []
     assert requests == []
     screenshot(page, page.locator("body"), "post-mortem.png")
