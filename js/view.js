@@ -23,8 +23,10 @@ export function openingView(panZoom, svg, topNode) {
   const readable = READABLE_PX / smallestNodeFont(svg);
   const whole = Math.min(sizes.width / box.width, sizes.height / box.height);
   const width = sizes.width / box.width;
-  if (whole >= readable) {
+  if (whole >= readable) { // all of it, readable; a small graph is not blown up beyond 1.5x
     panZoom.fit();
+    const cap = readable * 1.5;
+    if (panZoom.getSizes().realZoom > cap) panZoom.zoom((cap / panZoom.getSizes().realZoom) * panZoom.getZoom());
     panZoom.center();
     return "fit";
   }

@@ -92,13 +92,16 @@ def group_wide(draw: DrawGraph, limit: int = WIDE_LEVEL, groups: int = 100) -> D
     ['n0 … n9', 'n10 … n19']
     """
     paths = [n.module.split(".") if n.module else [] for n in draw.nodes]
-    _group_level(paths, [n.name for n in draw.nodes], list(range(len(paths))), 0, limit, groups)
+    made: set[str] = set()
+    names = [n.name for n in draw.nodes]
+    _group_level(paths, names, list(range(len(paths))), 0, limit, groups, made)
     new = [".".join(p) for p in paths]
     if all(a == n.module for a, n in zip(new, draw.nodes, strict=True)):
         return draw
     renamed: dict[str, str] = {}
-    for old, parts in zip(draw.nodes, paths, strict=True):
-        old_parts = old.module.split(".") if old.module else []
+    moved = {n.module: parts for n, parts in zip(draw.nodes, paths, strict=True) if n.module}
+    for module, parts in moved.items():  # once per module, not per node
+        old_parts = module.split(".")
         for cut in range(1, len(old_parts) + 1):
             prefix = ".".join(old_parts[:cut])
             if prefix not in renamed:
@@ -106,11 +109,8 @@ def group_wide(draw: DrawGraph, limit: int = WIDE_LEVEL, groups: int = 100) -> D
     nodes = [dataclasses.replace(n, module=m) for n, m in zip(draw.nodes, new, strict=True)]
     modules = {renamed.get(k, k): v for k, v in draw.modules.items()}
     params = {renamed.get(k, k): v for k, v in draw.params.items()}
-    for module in {m for m in new if m}:
-        for cut in range(1, module.count(".") + 2):
-            path = ".".join(module.split(".")[:cut])
-            if " … " in path.rpartition(".")[2]:
-                modules.setdefault(path, "group")
+    for path in made:
+        modules.setdefault(path, "group")
     return dataclasses.replace(draw, nodes=nodes, modules=modules, params=params)
 
 
@@ -132,6 +132,7 @@ def _group_level(
     level: int,
     limit: int,
     groups: int,
+    made: set[str],
 ) -> None:
     keys = [paths[i][level] if len(paths[i]) > level else "\0" + names[i] for i in members]
     order = list(dict.fromkeys(keys))
@@ -145,12 +146,13 @@ def _group_level(
                 label[key] = name
         for i, key in zip(members, keys, strict=True):
             paths[i].insert(level, label[key])
+            made.add(".".join(paths[i][: level + 1]))
     children: dict[str, list[int]] = collections.defaultdict(list)
     for i in members:
         if len(paths[i]) > level:
             children[paths[i][level]].append(i)
     for sub in children.values():
-        _group_level(paths, names, sub, level + 1, limit, groups)
+        _group_level(paths, names, sub, level + 1, limit, groups, made)
 
 
 def _shown(key: str) -> str:
