@@ -88,6 +88,7 @@ STEP = """async () => {
     });
     mo.observe(q('.fxviz'), { subtree: 1, childList: 1, attributes: 1, characterData: 1 });
     q('button[data-action=step]').click();
+    setTimeout(() => { mo.disconnect(); resolve(); }, 30000); // never hang the benchmark
   });
   const dom = performance.now() - t0;
   await new Promise((r) => requestAnimationFrame(() => setTimeout(r, 0)));
@@ -113,7 +114,7 @@ TARGETS = (*((name, kind, what, ms) for name, kind, ms in LIMITS for what in ("r
            ("GPT", "full", "gap", 1500), ("big stack", "full", "gap", 1500),
            ("debugger", "step", "paint", 100), ("debugger 3k", "step", "gap", 200))  # fmt: skip
 DEBUG_3K = ("out.outputs = (); view = fxviz.debug(blocks(30 if QUICK else 340), torch.randn(2, 4));"
-            " out.append_display_data(view)")  # fmt: skip
+            " view.depth = None; out.append_display_data(view)")  # every node drawn  # fmt: skip
 HEARTBEAT = """() => { const m = window.__hb = { gaps: [], last: performance.now() };
   m.beat = setInterval(() => { const t = performance.now(); m.gaps.push(t - m.last); m.last = t; }, 50); }"""
 HEARTBEAT_END = """() => { const m = window.__hb; clearInterval(m.beat);
@@ -214,6 +215,7 @@ def graphs(page, repeats: int) -> tuple[dict, dict]:
                     "__path = next(n.module.split('.')[0] for n in view._draw.nodes if n.module)",
                 )
                 rows[name, then].append(draw(page, "view.render_ms = 0.0; view.expand(__path)"))
+            print(f"  {labels[name, then]}: {rows[name, then][-1]['paint']:.0f} ms", flush=True)
     return rows, labels
 
 
