@@ -68,13 +68,11 @@ def units(
 ) -> dict[str, str]:
     """``{node name: DOT id of what draws it}``: its module's box, or the node itself
     (a box around a single node is not drawn)."""
-    paths = {n.name: unit_path(n.module, depth, expand, collapse) for n in draw.nodes}
-    counts: dict[str, int] = {}
-    for path in paths.values():
-        if path:
-            counts[path] = counts.get(path, 0) + 1
+    by_module = {m: unit_path(m, depth, expand, collapse) for m in {n.module for n in draw.nodes}}
+    counts = collections.Counter(by_module[n.module] for n in draw.nodes)
+    ids = {path: module_id(path) for path in counts if path}  # once per box, not per node
     return {
-        n.name: module_id(paths[n.name]) if paths[n.name] and counts[paths[n.name]] > 1 else n.id
+        n.name: ids[path] if (path := by_module[n.module]) and counts[path] > 1 else n.id
         for n in draw.nodes
     }
 
