@@ -240,7 +240,13 @@ def outline_style(locator) -> dict:
     )
 
 
-# Inspector keys and values wide enough to read (a long key must not squeeze its value
-# into one letter a line, nor be squeezed itself).
-INSPECTOR_NARROWEST = """() => Math.min(...[...document.querySelectorAll(
-  '.fxviz-inspector dt, .fxviz-inspector dd')].map((e) => e.getBoundingClientRect().width))"""
+# Inspector keys and values squeezed narrower than their text (or 40 px, for long text):
+# a long key must not squeeze its value into one letter a line, nor be squeezed itself.
+INSPECTOR_SQUEEZED = """() => {
+  const ctx = document.createElement('canvas').getContext('2d');
+  return [...document.querySelectorAll('.fxviz-inspector dt, .fxviz-inspector dd')].filter((e) => {
+    ctx.font = getComputedStyle(e).font;
+    const natural = ctx.measureText(e.textContent).width;
+    return e.getBoundingClientRect().width < Math.min(natural, 40) - 1;
+  }).map((e) => e.textContent);
+}"""

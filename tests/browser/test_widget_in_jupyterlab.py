@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.browser.conftest import (
-    INSPECTOR_NARROWEST,
+    INSPECTOR_SQUEEZED,
     LABELS_OUTSIDE,
     SMALLEST_LABEL_PX,
     open_and_run,
@@ -187,7 +187,7 @@ def test_notebook_02_debugger_reads_well_in_each_front_end_and_theme(browser, ju
     box, graph = inspector.bounding_box(), widget.locator(".fxviz-graph").bounding_box()
     assert box["x"] >= graph["x"] + graph["width"]
     assert box["x"] + box["width"] <= 1280
-    assert page.evaluate(INSPECTOR_NARROWEST) >= 30
+    assert page.evaluate(INSPECTOR_SQUEEZED) == []
     preview = widget.locator(".fxviz-preview")
     if preview.count():  # whole numbers: lines scroll, never wrap mid-digit
         assert preview.evaluate("e => getComputedStyle(e).whiteSpace") == "pre"
