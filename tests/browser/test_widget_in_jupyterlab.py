@@ -167,8 +167,11 @@ def test_notebook_02_debugger_reads_well_in_each_front_end_and_theme(browser, ju
     page.wait_for_function("document.querySelector('.fxviz')?.dataset.opening")
     page.wait_for_timeout(300)  # the theme's CSS settles
     background = widget.locator(".fxviz-graph").evaluate("e => getComputedStyle(e).backgroundColor")
-    dark = background != "rgb(255, 255, 255)"
-    assert dark == (theme == "dark")
+    page_fill = widget.locator(".fxviz-graph g.graph polygon").first.evaluate(
+        "e => getComputedStyle(e).fill"
+    )  # Graphviz's own white page under the graph
+    assert (background != "rgb(255, 255, 255)") == (theme == "dark")
+    assert (page_fill != "rgb(255, 255, 255)") == (theme == "dark")
     assert page.evaluate(SMALLEST_LABEL_PX) >= 11.9
     assert page.evaluate(LABELS_OUTSIDE) == []
     for part in (".fxviz-legend", ".fxviz-inspector", ".fxviz-status", ".fxviz-buttons"):
