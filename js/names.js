@@ -13,10 +13,11 @@ export const T = {
   error: "error",
   renderMs: "render_ms",
   layoutTimeout: "layout_timeout_s",
+  index: "index",
 };
 
 // fxviz.render._payload.PAYLOAD_VERSION: the page refuses data of another version.
-export const PAYLOAD_VERSION = 1;
+export const PAYLOAD_VERSION = 2;
 
 // Node states become CSS classes with this prefix (fxviz-current, fxviz-done...).
 export const STATE_PREFIX = "fxviz-";

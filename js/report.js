@@ -84,8 +84,8 @@ class Replay {
   }
   goto(pos) { this.pos = Math.max(0, Math.min(this.last, pos)); this.reason = "timeline"; this.publish(); }
   statesAt(pos) {
-    const states = { ...this.steps[0].states };
-    for (let p = 1; p <= pos; p++) Object.assign(states, this.steps[p].states);
+    const states = Object.create(null); // node names are user data: "__proto__" included
+    for (let p = 0; p <= pos; p++) for (const [name, list] of Object.entries(this.steps[p].states)) states[name] = list;
     for (const name of this.breakpoints) states[name] = [...(states[name] ?? []), "breakpoint"];
     return states;
   }
@@ -98,11 +98,19 @@ class Replay {
     this.showSelected();
     this.onChange?.(this.pos);
   }
+  // The node the inspector opens on: the selection, else the node that made the replay stop
+  // (after a NaN/Inf break, the one that produced it), else the next to run.
+  focusNode() {
+    const selected = this.model.get(T.selected);
+    if (selected) return selected;
+    if (this.reason === "nonfinite" && this.pos > 0) return this.order[this.pos - 1];
+    return this.order[Math.min(this.pos, this.order.length - 1)];
+  }
   showSelected() {
-    const name = this.model.get(T.selected) || this.order[Math.min(this.pos, this.order.length - 1)];
+    const name = this.focusNode();
     const i = this.order.indexOf(name);
     const ran = i >= 0 && (i < this.pos || (i === this.pos && this.steps[this.pos].error));
-    const info = this.inspectors[name];
+    const info = Object.hasOwn(this.inspectors, name) ? this.inspectors[name] : null;
     if (!info) { this.model.set(T.inspector, {}); return; }
     this.model.set(T.inspector, ran || i < 0 ? info : { name, fields: [...(info.planned ?? []), ["state", "not run yet at this point of the replay"]] });
   }
@@ -116,12 +124,37 @@ export function mountReport(el, data) {
   let replay = null;
   const model = new PageModel(
     {
-      [T.dot]: data.dot, [T.mode]: data.replay ? "debugger" : "graph", [T.selected]: "", [T.states]: data.node_states ?? {},
-      [T.units]: data.units, [T.inspector]: {}, [T.rows]: data.rows, [T.status]: "", [T.error]: "", [T.renderMs]: 0, [T.layoutTimeout]: 60,
+      [T.dot]: data.dot, [T.index]: data.index ?? [], [T.mode]: data.replay ? "debugger" : "graph", [T.selected]: "",
+      [T.states]: data.node_states ?? {}, [T.units]: data.units, [T.inspector]: {}, [T.rows]: data.rows, [T.status]: "",
+      [T.error]: "", [T.renderMs]: 0, [T.layoutTimeout]: 60,
     },
-    (message) => (replay ? replay.act(message.type) : null),
+    (message) => {
+      if (message.type === "toggle_module") openBox(message.unit);
+      else if (replay) replay.act(message.type);
+    },
   );
-  model.on(`change:${T.selected}`, () => (replay ? replay.showSelected() : model.set(T.inspector, data.inspectors[model.get(T.selected)] ?? {})));
+  // No kernel to redraw: a collapsed box opens as its own drawing, made when the report
+  // was written (payload "expansions"); "overview" goes back.
+  const overviewButton = document.createElement("button");
+  Object.assign(overviewButton, { className: "fxviz-btn fxviz-overview", textContent: "◀ overview", title: "back to the whole graph" });
+  overviewButton.style.display = "none";
+  const expansions = data.expansions ?? {};
+  function openBox(title) {
+    const opened = Object.hasOwn(expansions, title) ? expansions[title] : null;
+    if (!opened) return;
+    const units = Object.assign(Object.create(null), data.units);
+    for (const [name, id] of opened.nodes) units[name] = id;
+    model.state[T.units] = units;
+    model.set(T.dot, opened.dot);
+    overviewButton.style.display = "";
+  }
+  overviewButton.addEventListener("click", () => {
+    model.state[T.units] = data.units;
+    model.set(T.dot, data.dot);
+    overviewButton.style.display = "none";
+  });
+  const inspectorOf = (name) => (Object.hasOwn(data.inspectors, name) ? data.inspectors[name] : {});
+  model.on(`change:${T.selected}`, () => (replay ? replay.showSelected() : model.set(T.inspector, inspectorOf(model.get(T.selected)))));
   if (data.replay) {
     replay = new Replay(data, model);
     const slider = document.createElement("input");
@@ -131,6 +164,7 @@ export function mountReport(el, data) {
     el.before(slider);
   }
   widget.render({ model, el });
+  el.querySelector(".fxviz-search-bar")?.prepend(overviewButton);
   replay?.publish();
   return model;
 }

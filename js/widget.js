@@ -3,7 +3,13 @@
 import svgPanZoom from "svg-pan-zoom";
 import { layout } from "./layout.js";
 import { STATE_PREFIX, T } from "./names.js";
+import { fillLegend, markerFor } from "./legend.js";
+import { findNodes, searchIndex } from "./search.js";
+import { fitLabels, nodeBox, openingView, outlineOf, topmostNode } from "./view.js";
 
+const MATCH = "fxviz-match";
+const TABLE_ROWS = 1000;
+const READABLE_ZOOM = 1.2; // px per SVG unit that makes 10 pt labels 12 px tall
 const ACTIONS = [
   ["restart", "restart", "start again from the first node"],
   ["back", "◀ back", "back one node (b)"],
@@ -80,31 +86,39 @@ function render({ model, el }) {
   const send = (message) => model.send(message);
   const root = h("div", { class: "fxviz", tabindex: "0" });
   const toolbar = h("div", { class: "fxviz-toolbar" });
-  const search = h("input", { class: "fxviz-search", type: "search", placeholder: "search nodes (/)" });
+  const search = h("input", { class: "fxviz-search", type: "search", placeholder: "search nodes: name, target, module (/)" });
   const graph = h("div", { class: "fxviz-graph" }, h("div", { class: "fxviz-message" }, "laying out…"));
   const inspector = h("div", { class: "fxviz-inspector" });
+  const legend = h("div", { class: "fxviz-legend" });
   const table = h("div", { class: "fxviz-table" });
-  const status = h("div", { class: "fxviz-status" });
-  const errors = h("pre", { class: "fxviz-error" });
+  const status = h("div", { class: "fxviz-status", role: "status" });
+  const errors = h("pre", { class: "fxviz-error-box" });
+  const count = h("span", { class: "fxviz-match-count" });
+  const buttons = h("div", { class: "fxviz-buttons" });
   for (const [action, label, title] of ACTIONS) {
-    toolbar.append(h("button", { class: `fxviz-btn fxviz-${action}`, title, "data-action": action, onclick: () => send({ type: action }) }, label));
+    buttons.append(h("button", { class: `fxviz-btn fxviz-${action}`, title, "data-action": action, onclick: () => send({ type: action }) }, label));
   }
-  const fit = h("button", { class: "fxviz-btn", title: "fit the whole graph", onclick: () => panZoom?.fit() && panZoom.center() }, "fit");
-  const prev = h("button", { class: "fxviz-btn", title: "previous match", onclick: () => jump(-1) }, "↑");
-  const next = h("button", { class: "fxviz-btn", title: "next match", onclick: () => jump(1) }, "↓");
-  const tools = h("div", { class: "fxviz-search-bar" }, search, prev, next, fit);
-  root.append(toolbar, tools, h("div", { class: "fxviz-main" }, graph, inspector), table, status, errors);
+  toolbar.append(buttons, status);
+  const fit = h("button", { class: "fxviz-btn fxviz-fit", title: "fit the whole graph in the panel", onclick: () => { panZoom?.fit(); panZoom?.center(); } }, "fit");
+  const prev = h("button", { class: "fxviz-btn fxviz-prev", title: "previous match (shift+Enter)", onclick: () => jump(-1) }, "↑");
+  const next = h("button", { class: "fxviz-btn fxviz-next", title: "next match (Enter)", onclick: () => jump(1) }, "↓");
+  const tools = h("div", { class: "fxviz-search-bar" }, search, prev, next, count, fit);
+  const side = h("div", { class: "fxviz-side" }, legend, inspector);
+  root.append(toolbar, errors, tools, h("div", { class: "fxviz-main" }, graph, side), table);
   el.append(root);
 
   let svg = null;
   let panZoom = null;
   const minimap = overview(graph, () => panZoom);
   let byTitle = new Map();
+  let markers = [];
+  let entries = [];
   let matches = [];
   let matchIndex = -1;
   let layoutRun = 0;
 
   const showError = (text) => { errors.textContent = text || ""; errors.style.display = text ? "block" : "none"; };
+  showError("");
   const debuggerMode = () => model.get(T.mode) === "debugger";
 
   async function draw() {
@@ -119,6 +133,7 @@ function render({ model, el }) {
     } catch (error) {
       if (run !== layoutRun) return;
       showError(`${error.message}. Collapse modules (a smaller depth) to draw this graph.`);
+      graph.querySelector(".fxviz-message")?.replaceChildren("the layout failed (see above)");
       send({ type: "layout_failed", message: error.message });
       return;
     }
@@ -137,12 +152,18 @@ function render({ model, el }) {
     // read before svg-pan-zoom takes the viewBox over
     const [, , width, height] = (svg.getAttribute("viewBox") || "0 0 1 1").trim().split(/[\s,]+/).map(Number);
     const elongated = !(Math.max(width / height, height / width) <= 12); // a hairline as an image
+    fitLabels(byTitle.values());
     panZoom = svgPanZoom(svg, {
-      zoomEnabled: true, controlIconsEnabled: false, fit: true, center: true, minZoom: 0.2, maxZoom: 5000,
+      zoomEnabled: true, controlIconsEnabled: false, fit: true, center: true, minZoom: 0.02, maxZoom: 5000,
       dblClickZoomEnabled: false, onPan: () => minimap.update(), onZoom: () => minimap.update(),
     });
-    minimap.show(byTitle.size > 150 && !elongated ? text : null);
-    if (byTitle.size > 150) focusOn(currentTitle() || firstTitle(), 1.0);
+    const opening = openingView(panZoom, svg, topmostNode(byTitle.values()));
+    root.dataset.opening = opening;
+    minimap.show(opening !== "fit" && byTitle.size > 150 && !elongated ? text : null);
+    const current = currentTitle();
+    if (opening === "top" && current && current !== topmostNode(byTitle.values())?.querySelector("title")?.textContent) focusOn(current, null);
+    fillLegend(legend, byTitle.values(), { withStates: debuggerMode() });
+    updateMatches();
     applyStates();
     showError(model.get(T.error));
     // time to the first frame showing the new graph, not just to its insertion
@@ -153,7 +174,8 @@ function render({ model, el }) {
   }
 
   function unitOf(name) {
-    return (model.get(T.units) || {})[name] ?? name;
+    const units = model.get(T.units) || {};
+    return Object.hasOwn(units, name) ? units[name] : name; // a node may be named __proto__
   }
 
   function currentTitle() {
@@ -162,22 +184,21 @@ function render({ model, el }) {
     return name === undefined ? null : unitOf(name);
   }
 
-  function firstTitle() {
-    return byTitle.keys().next().value ?? null;
-  }
-
-  function focusOn(title, zoom) {
+  // Centre the view on a node (zoomed in to at least `zoom` px per unit when given),
+  // unless it is already well inside the panel.
+  function focusOn(title, zoom, { always = true } = {}) {
     const g = title && byTitle.get(title);
     if (!g || !panZoom) return;
-    const box = g.getBBox();
     const sizes = panZoom.getSizes();
     if (zoom) panZoom.zoom(Math.max(sizes.realZoom, zoom) / sizes.realZoom * panZoom.getZoom());
     const s = panZoom.getSizes();
-    const ctm = g.getCTM();
-    const viewport = svg.querySelector(".svg-pan-zoom_viewport").getCTM();
-    const local = ctm && viewport ? viewport.inverse().multiply(ctm) : null;
-    const x = (local ? local.e : 0) + box.x + box.width / 2;
-    const y = (local ? local.f : 0) + box.y + box.height / 2;
+    const box = nodeBox(svg, g);
+    const x = box.x + box.width / 2;
+    const y = box.y + box.height / 2;
+    const pan = panZoom.getPan();
+    const left = pan.x + box.x * s.realZoom, top = pan.y + box.y * s.realZoom;
+    const inside = left >= 0 && top >= 0 && left + box.width * s.realZoom <= s.width && top + box.height * s.realZoom <= s.height;
+    if (!always && inside) return;
     panZoom.pan({ x: s.width / 2 - x * s.realZoom, y: s.height / 2 - y * s.realZoom });
   }
 
@@ -189,20 +210,38 @@ function render({ model, el }) {
   }
 
   function applyStates() {
+    status.textContent = model.get(T.status) || "";
+    status.style.display = status.textContent ? "" : "none";
+    toolbar.style.display = debuggerMode() ? "flex" : "none";
     if (!svg) return;
     for (const g of byTitle.values()) {
-      for (const c of [...g.classList]) if (c.startsWith(STATE_PREFIX)) g.classList.remove(c);
+      for (const c of [...g.classList]) if (c.startsWith(STATE_PREFIX) && c !== MATCH) g.classList.remove(c);
     }
+    for (const marker of markers) marker.remove();
+    markers = [];
     const states = model.get(T.states) || {};
+    const wanted = new Map(); // unit title -> set of states (a collapsed box gathers its nodes')
     for (const [name, list] of Object.entries(states)) {
-      const g = byTitle.get(unitOf(name));
-      if (!g) continue;
-      for (const state of list) g.classList.add(`${STATE_PREFIX}${state}`);
+      const title = unitOf(name);
+      if (!byTitle.has(title)) continue;
+      if (!wanted.has(title)) wanted.set(title, new Set());
+      for (const state of list) wanted.get(title).add(state);
     }
     const selected = model.get(T.selected);
-    if (selected) byTitle.get(unitOf(selected))?.classList.add(`${STATE_PREFIX}selected`);
-    status.textContent = model.get(T.status) || "";
-    toolbar.style.display = debuggerMode() ? "flex" : "none";
+    if (selected && byTitle.has(unitOf(selected))) {
+      if (!wanted.has(unitOf(selected))) wanted.set(unitOf(selected), new Set());
+      wanted.get(unitOf(selected)).add("selected");
+    }
+    for (const [title, set] of wanted) {
+      const g = byTitle.get(title);
+      for (const state of set) g.classList.add(`${STATE_PREFIX}${state}`);
+      for (const state of ["breakpoint", "nonfinite"]) {
+        if (!set.has(state)) continue;
+        const outline = outlineOf(g);
+        const marker = outline && markerFor(state, outline.getBBox());
+        if (marker) { (outline.parentNode || g).append(marker); markers.push(marker); }
+      }
+    }
     renderInspector();
     markTableSelection();
   }
@@ -259,11 +298,14 @@ function render({ model, el }) {
     if (!rows.length) { table.replaceChildren(); return; }
     const columns = Object.keys(rows[0]);
     const selected = model.get(T.selected);
-    const body = rows.map((row) =>
+    // a table of tens of thousands of rows freezes the page: the first rows, and a note
+    const shownRows = rows.length > TABLE_ROWS ? rows.slice(0, TABLE_ROWS) : rows;
+    const body = shownRows.map((row) =>
       h("tr", { class: row.name === selected ? "fxviz-row-selected" : "", "data-name": row.name, onclick: () => select(row.name) },
         ...columns.map((c) => h("td", {}, row[c] == null ? "" : String(row[c])))),
     );
     table.replaceChildren(h("table", {}, h("thead", {}, h("tr", {}, ...columns.map((c) => h("th", {}, c)))), h("tbody", {}, ...body)));
+    if (rows.length > TABLE_ROWS) table.append(h("div", { class: "fxviz-hint" }, `… ${rows.length - TABLE_ROWS} more rows: search finds any node`));
   }
 
   function select(name) {
@@ -293,21 +335,25 @@ function render({ model, el }) {
   function jump(direction) {
     if (!matches.length) return;
     matchIndex = (matchIndex + direction + matches.length) % matches.length;
+    count.textContent = `${matchIndex + 1} of ${matches.length}`;
     select(matches[matchIndex]);
-    focusOn(unitOf(matches[matchIndex]), 1.0);
+    focusOn(unitOf(matches[matchIndex]), READABLE_ZOOM);
+  }
+  function updateMatches() {
+    const query = search.value;
+    if (!entries.length || entries.stale) entries = searchIndex(model.get(T.index), byTitle.keys());
+    matches = findNodes(entries, query);
+    matchIndex = -1;
+    count.textContent = query.trim() ? `${matches.length} match${matches.length === 1 ? "" : "es"}` : "";
+    for (const g of byTitle.values()) g.classList.remove(MATCH);
+    for (const name of matches) byTitle.get(unitOf(name))?.classList.add(MATCH);
+    if (matches.length) focusOn(unitOf(matches[0]), null, { always: false }); // bring it into view
   }
   search.addEventListener("keydown", (event) => {
     event.stopPropagation();
     if (event.key === "Enter") jump(event.shiftKey ? -1 : 1);
   });
-  search.addEventListener("input", () => {
-    const query = search.value.trim().toLowerCase();
-    const rows = model.get(T.rows) || [];
-    matches = query ? rows.filter((r) => `${r.name} ${r.target ?? ""}`.toLowerCase().includes(query)).map((r) => r.name) : [];
-    matchIndex = -1;
-    for (const g of byTitle.values()) g.classList.remove(`${STATE_PREFIX}match`);
-    for (const name of matches) byTitle.get(unitOf(name))?.classList.add(`${STATE_PREFIX}match`);
-  });
+  search.addEventListener("input", updateMatches);
   root.addEventListener("keydown", (event) => {
     if (event.target === search) return;
     const keys = { n: "step", b: "back", c: "continue" };
@@ -319,7 +365,9 @@ function render({ model, el }) {
   for (const trait of [T.states, T.selected, T.inspector, T.status]) model.on(`change:${trait}`, queueStates);
   model.on(`change:${T.rows}`, () => { renderTable(); markTableSelection(); });
   model.on(`change:${T.error}`, () => showError(model.get(T.error)));
-  model.on(`change:${T.states}`, () => { if (byTitle.size > 150) requestAnimationFrame(() => focusOn(currentTitle(), null)); });
+  model.on(`change:${T.index}`, () => { entries = []; updateMatches(); });
+  // keep the node to run next in view (only panning when it is near an edge or outside)
+  model.on(`change:${T.states}`, () => requestAnimationFrame(() => focusOn(currentTitle(), null, { always: false })));
   renderTable();
   draw();
   return () => { panZoom?.destroy(); layoutRun++; };

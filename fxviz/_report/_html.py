@@ -22,7 +22,7 @@ from fxviz._static import static_file
 from fxviz.render._api import Drawing
 from fxviz.render._diff import GraphDiff
 from fxviz.render._fold import Params
-from fxviz.render._payload import graph_payload, replay_payload
+from fxviz.render._payload import box_expansions, graph_payload, replay_payload
 from fxviz.render._style import visible
 
 __all__ = ["report"]
@@ -103,10 +103,13 @@ def _data(obj: Any, max_preview: int, params: Params = "fold") -> dict[str, Any]
 
     recording = obj.recording if isinstance(obj, (Debugger, ShapeReport)) else obj
     replay = isinstance(obj, (Recording, Debugger))
-    drawing = Drawing(obj.recording if isinstance(obj, Debugger) else obj, params=params)
-    view = drawing.view(depth=drawing.opening_depth)  # drawn once
+    drawing = Drawing(
+        obj.recording if isinstance(obj, Debugger) else obj, params=params, group=True
+    )
+    view = drawing.view(depth=drawing.opening_depth, legend=False)  # drawn once; HTML legend
     records = recording.records() if isinstance(recording, Recording) else None
     data = graph_payload(drawing, view, records or None)
+    data["expansions"] = box_expansions(drawing, view)  # a click on a box opens it offline
     fx_nodes = _fx_nodes(obj)
     by_name = dict(recording.items()) if isinstance(recording, Recording) else {}
     inspectors = {}

@@ -20,7 +20,7 @@ import torch.fx
 from fxviz._record._records import NodeRecord, Recording
 from fxviz._shapes._report import ShapeReport
 from fxviz.errors import RenderError  # defined in errors.py, re-exported here
-from fxviz.render._collapse import fold, opening_depth
+from fxviz.render._collapse import fold, group_wide, module_members, opening_depth
 from fxviz.render._dot import render
 from fxviz.render._fold import Params
 from fxviz.render._from_fx import draw_fx
@@ -39,6 +39,7 @@ class View:
     digraph: graphviz.Digraph
     units: dict[str, str]
     depth: int | None
+    boxes: dict[str, str] = dataclasses.field(default_factory=dict)  # box DOT id -> module
 
     @property
     def dot(self) -> str:
@@ -48,7 +49,9 @@ class View:
 
 class Drawing:
     """An object's drawing model, made once (``params``: as for :func:`to_dot`);
-    :meth:`view` draws one state of it.
+    :meth:`view` draws one state of it. ``group=True`` splits levels wider than 300
+    modules or loose nodes into about 100 groups (:func:`~fxviz.render._collapse.group_wide`):
+    what the widget and the report open, so a flat 20,000-node chain stays usable.
 
     Examples:
         >>> import torch, fxviz
@@ -59,10 +62,11 @@ class Drawing:
         ('_0', True)
     """
 
-    def __init__(self, obj: Any, *, params: Params = "fold") -> None:
+    def __init__(self, obj: Any, *, params: Params = "fold", group: bool = False) -> None:
         self.obj = obj
         self.params: Params = params
-        self.graph: DrawGraph = draw(obj, params=params)
+        graph = draw(obj, params=params)
+        self.graph: DrawGraph = group_wide(graph) if group else graph
         self.defaults: list[Overlay] = _default_overlays(obj)
         self.opening_depth: int | None = opening_depth(self.graph)
 
@@ -74,6 +78,15 @@ class Drawing:
             obj = obj.recording
         recording = _debugger_recording(obj) or obj
         return recording.records() if isinstance(recording, Recording) else []
+
+    def inside(self, path: str) -> Drawing:
+        """Only module ``path``'s nodes and the edges between them, with this drawing's
+        overlays: one collapsed box opened on its own (a report's pre-drawn box)."""
+        part = object.__new__(Drawing)
+        part.obj, part.params, part.defaults = self.obj, self.params, self.defaults
+        part.graph = module_members(self.graph, path)
+        part.opening_depth = None
+        return part
 
     def view(
         self,
@@ -93,7 +106,8 @@ class Drawing:
             folding=folding,
             **options,
         )
-        return View(digraph, folding.units(self.graph), depth)
+        boxes = {box.id: path for path, box in folding.boxes.items()}
+        return View(digraph, folding.units(self.graph), depth, boxes)
 
 
 def draw(obj: Any, *, params: Params = "fold") -> DrawGraph:

@@ -337,7 +337,7 @@ def _legend(dot: graphviz.Digraph, draw: DrawGraph, boxes: dict[str, Box]) -> No
                 continue
             shape, style, fill = KIND_STYLES[kind]
             legend.node(
-                f"_legend_{kind}",
+                f"fxviz:legend:{kind}",  # never a dot_id() result: no node merges into it
                 label=names.get(kind, kind),
                 shape=shape,
                 style=style,

@@ -10,12 +10,16 @@ Both front ends are fed the same JSON-ready payload, made here and nowhere else:
     What draws each node: its collapsed module's box, or the node itself.
 ``rows`` ([{name, op, target, shape, dtype, mean, nonfinite, ms}])
     The linked table, one row a node (:func:`node_rows`).
+``index`` ([[name, target, module], ...])
+    Every node, whatever the view folds: what the page's search looks in.
 ``node_states`` ({node: [state, ...]})
     Debugger states (``done``, ``current``, ``pending``, ``error``, ``breakpoint``,
     ``nonfinite``), made by the :class:`fxviz.Debugger`'s own rules
     (:func:`debugger_states`).
 
-The report adds ``inspectors`` ({node: inspector}) and, for a recorded run, ``replay``
+The report adds ``inspectors`` ({node: inspector}), ``expansions`` ({box DOT id:
+{dot, nodes}}: each collapsed box's insides drawn on their own, what a click on a box
+shows in a page with no kernel; :func:`box_expansions`) and, for a recorded run, ``replay``
 (:func:`replay_payload`): the states and status text of every cursor position and the
 parameter fetches stepping goes over, produced by the Debugger's functions and rules,
 so the page only moves a cursor.
@@ -25,7 +29,7 @@ so the page only moves a cursor.
     >>> drawing = Drawing(fxviz.record(torch.nn.Linear(4, 2), torch.ones(1, 4)))
     >>> payload = graph_payload(drawing, drawing.view())
     >>> payload["payload_version"], payload["units"]["linear"]
-    (1, 'linear')
+    (2, 'linear')
     >>> [row["shape"] for row in payload["rows"] if row["name"] == "linear"]
     ['1×2']
 """
@@ -45,14 +49,16 @@ from fxviz.render._inspect import table_rows
 
 __all__ = [
     "BREAKPOINTS_SUFFIX",
+    "OPENED_MAX",
     "PAYLOAD_VERSION",
+    "box_expansions",
     "debugger_states",
     "graph_payload",
     "node_rows",
     "replay_payload",
 ]
 
-PAYLOAD_VERSION = 1
+PAYLOAD_VERSION = 2  # 2: ``index`` and the report's ``expansions``
 BREAKPOINTS_SUFFIX = " · breakpoints: {breakpoints}"  # appended to a status line
 
 
@@ -85,11 +91,40 @@ def graph_payload(
         "dot": view.dot,
         "depth": view.depth,
         "units": view.units,
+        "index": [[n.name, n.title, n.module] for n in drawing.graph.nodes],
         "node_states": {},
     }
     if include_rows:
         payload["rows"] = node_rows(drawing, records)
     return payload
+
+
+OPENED_MAX = 3000  # nodes a box may hold to be pre-drawn in a report
+
+
+def box_expansions(drawing: Drawing, view: View) -> dict[str, Any]:
+    """For each collapsed box of ``view`` (2 to :data:`OPENED_MAX` nodes), its insides
+    drawn on their own (:meth:`Drawing.inside`): ``{box id: {"dot", "nodes": [[name,
+    DOT id], ...]}}``.
+
+    >>> import torch, fxviz
+    >>> from fxviz.render._api import Drawing
+    >>> model = torch.nn.Sequential(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()))
+    >>> drawing = Drawing(fxviz.trace(model))
+    >>> opened = box_expansions(drawing, drawing.view(depth=1))
+    >>> list(opened), opened["module__0"]["nodes"]
+    (['module__0'], [['_0_0', '_0_0'], ['_0_1', '_0_1']])
+    """
+    members: dict[str, list[str]] = {}
+    for name, unit in view.units.items():
+        if unit in view.boxes:
+            members.setdefault(unit, []).append(name)
+    opened = {}
+    for box, path in view.boxes.items():
+        if 1 < len(members.get(box, ())) <= OPENED_MAX:
+            inside = drawing.inside(path).view(depth=None, legend=False)
+            opened[box] = {"dot": inside.dot, "nodes": [list(kv) for kv in inside.units.items()]}
+    return opened
 
 
 def debugger_states(debugger: Debugger) -> dict[str, list[str]]:

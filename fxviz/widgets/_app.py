@@ -90,10 +90,12 @@ class DebuggerApp(GraphView):
         breakpoints = ", ".join(dbg.breakpoints) or "none"
         self.status = dbg.status + BREAKPOINTS_SUFFIX.format(breakpoints=breakpoints)
         self.rows = node_rows(self._drawing, recording.records())
-        if not self.selected and dbg.current is not None:
-            self._show(dbg.current.name)
-        elif self.selected:
+        if self.selected:
             self._show(self.selected)
+        elif (culprit := _stopped_after(dbg)) is not None:
+            self._show(culprit)  # after a NaN/Inf (or other predicate) break: the node that did it
+        elif dbg.current is not None:
+            self._show(dbg.current.name)
 
     def _on_select(self, change: Any) -> None:
         self._show(change["new"])
@@ -113,6 +115,19 @@ class DebuggerApp(GraphView):
 
     def __repr__(self) -> str:
         return f"<fxviz.DebuggerApp: {self.debugger.status}>"
+
+
+# Stop reasons that name where the cursor is, not a node that just ran.
+_CURSOR_REASONS = {"start", "step", "back", "breakpoint", "error", "end", "interrupted"}
+
+
+def _stopped_after(debugger: Debugger) -> str | None:
+    """The node whose output stopped the run (a ``break_when`` predicate such as
+    ``nonfinite`` fired after it ran), else ``None``."""
+    reason = debugger.stop_reason
+    if reason in _CURSOR_REASONS or reason.startswith("run_to") or debugger.position == 0:
+        return None
+    return list(debugger.graph.nodes)[debugger.position - 1].name
 
 
 def _labelled(debugger: Debugger) -> Any:

@@ -29,6 +29,7 @@ class GraphView(anywidget.AnyWidget):
             it, double-clicking a module's frame collapses it.
         inspector, rows, status, error: what the side panel, table, status line and error
             area show. render_ms: the browser's last layout + paint time.
+        index: ``[[name, target, module], ...]`` for every node: what search looks in.
 
     Examples:
         >>> import torch, fxviz
@@ -57,6 +58,7 @@ class GraphView(anywidget.AnyWidget):
     error = traitlets.Unicode("").tag(sync=True)
     render_ms = traitlets.Float(0.0).tag(sync=True)
     layout_timeout_s = traitlets.Float(30.0).tag(sync=True)
+    index = traitlets.List().tag(sync=True)
 
     def __init__(
         self, obj: Any, *, depth: int | None = None, params: Params = "fold", **kwargs: Any
@@ -68,7 +70,7 @@ class GraphView(anywidget.AnyWidget):
             )
         super().__init__(**kwargs)
         self._obj = obj
-        self._drawing = Drawing(obj, params=params)  # the drawing model, made once
+        self._drawing = Drawing(obj, params=params, group=True)  # the drawing model, made once
         self._draw = self._drawing.graph
         self.depth = depth if depth is not None else self._drawing.opening_depth
         self.observe(self._redraw, names=["depth", "expanded", "collapsed"])
@@ -81,7 +83,10 @@ class GraphView(anywidget.AnyWidget):
         """One view of the drawing per state change: DOT and units from one computation."""
         try:
             view = self._drawing.view(
-                depth=self.depth, expand=self.expanded, collapse=self.collapsed
+                depth=self.depth,
+                expand=self.expanded,
+                collapse=self.collapsed,
+                legend=False,  # the widget draws its legend in HTML, beside the graph
             )
             payload = graph_payload(self._drawing, view, include_rows=not self.rows)
         except Exception as e:  # never a blank view: say what failed
@@ -90,6 +95,8 @@ class GraphView(anywidget.AnyWidget):
         with self.hold_sync():  # one message: the browser never sees new units on an old SVG
             self.units = payload["units"]
             self.dot = payload["dot"]
+            if not self.index:
+                self.index = payload["index"]  # every node, whatever the view folds
             if "rows" in payload:
                 own = getattr(type(self._obj), "_fxviz_rows", None)  # comparisons: both runs
                 self.rows = own(self._obj) if own is not None else payload["rows"]

@@ -41,10 +41,8 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def lab(tmp_path_factory) -> Iterator[dict]:
-    """A JupyterLab server on a free loopback port, serving a temporary folder."""
-    root = tmp_path_factory.mktemp("lab")
+def _jupyter(root: Path, app: str) -> Iterator[str]:
+    """A Jupyter server (``lab`` or ``notebook``, Notebook 7) on a free loopback port."""
     settings = Path(sys.prefix) / "share" / "jupyter" / "lab" / "settings"
     settings.mkdir(parents=True, exist_ok=True)
     overrides = settings / "overrides.json"
@@ -60,17 +58,23 @@ def lab(tmp_path_factory) -> Iterator[dict]:
             )
         )
     port = _free_port()
-    log = open(root / "lab.log", "w")  # noqa: SIM115 (closed at teardown)
+    app_class = "LabApp" if app == "lab" else "JupyterNotebookApp"
+    log_path = root.parent / f"{root.name}-{app}.log"
+    log = open(log_path, "w")  # noqa: SIM115 (closed at teardown)
     server = subprocess.Popen(
         [
-            sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+            sys.executable, "-m", "jupyter", app, "--no-browser", "--ip=127.0.0.1", f"--port={port}",
             "--ServerApp.token=", "--ServerApp.password=", "--allow-root",
-            f"--ServerApp.root_dir={root}", "--LabApp.expose_app_in_browser=True",
+            f"--ServerApp.root_dir={root}", f"--{app_class}.expose_app_in_browser=True",
             "--ServerApp.disable_check_xsrf=True",
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
-        env={**os.environ, "JUPYTER_PLATFORM_DIRS": "1"},
+        env={  # settings (the theme a test picks) stay in the temporary folder
+            **os.environ, "JUPYTER_PLATFORM_DIRS": "1",
+            "JUPYTERLAB_SETTINGS_DIR": str(root.parent / f"{root.name}-settings"),
+            "JUPYTERLAB_WORKSPACES_DIR": str(root.parent / f"{root.name}-workspaces"),
+        },
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 90
@@ -80,18 +84,40 @@ def lab(tmp_path_factory) -> Iterator[dict]:
             break
         except OSError:
             if server.poll() is not None:
-                raise RuntimeError((root / "lab.log").read_text()) from None
+                raise RuntimeError(log_path.read_text()) from None
             time.sleep(0.5)
     else:
         server.kill()
-        raise RuntimeError("JupyterLab did not start in 90 s:\n" + (root / "lab.log").read_text())
-    yield {"url": url, "root": root}
+        raise RuntimeError(f"Jupyter {app} did not start in 90 s:\n" + log_path.read_text())
+    yield url
     server.terminate()
     try:
         server.wait(timeout=15)
     except subprocess.TimeoutExpired:
         server.kill()
     log.close()
+
+
+@pytest.fixture(scope="session")
+def lab(tmp_path_factory) -> Iterator[dict]:
+    """One JupyterLab server for the session, serving a temporary folder."""
+    root = tmp_path_factory.mktemp("lab")
+    for url in _jupyter(root, "lab"):
+        yield {"url": url, "root": root, "open": f"{url}/lab/tree/{{}}?reset"}
+
+
+@pytest.fixture(scope="session")
+def notebook7(tmp_path_factory) -> Iterator[dict]:
+    """One Jupyter Notebook 7 server for the session, serving a temporary folder."""
+    root = tmp_path_factory.mktemp("nb7")
+    for url in _jupyter(root, "notebook"):
+        yield {"url": url, "root": root, "open": f"{url}/notebooks/{{}}"}
+
+
+@pytest.fixture(params=["lab", "notebook7"])
+def jupyter(request) -> dict:
+    """Each front end in turn: JupyterLab, then Notebook 7."""
+    return request.getfixturevalue(request.param)
 
 
 @pytest.fixture(scope="session")
@@ -125,9 +151,9 @@ def write_notebook(root: Path, name: str, cells: list[str]) -> None:
 
 
 def open_and_run(browser, lab: dict, name: str):
-    """Open a notebook in JupyterLab, wait for its kernel, run every cell."""
+    """Open a notebook in JupyterLab or Notebook 7, wait for its kernel, run every cell."""
     page = browser.new_page()
-    page.goto(f"{lab['url']}/lab/tree/{name}?reset")
+    page.goto(lab["open"].format(name))
     page.wait_for_function(
         "window.jupyterapp && window.jupyterapp.shell.currentWidget && window.jupyterapp.shell.currentWidget.sessionContext && window.jupyterapp.shell.currentWidget.sessionContext.session && window.jupyterapp.shell.currentWidget.sessionContext.session.kernel && window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.status === 'idle'",
         timeout=90_000,
@@ -150,3 +176,78 @@ def run_in_kernel(page, code: str) -> None:
         ".sessionContext.session.kernel; await kernel.requestExecute({ code }).done; }",
         code,
     )
+
+
+# What a person sees, measured in the page (never counts of elements).
+LABELS_OUTSIDE = """() => {
+  const out = [];
+  for (const g of document.querySelectorAll('.fxviz-graph g.node')) {
+    const shape = g.querySelector('polygon, ellipse, path');
+    if (!shape) continue;
+    const s = shape.getBoundingClientRect();
+    for (const t of g.querySelectorAll('text')) {
+      if (t.closest('.fxviz-marker')) continue;
+      const b = t.getBoundingClientRect();
+      if (b.left < s.left - 0.5 || b.right > s.right + 0.5 || b.top < s.top - 0.5
+          || b.bottom > s.bottom + 0.5) {
+        const r = (x) => [x.left, x.top, x.right, x.bottom].map(Math.round).join(',');
+        out.push(`${t.textContent} text ${r(b)} shape ${r(s)} textLength=${t.getAttribute("textLength")} ${t.outerHTML.slice(0, 160)}`);
+      }
+    }
+  }
+  return out;
+}"""
+
+SMALLEST_LABEL_PX = """() => {
+  let smallest = Infinity;
+  for (const t of document.querySelectorAll('.fxviz-graph g.node text')) {
+    if (t.closest('.fxviz-marker')) continue;
+    const size = Number(t.getAttribute('font-size')) * t.getScreenCTM().a;
+    smallest = Math.min(smallest, size);
+  }
+  return smallest;
+}"""
+
+SHOWN = """(el) => {
+  if (!el || !el.checkVisibility({ opacityProperty: true, visibilityProperty: true })) return false;
+  const style = getComputedStyle(el);
+  const box = el.getBoundingClientRect();
+  let node = el;
+  while (node && node.nodeType === 1) {
+    const s = getComputedStyle(node);
+    if (s.display === 'none' || s.visibility === 'hidden' || Number(s.opacity) === 0) return false;
+    node = node.parentNode;
+  }
+  return style.display !== 'none' && box.width > 0 && box.height > 0;
+}"""
+
+
+def shown(locator) -> bool:
+    """The element is rendered: displayed, visible, opaque up its ancestors, non-zero box."""
+    return bool(locator.evaluate(SHOWN))
+
+
+def node(page, name: str):
+    """The drawn node whose title is ``name``."""
+    return page.locator(".fxviz-graph g.node").filter(has=page.locator(f"title:text-is('{name}')"))
+
+
+def outline_style(locator) -> dict:
+    """Computed stroke, fill and filter of a node's outline."""
+    return locator.evaluate(
+        """(g) => { const s = getComputedStyle(g.querySelector('polygon, ellipse, path'));
+        return { stroke: s.stroke, fill: s.fill, width: parseFloat(s.strokeWidth),
+                 filter: getComputedStyle(g).filter }; }"""
+    )
+
+
+# Inspector keys and values squeezed narrower than their text (or 40 px, for long text):
+# a long key must not squeeze its value into one letter a line, nor be squeezed itself.
+INSPECTOR_SQUEEZED = """() => {
+  const ctx = document.createElement('canvas').getContext('2d');
+  return [...document.querySelectorAll('.fxviz-inspector dt, .fxviz-inspector dd')].filter((e) => {
+    ctx.font = getComputedStyle(e).font;
+    const natural = ctx.measureText(e.textContent).width;
+    return e.getBoundingClientRect().width < Math.min(natural, 40) - 1;
+  }).map((e) => e.textContent);
+}"""

@@ -10,7 +10,15 @@ import torch
 
 import fxviz
 from fxviz.examples import TwoLayerNet
-from tests.browser.conftest import screenshot
+from tests.browser.conftest import (
+    INSPECTOR_SQUEEZED,
+    LABELS_OUTSIDE,
+    SMALLEST_LABEL_PX,
+    node,
+    outline_style,
+    screenshot,
+    shown,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -89,6 +97,207 @@ def test_report_of_a_failed_run_and_hostile_names(offline, tmp_path):
     page.wait_for_function(
         f"document.querySelector('.fxviz-status')?.textContent.startsWith({json.dumps(dbg.status)})"
     )
-    assert page.locator(".fxviz-graph g.fxviz-error").count() == 1
+    failing = page.locator(".fxviz-graph g.fxviz-error")
+    assert failing.count() == 1
+    assert shown(failing)
+    assert shown(failing.locator("text").first)  # not hidden by the error box's CSS
+    style = outline_style(failing)
+    assert style["fill"] == "rgb(255, 179, 179)"
+    assert style["stroke"] == "rgb(192, 0, 0)"
+    assert "view" in failing.locator("title").text_content()
+    page.wait_for_function(
+        "document.querySelector('.fxviz-inspector .fxviz-title')?.textContent === 'view'"
+    )
+    assert page.evaluate(INSPECTOR_SQUEEZED) == []  # a hostile input name squeezes nothing
     assert alerts == []
     assert requests == []
+    screenshot(page, page.locator("body"), "post-mortem.png")
+
+
+class CNN(torch.nn.Module):
+    """A small conv net: 13 FX nodes with long conv labels."""
+
+    def __init__(self):
+        super().__init__()
+        nn = torch.nn
+        self.conv1, self.bn1 = nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16)
+        self.conv2, self.bn2 = nn.Conv2d(16, 32, 3, stride=2), nn.BatchNorm2d(32)
+        self.conv3 = nn.Conv2d(32, 64, 3)
+        self.pool, self.fc = nn.AdaptiveAvgPool2d(1), nn.Linear(64, 100)
+
+    def forward(self, x):
+        x = torch.relu(self.bn1(self.conv1(x)))
+        x = torch.relu(self.bn2(self.conv2(x)))
+        x = torch.relu(self.conv3(x))
+        return self.fc(torch.flatten(self.pool(x), 1))
+
+
+def _open(page, path):
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.goto(path.as_uri())
+    page.locator(".fxviz-graph g.node").first.wait_for()
+    page.wait_for_function("document.querySelector('.fxviz')?.dataset.opening")
+
+
+def test_a_cnn_opens_readable_with_every_label_inside_its_shape(offline, tmp_path):
+    page, _ = offline
+    torch.manual_seed(0)
+    rec = fxviz.record(CNN(), torch.randn(2, 3, 32, 32))
+    assert len(rec) == 13
+    path = tmp_path / "cnn.html"
+    fxviz.report(rec, path)
+    _open(page, path)
+    assert page.evaluate(SMALLEST_LABEL_PX) >= 11.9  # readable at first sight, no zooming
+    assert page.evaluate(LABELS_OUTSIDE) == []
+    assert shown(node(page, "x"))  # top-anchored: the first node is in the panel
+    box, panel = node(page, "x").bounding_box(), page.locator(".fxviz-graph").bounding_box()
+    assert panel["y"] <= box["y"]
+    assert box["y"] + box["height"] <= panel["y"] + panel["height"]
+    legend = page.locator(".fxviz-legend")
+    assert shown(legend)
+    assert "Conv2d(3→16" in legend.inner_text()
+    status, toolbar = page.locator(".fxviz-status"), page.locator(".fxviz-buttons")
+    assert abs(status.bounding_box()["y"] - toolbar.bounding_box()["y"]) < 40
+    screenshot(page, page.locator("body"), "cnn.png")
+    page.locator(".fxviz-fit").click()  # the whole graph, one click away
+    page.wait_for_timeout(100)
+    assert all(
+        panel["y"] - 4 <= b["y"] and b["y"] + b["height"] <= panel["y"] + panel["height"] + 4
+        for b in (g.bounding_box() for g in page.locator(".fxviz-graph g.node").all())
+    )
+
+
+def test_search_at_the_start_finds_nodes_not_run_yet(offline, tmp_path):
+    page, _ = offline
+    torch.manual_seed(0)
+    rec = fxviz.record(TwoLayerNet(), torch.randn(8, 1000))
+    path = tmp_path / "search.html"
+    fxviz.report(rec, path)
+    _open(page, path)
+    search = page.locator(".fxviz-search")
+    search.fill("clamp")
+    assert page.locator(".fxviz-match-count").inner_text() == "1 match"
+    assert shown(node(page, "clamp"))
+    assert "drop-shadow" in outline_style(node(page, "clamp"))["filter"]
+    search.fill("linear")  # targets and module paths too: Linear(...) and linear1/linear2
+    assert page.locator(".fxviz-match-count").inner_text() == "2 matches"
+    search.press("Enter")
+    page.wait_for_function(
+        "document.querySelector('.fxviz-inspector .fxviz-title')?.textContent === 'linear1'"
+    )
+    assert page.locator(".fxviz-match-count").inner_text() == "1 of 2"
+    page.locator(".fxviz-next").click()
+    page.wait_for_function(
+        "document.querySelector('.fxviz-inspector .fxviz-title')?.textContent === 'linear2'"
+    )
+    page.locator(".fxviz-prev").click()
+    page.wait_for_function(
+        "document.querySelector('.fxviz-inspector .fxviz-title')?.textContent === 'linear1'"
+    )
+    assert "not run yet" in page.locator(".fxviz-inspector").inner_text()
+    screenshot(page, page.locator("body"), "search-at-start.png")
+
+
+def test_states_combine_on_one_node_and_the_legend_explains_them(offline, tmp_path):
+    page, _ = offline
+    torch.manual_seed(0)
+    path = tmp_path / "states.html"
+    fxviz.report(fxviz.record(TwoLayerNet(), torch.randn(8, 1000)), path)
+    _open(page, path)
+    page.locator("button[data-action=step]").click()
+    x = node(page, "linear1")
+    x.click()  # linear1 is current and now selected
+    page.locator("button[data-action=toggle_breakpoint]").click()
+    page.wait_for_function(
+        "document.querySelector('.fxviz-status').textContent.includes('at linear1')"
+    )
+    style = outline_style(x)
+    assert style["stroke"] == "rgb(31, 111, 235)"
+    assert style["width"] >= 3  # current
+    assert "drop-shadow" in style["filter"]  # selected
+    assert shown(x.locator(".fxviz-marker-breakpoint"))  # breakpoint
+    legend = page.locator(".fxviz-legend")
+    for words in ("next to run", "selected", "breakpoint", "raised", "NaN/Inf", "already ran"):
+        assert words in legend.inner_text()
+    assert all(shown(s) for s in legend.locator(".fxviz-legend-sample").all())
+    page.locator(".fxviz-legend summary").click()  # collapsible
+    assert not shown(legend.locator(".fxviz-legend-sample").first)
+
+
+def test_a_nan_break_opens_the_inspector_on_the_node_that_made_it(offline, tmp_path):
+    page, _ = offline
+
+    class Risky(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = torch.nn.Linear(8, 8), torch.nn.Linear(8, 8)
+
+        def forward(self, x):
+            return torch.log(self.b(torch.relu(self.a(x)))).mean(dim=-1)
+
+    torch.manual_seed(0)
+    path = tmp_path / "nan.html"
+    fxviz.report(fxviz.record(Risky(), torch.randn(4, 8)), path)
+    _open(page, path)
+    page.locator("button[data-action=break_nan]").click()
+    page.locator("button[data-action=continue]").click()
+    page.wait_for_function(
+        "document.querySelector('.fxviz-status').textContent.includes('(nonfinite)')"
+    )
+    assert page.locator(".fxviz-inspector .fxviz-title").inner_text() == "log"
+    log = node(page, "log")
+    assert shown(log.locator(".fxviz-marker-nonfinite"))
+    screenshot(page, page.locator("body"), "nan-break-report.png")
+
+
+def test_hostile_node_names_get_their_states(offline, tmp_path):
+    page, _ = offline
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    proto = graph.call_function(torch.relu, (x,))
+    proto.name = "__proto__"
+    legendish = graph.call_function(torch.neg, (proto,))
+    legendish.name = "_legend_call_function"
+    graph.output(legendish)
+    gm = torch.fx.GraphModule(torch.nn.Module(), graph)
+    path = tmp_path / "names.html"
+    fxviz.report(fxviz.record(gm, torch.randn(3)), path)
+    _open(page, path)
+    page.locator("button[data-action=step]").click()
+    page.wait_for_function(
+        "document.querySelector('.fxviz-graph g.fxviz-current title')?.textContent === '__proto__'"
+    )
+    page.locator("button[data-action=step]").click()
+    page.wait_for_function("document.querySelector('.fxviz-status').textContent.includes('2/4')")
+    assert "fxviz-done" in node(page, "__proto__").get_attribute("class")
+    legendish_node = node(page, "_legend_call_function")
+    assert legendish_node.count() == 1
+    assert shown(legendish_node)
+    assert "fxviz-current" in legendish_node.get_attribute("class")
+
+
+def test_a_20000_node_flat_chain_draws_in_groups_that_open(offline, tmp_path):
+    page, _ = offline
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    for i in range(20_000):
+        x = graph.call_function(torch.relu if i % 2 else torch.neg, (x,))
+    graph.output(x)
+    path = tmp_path / "chain.html"
+    fxviz.report(torch.fx.GraphModule(torch.nn.Module(), graph), path)
+    _open(page, path)
+    boxes = page.locator(".fxviz-graph g.fx-module")
+    assert 50 <= boxes.count() <= 120
+    assert page.evaluate(SMALLEST_LABEL_PX) >= 11.9
+    assert page.evaluate(LABELS_OUTSIDE) == []
+    page.locator(".fxviz-search").fill("relu_9999")  # inside a closed box: the box lights up
+    assert page.locator(".fxviz-match-count").inner_text() == "1 match"
+    assert page.locator(".fxviz-graph g.fxviz-match.fx-module").count() == 1
+    screenshot(page, page.locator("body"), "big-graph-20k.png")
+    page.evaluate("document.querySelector('.fxviz').dataset.opening = ''")
+    page.locator(".fxviz-graph g.fxviz-match.fx-module").click()  # open the group holding it
+    page.wait_for_function("document.querySelector('.fxviz')?.dataset.opening")
+    assert 50 <= page.locator(".fxviz-graph g.node").count() <= 400  # one group: 1% of the chain
+    assert shown(node(page, "relu_9999"))
+    page.locator(".fxviz-overview").click()
+    page.wait_for_function("document.querySelectorAll('.fxviz-graph g.fx-module').length > 50")

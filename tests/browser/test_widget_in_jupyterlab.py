@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser.conftest import open_and_run, run_in_kernel, screenshot, write_notebook
+from tests.browser.conftest import (
+    INSPECTOR_SQUEEZED,
+    LABELS_OUTSIDE,
+    SMALLEST_LABEL_PX,
+    open_and_run,
+    run_in_kernel,
+    screenshot,
+    shown,
+    write_notebook,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -83,7 +92,10 @@ def test_nan_breakpoint_and_collapsing_modules(browser, lab):
     page.wait_for_function(
         "document.querySelector('.fxviz-status')?.textContent.includes('(nonfinite)')"
     )
-    assert page.locator(".fxviz-graph g.fxviz-nonfinite").count() >= 1  # the box holding log
+    assert shown(page.locator(".fxviz-graph g.fxviz-nonfinite .fxviz-marker-nonfinite").first)
+    page.wait_for_function(  # the inspector opens on the node that made the NaN
+        "document.querySelector('.fxviz-inspector .fxviz-title')?.textContent === 'log'"
+    )
     box.click()  # expand the first module: its nodes are drawn, the others stay boxes
     _node(page, "_0_lin").wait_for()
     assert page.locator(".fxviz-graph g.fx-module").count() == 2
@@ -110,7 +122,8 @@ def test_a_3000_node_graph_lays_out_without_freezing_the_page(browser, lab):
     )
     page = open_and_run(browser, lab, "big.ipynb")
     page.locator(".fxviz-graph g.fx-module").first.wait_for()
-    assert page.locator(".fxviz-graph g.fx-module").count() == 340  # opened collapsed
+    # opened collapsed, the 340 blocks in groups of 4 (a level wider than 300 is grouped)
+    assert page.locator(".fxviz-graph g.fx-module").count() == 86
     page.evaluate(
         "window.__gaps = []; window.__last = performance.now();"
         "window.__beat = setInterval(() => { const now = performance.now();"
@@ -124,3 +137,92 @@ def test_a_3000_node_graph_lays_out_without_freezing_the_page(browser, lab):
     print(f"3,000-node layout: longest main-thread gap {longest:.0f} ms")
     assert page.locator(".fxviz-graph g.fx-module").count() == 0
     screenshot(page, page.locator(".fxviz").first, "big-graph.png")
+
+
+RISKY = (  # notebooks/02-step-through-debugging.ipynb's model
+    "import torch, fxviz\nfrom torch import nn\ntorch.manual_seed(0)\n"
+    "class Risky(nn.Module):\n"
+    "    def __init__(self):\n"
+    "        super().__init__(); self.a = nn.Linear(8, 8); self.b = nn.Linear(8, 8)\n"
+    "    def forward(self, x):\n"
+    "        h = torch.relu(self.a(x))\n"
+    "        return torch.log(self.b(h)).mean(dim=-1)\n"
+    "model, x = Risky(), torch.randn(4, 8)"
+)
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_notebook_02_debugger_reads_well_in_each_front_end_and_theme(browser, jupyter, theme):
+    name = f"risky-{theme}.ipynb"
+    write_notebook(jupyter["root"], name, [RISKY, "app = fxviz.debug(model, x)\napp"])
+    page = open_and_run(browser, jupyter, name)
+    page.set_viewport_size({"width": 1280, "height": 800})
+    if theme == "dark":
+        page.evaluate(
+            "window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})"
+        )
+        page.wait_for_function("document.body.dataset.jpThemeLight === 'false'")
+    widget = page.locator(".fxviz").first
+    widget.locator(".fxviz-graph g.node").first.wait_for()
+    page.wait_for_function("document.querySelector('.fxviz')?.dataset.opening")
+    page.wait_for_timeout(300)  # the theme's CSS settles
+    background = widget.locator(".fxviz-graph").evaluate("e => getComputedStyle(e).backgroundColor")
+    page_fill = widget.locator(".fxviz-graph g.graph polygon").first.evaluate(
+        "e => getComputedStyle(e).fill"
+    )  # Graphviz's own white page under the graph
+    assert (background != "rgb(255, 255, 255)") == (theme == "dark")
+    assert (page_fill != "rgb(255, 255, 255)") == (theme == "dark")
+    assert page.evaluate(SMALLEST_LABEL_PX) >= 11.9
+    assert page.evaluate(LABELS_OUTSIDE) == []
+    for part in (".fxviz-legend", ".fxviz-inspector", ".fxviz-status", ".fxviz-buttons"):
+        assert shown(widget.locator(part)), part
+    status, buttons = widget.locator(".fxviz-status"), widget.locator(".fxviz-buttons")
+    assert abs(status.bounding_box()["y"] - buttons.bounding_box()["y"]) < 40  # with the toolbar
+    widget.locator("button[data-action=break_nan]").click()
+    widget.locator("button[data-action=continue]").click()
+    page.wait_for_function(
+        "document.querySelector('.fxviz-status')?.textContent.includes('(nonfinite)')"
+    )
+    page.wait_for_function(
+        "document.querySelector('.fxviz-inspector .fxviz-title')?.textContent === 'log'"
+    )
+    inspector = widget.locator(".fxviz-inspector")
+    box, graph = inspector.bounding_box(), widget.locator(".fxviz-graph").bounding_box()
+    assert box["x"] >= graph["x"] + graph["width"]
+    assert box["x"] + box["width"] <= 1280
+    assert page.evaluate(INSPECTOR_SQUEEZED) == []
+    preview = widget.locator(".fxviz-preview")
+    if preview.count():  # whole numbers: lines scroll, never wrap mid-digit
+        assert preview.evaluate("e => getComputedStyle(e).whiteSpace") == "pre"
+    front = "lab" if "/lab/" in page.url else "notebook7"
+    screenshot(page, widget, f"debugger-{front}-{theme}.png")
+    if theme == "dark":  # leave the server's theme as found
+        page.evaluate(
+            "window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})"
+        )
+        page.wait_for_function("document.body.dataset.jpThemeLight === 'true'")
+    page.close()
+
+
+def test_a_20000_node_flat_chain_opens_in_groups_in_jupyterlab(browser, lab):
+    write_notebook(
+        lab["root"],
+        "chain.ipynb",
+        [
+            "import torch, fxviz\ngraph = torch.fx.Graph()\nx = graph.placeholder('x')\n"
+            "for i in range(20_000):\n"
+            "    x = graph.call_function(torch.relu if i % 2 else torch.neg, (x,))\n"
+            "graph.output(x)\ngm = torch.fx.GraphModule(torch.nn.Module(), graph)\n"
+            "view = fxviz.show(gm)\nview",
+        ],
+    )
+    page = open_and_run(browser, lab, "chain.ipynb")
+    boxes = page.locator(".fxviz-graph g.fx-module")
+    boxes.first.wait_for(timeout=120_000)
+    assert 50 <= boxes.count() <= 120  # drawn: no "Maximum call stack size exceeded"
+    assert page.locator(".fxviz-error-box").inner_text() == ""
+    boxes.first.click()  # one group opens, the others stay boxes
+    _node(page, "neg_1").wait_for()
+    assert shown(_node(page, "neg_1"))
+    assert page.evaluate(LABELS_OUTSIDE) == []
+    page.close()

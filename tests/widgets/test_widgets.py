@@ -113,3 +113,51 @@ def test_show_picks_the_view():
     d = fxviz.diff(gm, gm)
     assert "diff-same" in fxviz.show(d).dot
     assert isinstance(fxviz.show(fxviz.shapes(gm, torch.randn(2, 1000))), fxviz.GraphView)
+
+
+def _chain(n: int) -> torch.fx.GraphModule:
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    for i in range(n):
+        x = graph.call_function(torch.relu if i % 2 else torch.neg, (x,))
+    graph.output(x)
+    return torch.fx.GraphModule(nn.Module(), graph)
+
+
+def test_a_flat_20000_node_chain_opens_in_groups_that_expand():
+    view = fxviz.show(_chain(20_000))
+    boxes = set(view.units.values())
+    assert 50 <= len(boxes) <= 120  # Graphviz overflowed its stack on the 20k-node DOT
+    assert view.dot.count("fx-module") == len(boxes)
+    first = view.units["neg"]
+    view.handle({"type": "toggle_module", "unit": first})
+    drawn = [name for name, unit in view.units.items() if unit == name]
+    assert "neg" in drawn
+    assert 100 <= len(drawn) <= 400
+    assert ["neg_1", "torch.neg", view._draw.nodes[2].module] in view.index  # search sees all
+    assert len(view.index) == 20_002
+
+
+def test_search_index_and_the_nan_culprit_in_the_inspector():
+    def f(x):
+        return torch.log(x * 2).mean()
+
+    app = fxviz.debug(f, torch.tensor([1.0, -1.0]))
+    assert [row[0] for row in app.index] == ["x", "mul", "log", "mean", "output"]
+    app.handle({"type": "break_nan"})
+    app.handle({"type": "continue"})
+    assert app.debugger.current.name == "mean"
+    assert app.inspector["name"] == "log"  # the node that produced the NaN, not the next one
+    app.handle({"type": "step"})
+    assert app.inspector["name"] == "output"
+
+
+def test_the_static_legend_never_merges_with_a_node_named_like_it():
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    node = graph.call_function(torch.relu, (x,))
+    node.name = "_legend_call_function"
+    graph.output(node)
+    source = fxviz.to_dot(torch.fx.GraphModule(nn.Module(), graph)).source
+    assert source.count("\t_legend_call_function [") == 1
+    assert '"fxviz:legend:call_function" [label=function' in source

@@ -1,4 +1,4 @@
-// ESLint for the front end (js/): the recommended rules with browser and worker globals.
+// ESLint for the front end (js/; .mjs: package.json has no "type": "module"): the recommended rules with browser and worker globals.
 // `npm run lint` runs it; `make lint` too.
 import js from "@eslint/js";
 import globals from "globals";
@@ -7,7 +7,7 @@ export default [
   { ignores: ["fxviz/static/**", "node_modules/**"] },
   js.configs.recommended,
   {
-    files: ["js/**/*.js", "js/**/*.mjs", "eslint.config.js"],
+    files: ["js/**/*.js", "js/**/*.mjs", "eslint.config.mjs"],
     languageOptions: {
       ecmaVersion: 2022,
       sourceType: "module",

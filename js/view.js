@@ -1,0 +1,114 @@
+// How a freshly laid-out graph is first shown, and labels kept inside their shapes.
+// Graphviz's SVG is in points with no width/height left: one SVG unit = realZoom CSS px.
+
+export const READABLE_PX = 12; // smallest node text, in CSS px, at the opening zoom
+const LABEL_PAD = 2; // SVG units kept between a label and its shape's edge
+
+// The smallest font size of the node labels (edge labels excluded), in SVG units.
+export function smallestNodeFont(svg) {
+  let smallest = Infinity;
+  for (const text of svg.querySelectorAll("g.node text")) {
+    const size = Number(text.getAttribute("font-size"));
+    if (size > 0 && size < smallest) smallest = size;
+  }
+  return Number.isFinite(smallest) ? smallest : 14;
+}
+
+// Open readable: the whole graph if its text is then >= READABLE_PX, else top-anchored at
+// a readable zoom: the graph's width fitted when that is readable, else on the first node.
+export function openingView(panZoom, svg, topNode) {
+  const sizes = panZoom.getSizes();
+  const box = sizes.viewBox;
+  if (!box.width || !box.height) return "fit";
+  const readable = READABLE_PX / smallestNodeFont(svg);
+  const whole = Math.min(sizes.width / box.width, sizes.height / box.height);
+  const width = sizes.width / box.width;
+  if (whole >= readable) { // all of it, readable; a small graph is not blown up beyond 1.5x
+    panZoom.fit();
+    const cap = readable * 1.5;
+    if (panZoom.getSizes().realZoom > cap) panZoom.zoom((cap / panZoom.getSizes().realZoom) * panZoom.getZoom());
+    panZoom.center();
+    return "fit";
+  }
+  // a little above the readable minimum when the width allows it, never beyond the width
+  const zoom = Math.max(readable, Math.min(width, readable * 1.25));
+  panZoom.zoom((zoom / sizes.realZoom) * panZoom.getZoom());
+  const real = panZoom.getSizes().realZoom;
+  let x = box.x + box.width / 2; // centred when the graph fits the panel's width
+  if (box.width * real > sizes.width && topNode) {
+    const b = nodeBox(svg, topNode);
+    if (b) x = b.x + b.width / 2;
+  }
+  panZoom.pan({ x: sizes.width / 2 - x * real, y: 8 - box.y * real });
+  return zoom === width ? "width" : "top";
+}
+
+// A node's box in the graph's own (untransformed) coordinates.
+export function nodeBox(svg, g) {
+  const box = g.getBBox();
+  const viewport = svg.querySelector(".svg-pan-zoom_viewport");
+  const ctm = g.getCTM();
+  const base = viewport?.getCTM();
+  const local = ctm && base ? base.inverse().multiply(ctm) : null;
+  return { x: (local ? local.e : 0) + box.x, y: (local ? local.f : 0) + box.y, width: box.width, height: box.height };
+}
+
+// The node drawn highest up (the first rank), the one a top-anchored view starts from.
+export function topmostNode(nodes) {
+  let best = null;
+  let bestY = Infinity;
+  for (const g of nodes) {
+    const text = g.querySelector("text");
+    const y = text ? Number(text.getAttribute("y")) : Infinity;
+    if (y < bestY) { bestY = y; best = g; }
+  }
+  return best;
+}
+
+// The outline of a node: its first shape (box3d and folder add decorations after it).
+export function outlineOf(g) {
+  return g.querySelector("polygon, ellipse, path");
+}
+
+// Graphviz sized each shape from its own estimate of the label's width; the browser's font
+// may be wider. Any label that would cross its shape's edge is condensed to fit (SVG
+// textLength), so text never leaves its node whatever fonts the page has.
+export const LABEL_FONT = 'Arial, "Liberation Sans", Helvetica, "Nimbus Sans", sans-serif'; // as in widget.css
+
+let canvas = null;
+
+// The width the browser gives `text` in the page's label font, measured on a canvas: it
+// does not depend on whether the SVG is rendered yet (a notebook output still hidden).
+function textWidth(text) {
+  canvas ??= document.createElement("canvas").getContext("2d");
+  const size = Number(text.getAttribute("font-size")) || 14;
+  const weight = text.getAttribute("font-weight") === "bold" ? "bold " : "";
+  const style = text.getAttribute("font-style") === "italic" ? "italic " : "";
+  canvas.font = `${style}${weight}${size}px ${LABEL_FONT}`;
+  return canvas.measureText(text.textContent).width;
+}
+
+export function fitLabels(nodes, limit = 6000) {
+  let count = 0;
+  for (const g of nodes) {
+    if (++count > limit) break;
+    const outline = outlineOf(g);
+    if (!outline) continue;
+    const shape = outline.getBBox();
+    if (!shape.width) continue;
+    const left = shape.x + LABEL_PAD;
+    const right = shape.x + shape.width - LABEL_PAD;
+    for (const text of g.querySelectorAll("text")) {
+      if (text.closest(".fxviz-marker")) continue;
+      const width = textWidth(text);
+      const x = Number(text.getAttribute("x"));
+      const anchor = text.getAttribute("text-anchor") || "start";
+      const start = anchor === "middle" ? x - width / 2 : anchor === "end" ? x - width : x;
+      if (start >= left && start + width <= right) continue;
+      const room = anchor === "middle" ? 2 * Math.min(x - left, right - x) : anchor === "end" ? x - left : right - x;
+      if (!(room > 0) || room >= width) continue; // only ever condensed, never stretched
+      text.setAttribute("textLength", String(room));
+      text.setAttribute("lengthAdjust", "spacingAndGlyphs");
+    }
+  }
+}
