@@ -125,7 +125,7 @@ export function mountReport(el, data) {
   const model = new PageModel(
     {
       [T.dot]: data.dot, [T.index]: data.index ?? [], [T.mode]: data.replay ? "debugger" : "graph", [T.selected]: "",
-      [T.states]: data.node_states ?? {}, [T.units]: data.units, [T.inspector]: {}, [T.rows]: data.rows, [T.status]: "",
+      [T.states]: data.node_states ?? {}, [T.units]: data.units, [T.inspector]: {}, [T.rows]: data.rows, [T.status]: data.status ?? "",
       [T.error]: "", [T.renderMs]: 0, [T.layoutTimeout]: 60,
     },
     (message) => {

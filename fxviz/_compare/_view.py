@@ -172,23 +172,21 @@ def table_rows(comparison: Comparison) -> list[dict[str, Any]]:
 def report_data(comparison: Comparison, max_preview: int = 64) -> tuple[dict[str, Any], str]:
     """What ``fxviz.report(comparison)`` puts in the page: the shaded drawing, a table of
     every pair, each node's inspector with both runs' values, and the diverging pairs."""
-    from fxviz.render._api import draw, to_dot
-    from fxviz.render._collapse import opening_depth, units
+    from fxviz.render._api import Drawing
+    from fxviz.render._payload import box_expansions, graph_payload
 
-    drawing = draw(comparison)
-    depth = opening_depth(drawing)
-    rows = table_rows(comparison)
-    data = {
-        "dot": to_dot(comparison, depth=depth).source,
-        "units": units(drawing, depth),
-        "rows": rows,
-        "inspectors": {n.name: inspector(comparison, n.name, max_preview) for n in drawing.nodes},
-        "order": [],
-        "records": {},
-        "replay": False,
-        "model": f"{_model(comparison.a)} vs {_model(comparison.b)}",
-        "status": comparison.summary(),
-    }
+    drawing = Drawing(comparison, group=True)  # the shaded drawing (_fxviz_drawing hooks)
+    view = drawing.view(depth=drawing.opening_depth, legend=False)  # the page's HTML legend
+    data = graph_payload(drawing, view, include_rows=False)
+    data.update(
+        rows=table_rows(comparison),
+        inspectors={
+            n.name: inspector(comparison, n.name, max_preview) for n in drawing.graph.nodes
+        },
+        expansions=box_expansions(drawing, view),
+        model=f"{_model(comparison.a)} vs {_model(comparison.b)}",
+        status=comparison.summary(),
+    )
     return data, report_table(comparison)
 
 

@@ -13,6 +13,7 @@ from torch import nn
 import fxviz
 from fxviz._report._html import _data
 from fxviz.render import _api
+from fxviz.render._collapse import cluster_path
 from fxviz.render._payload import PAYLOAD_VERSION, debugger_states, replay_payload
 
 
@@ -87,17 +88,23 @@ def test_replay_of_a_failed_run_stops_at_the_failing_node():
     assert len(replay["steps"]) == len(replay["order"])  # up to, not past, the failure
 
 
-def test_double_clicking_a_split_cluster_collapses_its_module():
-    view = fxviz.GraphView(fxviz.trace(_Wide()))  # big: opens collapsed
-    view.expand("block")
-    parts = set(re.findall(r"cluster_m_block_part\d+", view.dot))
+def test_a_split_cluster_is_turned_back_into_its_module():
+    drawing = _api.Drawing(fxviz.trace(_Wide()))  # to_dot's drawing: wide levels not grouped
+    parts = set(re.findall(r"cluster_m_block_part\d+", drawing.view(depth=None).dot))
     assert parts == {"cluster_m_block_part0", "cluster_m_block_part1"}
-    view.handle({"type": "collapse_cluster", "cluster": "cluster_m_block_part1"})
-    assert view.collapsed == ["block"]
+    assert cluster_path(drawing.graph, "cluster_m_block_part1") == "block"
+
+
+def test_the_widget_groups_a_wide_module_and_double_clicking_its_frame_collapses_it():
+    view = fxviz.GraphView(fxviz.trace(_Wide()))  # 520 nodes side by side: ~100 groups
     assert "cluster_m_block_part" not in view.dot
+    groups = {view.units[f"add_{i}"] for i in range(1, 520)}
+    assert 80 <= len(groups) <= 100 and "module__block" not in groups
+    view.handle({"type": "collapse_cluster", "cluster": "cluster_m_block"})
+    assert view.collapsed == ["block"]
     assert {view.units[f"add_{i}"] for i in range(1, 520)} == {"module__block"}
     view.handle({"type": "toggle_module", "unit": "module__block"})  # and opens again
-    assert "cluster_m_block_part1" in view.dot
+    assert {view.units[f"add_{i}"] for i in range(1, 520)} == groups
 
 
 def test_dot_ids_and_units_come_from_one_folding():
