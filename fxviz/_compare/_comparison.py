@@ -250,8 +250,9 @@ def compare(
         >>> other.first_divergence.name
         'input_1'
     """
+    from fxviz.render._align import align
     from fxviz.render._api import draw
-    from fxviz.render._diff import GraphDiff, _align
+    from fxviz.render._diff import GraphDiff
 
     if metric not in METRICS:
         raise InputError(f"unknown metric {metric!r}: use one of {', '.join(METRICS)}")
@@ -264,7 +265,7 @@ def compare(
             )
     threshold = {"sqnr": sqnr_db, "cosine": min_cosine, "allclose": None}[metric]
     left, right = draw(a), draw(b)
-    aligned = _align(left, right, provenance or {})
+    aligned = align(left, right, provenance or {})
     measured: dict[tuple[Any, ...], Metrics] = {}  # views of measured memory: same numbers
     with one_thread():
         pairs = _pairs(aligned, metric, threshold, rtol, atol, measured)

@@ -136,6 +136,13 @@ class LoadedRecording(Recording):
             error=_run_error(body.get("error")),
         )
         self.path = path
+        flops = body.get("flops", {})  # absent from files saved before it was recorded
+        _expect(
+            isinstance(flops, dict)
+            and all(isinstance(k, str) and type(v) is int for k, v in flops.items()),
+            "flops",
+        )
+        self._fxviz_flops = flops
         saved = body.get("saved")
         self.saved = (
             {k: v for k, v in saved.items() if isinstance(v, str)}
