@@ -174,23 +174,17 @@ def table_rows(comparison: Comparison) -> list[dict[str, Any]]:
 def report_data(comparison: Comparison, max_preview: int = 64) -> tuple[dict[str, Any], str]:
     """What ``fxviz.report(comparison)`` puts in the page: the shaded drawing, a table of
     every pair, each node's inspector with both runs' values, and the diverging pairs."""
-    from fxviz.render._api import draw, to_dot
-    from fxviz.render._collapse import opening_depth, units
+    from fxviz.render._api import Drawing
+    from fxviz.render._payload import graph_payload
 
-    drawing = draw(comparison)
-    depth = opening_depth(drawing)
-    rows = table_rows(comparison)
-    data = {
-        "dot": to_dot(comparison, depth=depth).source,
-        "units": units(drawing, depth),
-        "rows": rows,
-        "inspectors": {n.name: inspector(comparison, n.name, max_preview) for n in drawing.nodes},
-        "order": [],
-        "records": {},
-        "replay": False,
-        "model": f"{_model(comparison.a)} vs {_model(comparison.b)}",
-        "status": comparison.summary(),
+    drawing = Drawing(comparison)  # the shaded drawing, through the comparison's hooks
+    data = graph_payload(drawing, drawing.view(depth=drawing.opening_depth), include_rows=False)
+    data["rows"] = table_rows(comparison)
+    data["inspectors"] = {
+        n.name: inspector(comparison, n.name, max_preview) for n in drawing.graph.nodes
     }
+    data["model"] = f"{_model(comparison.a)} vs {_model(comparison.b)}"
+    data["status"] = comparison.summary()
     return data, report_table(comparison)
 
 
