@@ -136,7 +136,15 @@ if TYPE_CHECKING:  # static checkers and IDEs see the real objects
         highlight_nonfinite,
         time_heat,
     )
-    from fxviz.render import GraphDiff, diff, to_dot, to_svg
+    from fxviz.render import (
+        GraphDiff,
+        diff,
+        grad_norm_heat,
+        grad_ratio,
+        nonfinite_grads,
+        to_dot,
+        to_svg,
+    )
     from fxviz.widgets import DebuggerApp, GraphView, debug, show
 
 

@@ -166,7 +166,7 @@ class JointGraph:
     # -- running -------------------------------------------------------------------------
     def primals(self, *inputs: Any) -> list[Any]:
         """The forward graph's inputs: the model's current parameters and buffers, then ``inputs``."""
-        state = dict(self.model.named_parameters(remove_duplicate=False))
+        state: dict[str, torch.Tensor] = dict(self.model.named_parameters(remove_duplicate=False))
         state.update(self.model.named_buffers(remove_duplicate=False))
         names = self.primal_names[: self._n_state]
         flat = tree_leaves(list(inputs))
@@ -279,7 +279,7 @@ def trace_joint(obj: Any, *example_inputs: Any) -> JointGraph:
             "method='joint' needs example inputs: fxviz.trace(model, x, method='joint')"
         )
     model = trace(obj, *example_inputs)
-    state = dict(model.named_parameters(remove_duplicate=False))
+    state: dict[str, torch.Tensor] = dict(model.named_parameters(remove_duplicate=False))
     state.update(model.named_buffers(remove_duplicate=False))
     names = list(state)
     flat_inputs = tree_leaves(list(example_inputs))

@@ -326,7 +326,7 @@ def aot_graphs(
     ``torch.autograd.grad`` over the outputs (no ``.grad`` is touched).
     """
     import torch.fx.traceback as fx_traceback
-    from functorch.compile import make_boxed_func
+    from torch._functorch._aot_autograd.utils import make_boxed_func
     from torch._functorch.aot_autograd import aot_function
 
     graphs: dict[str, torch.fx.GraphModule] = {}

@@ -110,7 +110,7 @@ def test_report_and_show_of_a_loaded_recording(tmp_path):
     loaded = fxviz.load(_recording().save(tmp_path / "run.fxrec"))
     page = fxviz.report(loaded)
     assert '"replay":{' in page
-    assert "model: TwoLayerNet · 5 nodes" in page
+    assert "model: TwoLayerNet (symbolic_trace) · 5 nodes" in page
     view = fxviz.show(loaded)
     view.selected = "linear1"
     fields = dict(view.inspector["fields"])

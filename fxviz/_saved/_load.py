@@ -11,7 +11,7 @@ import json
 import os
 import pathlib
 import struct
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -99,7 +99,7 @@ class _LazyValue(StoredValue):
         _SLOT.__set__(self, None)
         _check_keys(tree, read)
 
-    @property  # type: ignore[override]
+    @property
     def value(self) -> Any:
         if self._tree is not None:
             _SLOT.__set__(self, decode_value(self._tree, self._read))
@@ -126,16 +126,23 @@ class LoadedRecording(Recording):
     def __init__(self, path: pathlib.Path, body: dict[str, Any], tensors: _Tensors) -> None:
         raw = body.get("records")
         _expect(isinstance(raw, list), "records")
-        records = [_record(r, i, tensors) for i, r in enumerate(raw)]
+        records = [_record(r, i, tensors) for i, r in enumerate(cast(list, raw))]
         complete = body.get("complete")
         _expect(isinstance(complete, bool), "complete")
         super().__init__(
-            SavedGraph(body.get("graph")),
+            cast(Any, SavedGraph(body.get("graph"))),
             records,
-            complete=complete,
+            complete=bool(complete),
             error=_run_error(body.get("error")),
         )
         self.path = path
+        flops = body.get("flops", {})  # absent from files saved before it was recorded
+        _expect(
+            isinstance(flops, dict)
+            and all(isinstance(k, str) and type(v) is int for k, v in flops.items()),
+            "flops",
+        )
+        self._fxviz_flops = flops
         saved = body.get("saved")
         self.saved = (
             {k: v for k, v in saved.items() if isinstance(v, str)}
@@ -143,7 +150,7 @@ class LoadedRecording(Recording):
             else {}
         )
 
-    @property  # type: ignore[override]
+    @property
     def output(self) -> Any:
         """What the graph returned, when the run finished and it was saved."""
         last = self._records[-1] if self._records else None
@@ -154,7 +161,7 @@ class LoadedRecording(Recording):
         pass
 
     def _fxviz_drawing(self) -> Any:
-        return self.graph_module.draw(self)
+        return cast(Any, self.graph_module).draw(self)
 
     def __repr__(self) -> str:
         return f"<fxviz.Recording of {self.graph_module.name} (loaded from {self.path.name}): {self.summary()}>"
@@ -287,7 +294,7 @@ def _check_keys(tree: Any, tensors: _Tensors) -> None:
             if item.get("t") == "tensor":
                 key = item.get("key")
                 _expect(isinstance(key, str), "a value's tensor key")
-                tensors.check(key)
+                tensors.check(str(key))
             stack.extend(v for v in item.get("items", ()) if isinstance(v, (dict, list)))
         elif isinstance(item, list):
             stack.extend(v for v in item if isinstance(v, (dict, list)))

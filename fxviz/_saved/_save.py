@@ -71,6 +71,7 @@ def save(
         },
         "graph": drawing_to_json(draw(recording), recording),
         "records": records,
+        "flops": _flops(recording),
     }
     metadata = {"format": FORMAT, "version": str(VERSION), "fxviz": json.dumps(body)}
     header: dict[str, Any] = {"__metadata__": metadata}
@@ -97,6 +98,13 @@ def save(
     finally:
         partial.unlink(missing_ok=True)
     return path
+
+
+def _flops(recording: Recording) -> dict[str, int]:
+    """Each node's FLOPs (a loaded recording has no graph to count them on)."""
+    from fxviz._shapes._flops import recording_flops
+
+    return {name: int(count) for name, count in recording_flops(recording).items()}
 
 
 def _record_json(record: NodeRecord, tensors: Blocks | None) -> dict[str, Any]:

@@ -206,7 +206,10 @@ def _is_device_text(value: Any) -> bool:
 
 def check_placement(node: torch.fx.Node, value: Any, mode: str) -> None:
     """Raise :class:`PlacementError` when ``node`` produced a real tensor in a meta or
-    fake run (that would be a real computation on real data)."""
+    fake run (that would be a real computation on real data). A capture's Python segment
+    (``meta["fxviz_break"]``) computes nothing: it hands back what the real run made."""
+    if "fxviz_break" in node.meta or node.op == "output":  # output: checked where made
+        return
     for where, t in iter_tensors(value):
         ok = t.is_meta if mode == "meta" else is_fake(t)
         if not ok:

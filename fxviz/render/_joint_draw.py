@@ -10,7 +10,7 @@ saved tensors between them.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, cast
 
 from fxviz.render._from_fx import draw_fx
 from fxviz.render._model import DrawEdge, DrawGraph, DrawNode, dot_id
@@ -112,7 +112,7 @@ def joint_dot(
         overlays.append(joint_selection(joint, side, selected))
     extra = options.pop("overlay", None)
     if extra is not None:
-        overlays.extend([extra] if callable(extra) else extra)
+        overlays.extend(cast("list[Overlay]", [extra] if callable(extra) else extra))
     options.setdefault("rankdir", "TB")
     return to_dot(draw_joint(joint, recording), overlay=overlays, **options)
 
