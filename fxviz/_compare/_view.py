@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import html
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from fxviz.render._overlays import Style
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from fxviz._compare._comparison import Comparison, NodeComparison
     from fxviz.render._model import DrawNode
 
@@ -135,7 +137,7 @@ def report_table(comparison: Comparison) -> str:
         *("sqnr_db", "cosine", "max_abs_error", "max_rel_error", "reason"),
     ]
     body = (
-        shown[columns]
+        cast("pd.DataFrame", shown[columns])
         .head(200)
         .to_html(index=False, escape=True, na_rep="", float_format=lambda v: f"{v:.4g}")
     )
