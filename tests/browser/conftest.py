@@ -251,3 +251,18 @@ INSPECTOR_SQUEEZED = """() => {
     return e.getBoundingClientRect().width < Math.min(natural, 40) - 1;
   }).map((e) => e.textContent);
 }"""
+
+
+@pytest.fixture
+def offline(browser):
+    """A page with the network off; every request other than file:// is recorded."""
+    requests: list[str] = []
+    browser.set_offline(True)
+    page = browser.new_page()
+    page.on(
+        "request",
+        lambda r: None if r.url.startswith(("file:", "blob:", "data:")) else requests.append(r.url),
+    )
+    yield page, requests
+    page.close()
+    browser.set_offline(False)

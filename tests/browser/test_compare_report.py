@@ -12,21 +12,6 @@ from tests.test_compare import TinyGPT
 pytestmark = pytest.mark.browser
 
 
-@pytest.fixture
-def offline_page(browser):
-    """A page with the network off; every request other than file:// is recorded."""
-    requests: list[str] = []
-    browser.set_offline(True)
-    page = browser.new_page()
-    page.on(
-        "request",
-        lambda r: None if r.url.startswith(("file:", "blob:", "data:")) else requests.append(r.url),
-    )
-    yield page, requests
-    page.close()
-    browser.set_offline(False)
-
-
 def _visible_inside(page, locator) -> bool:
     box = locator.bounding_box()
     size = page.viewport_size
@@ -40,8 +25,8 @@ def _visible_inside(page, locator) -> bool:
     )
 
 
-def test_cli_comparison_report_shows_where_runs_part(offline_page, tmp_path, capsys):
-    page, requests = offline_page
+def test_cli_comparison_report_shows_where_runs_part(offline, tmp_path, capsys):
+    page, requests = offline
     torch.manual_seed(0)
     live = fxviz.compare_dtype(TinyGPT().eval(), torch.randint(0, 64, (2, 16)))
     live.a.save(tmp_path / "fp32.fxrec")

@@ -23,21 +23,6 @@ from tests.browser.conftest import (
 pytestmark = pytest.mark.browser
 
 
-@pytest.fixture
-def offline(browser):
-    """A page with the network off; every request other than file:// is recorded."""
-    requests: list[str] = []
-    browser.set_offline(True)
-    page = browser.new_page()
-    page.on(
-        "request",
-        lambda r: None if r.url.startswith(("file:", "blob:", "data:")) else requests.append(r.url),
-    )
-    yield page, requests
-    page.close()
-    browser.set_offline(False)
-
-
 def test_replay_report_offline(offline, tmp_path):
     page, requests = offline
     torch.manual_seed(0)
