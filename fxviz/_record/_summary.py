@@ -1,9 +1,10 @@
 """Summaries of the tensors a node produced: shape, dtype, layout and statistics.
 
 Statistics are taken when the node runs, in four cheap reductions (``aminmax``, ``sum``,
-``vector_norm``, ``count_nonzero``) read back in one transfer; the exact two-pass
-``std_mean`` runs only where a sum of squares would cancel (mean >> std), and NaN/Inf are
-counted only when min/max show that some exist.
+``vector_norm``, ``count_nonzero``) read back in one transfer; where a sum of squares
+would cancel (mean >> std) the spread is measured again around the mean, in the tensor's
+own dtype; a float64 ``std_mean`` runs only where the sums overflow. NaN/Inf are counted
+only when min/max show that some exist.
 
     >>> import torch
     >>> (s,) = summarize(torch.tensor([[0.0, 2.0], [4.0, float("nan")]]))
@@ -177,11 +178,10 @@ def _statistics(t: torch.Tensor) -> tuple[Any, ...]:
     if not (math.isfinite(mn) and math.isfinite(mx)):
         return (*_nonfinite_statistics(wide, exact), zeros)
     mean, std = _mean_std(total, norm * norm, numel)
-    if not (math.isfinite(mean) and math.isfinite(std or 0.0)) or (
-        std is not None and mean * mean > 1e3 * std * std
-    ):
-        # the sums overflowed, or the sum of squares would cancel: do it exactly
-        mean, std = _exact_mean_std(x, exact)
+    if not (math.isfinite(mean) and math.isfinite(std or 0.0)):
+        mean, std = _exact_mean_std(x, exact)  # the sums overflowed: do it in float64
+    elif std is not None and mean * mean > 1e3 * std * std:
+        mean, std = _centered_mean_std(wide, mean, exact)  # the sum of squares cancels
     return (mn, mx, mean, std, max(abs(mn), abs(mx)), *_NO_NONFINITE, zeros)
 
 
@@ -217,6 +217,29 @@ def _mean_std(total: float, squares: float, n: int) -> tuple[float, float | None
     if math.isnan(variance):
         return mean, math.nan
     return mean, math.sqrt(max(variance, 0.0))
+
+
+def _centered_mean_std(
+    wide: torch.Tensor, guess: float, exact: torch.dtype
+) -> tuple[float, float | None]:
+    """Mean and std measured around ``guess`` (a mean that may be off by rounding), in
+    ``wide``'s own dtype, without a float64 copy: ``x - guess`` is exact for the values
+    near the mean (Sterbenz), and the corrected two-pass formula removes the guess's
+    error. Falls back to :func:`_exact_mean_std` only if these sums overflow.
+
+    >>> x = torch.full((1000,), 1e4) + torch.arange(1000) % 2 * 2.0 ** -10
+    >>> mean, std = _centered_mean_std(x, 1e4, torch.float64)
+    >>> mean == float(x.double().mean()), abs(std / float(x.double().std()) - 1) < 1e-6
+    (True, True)
+    """
+    n = wide.numel()
+    centered = wide - guess
+    offset, norm = _read(exact, centered.sum(), torch.linalg.vector_norm(centered))
+    shift = offset / n
+    variance = (norm * norm - offset * shift) / (n - 1)
+    if not (math.isfinite(shift) and math.isfinite(variance)):
+        return _exact_mean_std(wide, exact)
+    return guess + shift, math.sqrt(max(variance, 0.0))
 
 
 def _exact_mean_std(x: torch.Tensor, exact: torch.dtype) -> tuple[float, float | None]:
