@@ -90,6 +90,11 @@ class JointRecording:
 
         return joint_report(self, path, title=title)
 
+    def _fxviz_linked(self, node_id: str) -> list[str]:  # the live widget's link highlight
+        from fxviz.render._joint_draw import linked_ids
+
+        return linked_ids(self.joint, node_id)
+
 
 class JointGraph:
     """AOTAutograd's forward and backward graphs of a model, with links between them.
@@ -154,6 +159,11 @@ class JointGraph:
         from fxviz.render._joint_draw import draw_joint
 
         return draw_joint(self)
+
+    def _fxviz_linked(self, node_id: str) -> list[str]:  # the live widget's link highlight
+        from fxviz.render._joint_draw import linked_ids
+
+        return linked_ids(self, node_id)
 
     def to_dot(self, selected: str | None = None, side: str = "backward", **options: Any) -> Any:
         """Forward and backward side by side as a ``graphviz.Digraph``. ``selected`` (a

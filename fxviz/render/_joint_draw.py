@@ -16,7 +16,7 @@ from fxviz.render._from_fx import draw_fx
 from fxviz.render._model import DrawEdge, DrawGraph, DrawNode, dot_id
 from fxviz.render._overlays import Overlay, Style
 
-__all__ = ["draw_joint", "joint_selection"]
+__all__ = ["draw_joint", "joint_selection", "linked_ids", "linked_nodes"]
 
 _SIDES = (("forward", "fw_"), ("backward", "bw_"))
 
@@ -51,13 +51,28 @@ def draw_joint(joint: Any, recording: Any = None) -> DrawGraph:
     return DrawGraph(name="joint", nodes=nodes, edges=edges, clusters=clusters)
 
 
-def joint_selection(joint: Any, side: str, name: str) -> Overlay:
-    """Highlight node ``name`` of ``side`` (``"forward"``/``"backward"``) and its links."""
+def linked_nodes(joint: Any, side: str, name: str) -> set[tuple[str, str]]:
+    """``(side, name)`` of the nodes linked to node ``name`` of ``side``: the forward node
+    a backward node differentiates, or the backward nodes (and saved tensors) of a
+    forward node."""
     if side == "backward":
         forward = joint.link(name)
-        linked = {("forward", forward)} if forward else set()
-    else:
-        linked = {("backward", b) for b, f in joint.links.items() if f == name}
+        return {("forward", forward)} if forward else set()
+    return {("backward", b) for b, f in joint.links.items() if f == name}
+
+
+def linked_ids(joint: Any, node_id: str) -> list[str]:
+    """The drawing ids (``fw_<name>``/``bw_<name>``) linked to drawn node ``node_id``."""
+    for side, prefix in _SIDES:
+        if node_id.startswith(prefix):
+            pairs = linked_nodes(joint, side, node_id.removeprefix(prefix))
+            return sorted(dot_id(n, "fw_" if s == "forward" else "bw_") for s, n in pairs)
+    return []
+
+
+def joint_selection(joint: Any, side: str, name: str) -> Overlay:
+    """Highlight node ``name`` of ``side`` (``"forward"``/``"backward"``) and its links."""
+    linked = linked_nodes(joint, side, name)
     chosen = ("fw_" if side == "forward" else "bw_") + name
 
     def overlay(node: DrawNode) -> Style | None:
