@@ -3,8 +3,8 @@
 Statistics are taken when the node runs, in four cheap reductions (``aminmax``, ``sum``,
 ``vector_norm``, ``count_nonzero``) read back in one transfer; where a sum of squares
 would cancel (mean >> std) the spread is measured again around the mean, and where they
-overflow on the values scaled into [-1, 1], both in the tensor's own dtype (no float64
-copy). NaN/Inf are counted only when min/max show that some exist.
+overflow on the values scaled down by a power of two, both in the tensor's own dtype (no
+float64 copy). NaN/Inf are counted only when min/max show that some exist.
 
     >>> import torch
     >>> (s,) = summarize(torch.tensor([[0.0, 2.0], [4.0, float("nan")]]))
@@ -227,7 +227,7 @@ def _scaled_mean_std(
     wide: torch.Tensor, absmax: float, exact: torch.dtype
 ) -> tuple[float, float | None]:
     """Mean and std of values whose sums overflow ``wide``'s dtype, measured on the values
-    scaled by a power of two (exact) into [-1, 1]; float64 only if that still fails.
+    scaled down by a power of two (exactly); float64 only if that still fails.
 
     >>> x = torch.full((100_000,), 3e34) + torch.arange(100_000.0) * 1e30
     >>> mean, std = _scaled_mean_std(x, float(x.abs().max()), torch.float64)
@@ -235,9 +235,12 @@ def _scaled_mean_std(
     >>> abs(mean / float(ref_mean) - 1) < 1e-6, abs(std / float(ref_std) - 1) < 1e-5
     (True, True)
     """
-    scale = 2.0 ** math.frexp(absmax)[1]  # >= absmax
+    n = wide.numel()
+    # scaled down just enough that n squares fit: values that were small stay normal
+    # (subnormal floats make every reduction many times slower)
+    room = (math.frexp(torch.finfo(wide.dtype).max)[1] - 1 - n.bit_length()) // 2 - 1
+    scale = 2.0 ** max(math.frexp(absmax)[1] - room, 0)
     scaled = wide * (1.0 / scale)
-    n = scaled.numel()
     total, norm = _read(exact, scaled.sum(), torch.linalg.vector_norm(scaled))
     mean, std = _mean_std(total, norm * norm, n)
     if std is not None and mean * mean > 1e3 * std * std:
