@@ -84,11 +84,21 @@ class JointRecording:
         return joint_dot(self.joint, self, selected, side, **options)
 
     def report(self, path: Any = None, *, title: str | None = None) -> str | None:
-        """One offline HTML page with both passes' reports side by side (returned when
-        ``path`` is ``None``)."""
-        from fxviz.render._joint_draw import joint_report
+        """One offline HTML page with both passes side by side (returned when ``path`` is
+        ``None``); the same as ``fxviz.report(self, path)``."""
+        from fxviz._report import report
 
-        return joint_report(self, path, title=title)
+        return report(self, path, title=title or "fxviz: forward and backward")
+
+    def _fxviz_report(self, max_preview: int = 64) -> tuple[dict[str, Any], str]:
+        from fxviz.render._joint_draw import joint_report_data
+
+        return joint_report_data(self, max_preview)
+
+    def _fxviz_linked(self, node_id: str) -> list[str]:  # the live widget's link highlight
+        from fxviz.render._joint_draw import linked_ids
+
+        return linked_ids(self.joint, node_id)
 
 
 class JointGraph:
@@ -154,6 +164,16 @@ class JointGraph:
         from fxviz.render._joint_draw import draw_joint
 
         return draw_joint(self)
+
+    def _fxviz_linked(self, node_id: str) -> list[str]:  # the live widget's link highlight
+        from fxviz.render._joint_draw import linked_ids
+
+        return linked_ids(self, node_id)
+
+    def _fxviz_report(self, max_preview: int = 64) -> tuple[dict[str, Any], str]:
+        from fxviz.render._joint_draw import joint_report_data
+
+        return joint_report_data(self, max_preview)
 
     def to_dot(self, selected: str | None = None, side: str = "backward", **options: Any) -> Any:
         """Forward and backward side by side as a ``graphviz.Digraph``. ``selected`` (a

@@ -4,6 +4,8 @@ stepped and diffed with real saved tensors."""
 from __future__ import annotations
 
 import copy
+import json
+import re
 
 import pytest
 import torch
@@ -213,10 +215,11 @@ def test_drawing_shows_both_passes_and_the_links_of_a_selection(cnn, tmp_path):
     with pytest.raises(fxviz.UnknownNodeError, match="backward"):
         joint.to_dot(selected="no_such_node")
 
-    page = jrec.report()
-    assert page.count("<iframe") == 2
-    assert "forward pass" in page
-    assert "backward pass" in page
+    def undated(page):
+        return re.sub(r" · made [^<]*", "", page)
+
+    page = jrec.report()  # the page fxviz.report makes (up to its time stamp)
+    assert undated(page) == undated(fxviz.report(jrec, title="fxviz: forward and backward"))
 
 
 def test_to_dot_and_the_widget_draw_both_passes(cnn):
@@ -246,3 +249,40 @@ def test_a_parameter_named_like_an_input_is_still_a_parameter():
     run = joint.run(x)
     (expected,) = torch.autograd.grad(model(x).sum(), [model.input_proj.weight])
     assert torch.equal(run.grads["input_proj.weight"], expected)
+
+
+def _page_data(page: str) -> dict:
+    return json.loads(re.search(r'id="fxviz-data">(.*?)</script>', page, re.S).group(1))
+
+
+@pytest.mark.parametrize("recorded", [False, True], ids=["graph", "recording"])
+def test_report_of_a_joint_graph_shows_both_passes_and_their_links(tmp_path, recorded):
+    from html.parser import HTMLParser
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2))
+    x = torch.randn(2, 4)
+    joint = fxviz.trace(model, x, method="joint")
+    obj = joint.record(x) if recorded else joint
+    path = tmp_path / "joint.html"
+    assert fxviz.report(obj, path) is None
+    page = path.read_text(encoding="utf-8")
+    HTMLParser().feed(page)  # well-formed enough to parse
+    data = _page_data(page)
+    assert "cluster_c_forward" in data["dot"]
+    assert "cluster_c_backward" in data["dot"]
+    drawn = len(joint.forward.graph.nodes) + len(joint.backward.graph.nodes)
+    assert len(data["inspectors"]) == drawn  # one per node of either pass, none lost
+    # a name in both passes (relu, a saved tensor): each side keyed as the page selects it
+    units = data["units"]
+    twice = {k for k in ("fw_relu", "bw_relu") if units.get("relu") != k}
+    assert len(twice) == 1
+    assert twice <= set(data["inspectors"])
+    assert data["inspectors"]["threshold_backward"]["name"] == "threshold_backward"
+    fields = dict(map(tuple, data["inspectors"]["threshold_backward"]["fields"]))
+    assert fields["differentiates"] == f"relu (model node {joint.source('relu')})"
+    forward_fields = dict(map(tuple, data["inspectors"]["addmm"]["fields"]))
+    assert "t_6" in forward_fields["differentiated by"]
+    assert ("mean" in str(data["inspectors"]["addmm"])) == recorded  # recorded statistics
+    assert "<th>differentiates forward node</th>" in page
+    assert "<td>threshold_backward</td><td>relu</td>" in page

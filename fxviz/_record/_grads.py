@@ -28,9 +28,11 @@ import torch
 
 from fxviz._record._summary import (
     TensorSummary,
+    _centered_mean_std,
     _dense,
     _mean_std,
     _read,
+    _scaled_mean_std,
     iter_tensors,
     summarize,
 )
@@ -252,8 +254,9 @@ _NOTHING_REQUIRES_GRAD = (
 def summarize_gradient(grad: torch.Tensor, stats: bool = True) -> TensorSummary:
     """A :class:`TensorSummary` of a gradient: as :func:`summarize`, in three reductions
     instead of four: ``zeros`` is not counted (``None``), as it would cost as much as the
-    other statistics together; where the sums overflow or cancel, the spread is measured
-    around the mean in float32 (not on a float64 copy). NaN and Inf are counted exactly.
+    other statistics together; where the sums overflow or cancel, they are taken again on
+    values scaled by a power of two or around the mean, in float32 (not on a float64
+    copy), as :func:`summarize` does. NaN and Inf are counted exactly.
 
     >>> s = summarize_gradient(torch.tensor([0.0, 3.0, -4.0]))
     >>> s.min, s.max, s.mean, s.zeros
@@ -266,29 +269,16 @@ def summarize_gradient(grad: torch.Tensor, stats: bool = True) -> TensorSummary:
     x = _dense(grad.detach())
     wide = x if x.element_size() >= 4 else x.to(torch.float32)
     exact = torch.float32 if x.device.type == "mps" else torch.float64
-    n = x.numel()
     lo, hi = torch.aminmax(x)
-    scale = 1.0
-    if x.device.type == "cpu":  # reading the range first costs nothing here
-        absmax = max(abs(lo.item()), abs(hi.item()))
-        if math.isfinite(absmax) and absmax * absmax * n > 1e36:  # float32 sums overflow
-            scale = absmax
-            wide = wide / scale
     mn, mx, total, norm = _read(exact, lo, hi, wide.sum(), torch.linalg.vector_norm(wide))
     if not (math.isfinite(mn) and math.isfinite(mx)):
         return dataclasses.replace(summarize(grad, True)[0], zeros=None)
     absmax = max(abs(mn), abs(mx))
-    mean, std = _mean_std(total, norm * norm, n)
-    overflowed = not (math.isfinite(mean) and math.isfinite(std or 0.0))
-    if overflowed:  # off the CPU, the range was not known before the sums
-        scale = absmax
-        wide = wide / scale
-        mean = float(wide.sum()) / n
-    if std is not None and (overflowed or mean * mean > 1e3 * std * std):
-        # the sum of squares cancels (a constant plus a little): measure the spread
-        # around the mean (x - mean is exact in float32 for values near the mean)
-        std = float(torch.linalg.vector_norm(wide - mean)) / math.sqrt(n - 1)
-    mean, std = mean * scale, None if std is None else std * scale
+    mean, std = _mean_std(total, norm * norm, x.numel())
+    if not (math.isfinite(mean) and math.isfinite(std or 0.0)):
+        mean, std = _scaled_mean_std(wide, absmax, exact)  # the sums overflowed
+    elif std is not None and mean * mean > 1e3 * std * std:
+        mean, std = _centered_mean_std(wide, mean, exact)  # the sum of squares cancels
     return dataclasses.replace(
         bare, min=mn, max=mx, mean=mean, std=std, absmax=absmax, nan=0, posinf=0, neginf=0
     )

@@ -1,9 +1,10 @@
 """Summaries of the tensors a node produced: shape, dtype, layout and statistics.
 
 Statistics are taken when the node runs, in four cheap reductions (``aminmax``, ``sum``,
-``vector_norm``, ``count_nonzero``) read back in one transfer; the exact two-pass
-``std_mean`` runs only where a sum of squares would cancel (mean >> std), and NaN/Inf are
-counted only when min/max show that some exist.
+``vector_norm``, ``count_nonzero``) read back in one transfer; where a sum of squares
+would cancel (mean >> std) the spread is measured again around the mean, and where they
+overflow on the values scaled down by a power of two, both in the tensor's own dtype (no
+float64 copy). NaN/Inf are counted only when min/max show that some exist.
 
     >>> import torch
     >>> (s,) = summarize(torch.tensor([[0.0, 2.0], [4.0, float("nan")]]))
@@ -170,19 +171,22 @@ def _statistics(t: torch.Tensor) -> tuple[Any, ...]:
         wide = x if x.element_size() >= 4 else x.to(torch.float32)
     else:
         wide = x.to(exact)  # integers: float32 would round ids above 2**24
+    # on the CPU, reading the range first costs nothing, and a range without 0 has no zeros
+    no_zeros = x.device.type == "cpu" and (lo.item() > 0 or hi.item() < 0)
+    nonzero = lo.new_tensor(numel) if no_zeros else torch.count_nonzero(x)
     mn, mx, total, norm, nonzero = _read(
-        exact, lo, hi, wide.sum(), torch.linalg.vector_norm(wide), torch.count_nonzero(x)
+        exact, lo, hi, wide.sum(), torch.linalg.vector_norm(wide), nonzero
     )
     zeros = numel - int(nonzero)
     if not (math.isfinite(mn) and math.isfinite(mx)):
         return (*_nonfinite_statistics(wide, exact), zeros)
     mean, std = _mean_std(total, norm * norm, numel)
-    if not (math.isfinite(mean) and math.isfinite(std or 0.0)) or (
-        std is not None and mean * mean > 1e3 * std * std
-    ):
-        # the sums overflowed, or the sum of squares would cancel: do it exactly
-        mean, std = _exact_mean_std(x, exact)
-    return (mn, mx, mean, std, max(abs(mn), abs(mx)), *_NO_NONFINITE, zeros)
+    absmax = max(abs(mn), abs(mx))
+    if not (math.isfinite(mean) and math.isfinite(std or 0.0)):
+        mean, std = _scaled_mean_std(wide, absmax, exact)  # the sums overflowed
+    elif std is not None and mean * mean > 1e3 * std * std:
+        mean, std = _centered_mean_std(wide, mean, exact)  # the sum of squares cancels
+    return (mn, mx, mean, std, absmax, *_NO_NONFINITE, zeros)
 
 
 def _dense(x: torch.Tensor) -> torch.Tensor:
@@ -217,6 +221,56 @@ def _mean_std(total: float, squares: float, n: int) -> tuple[float, float | None
     if math.isnan(variance):
         return mean, math.nan
     return mean, math.sqrt(max(variance, 0.0))
+
+
+def _scaled_mean_std(
+    wide: torch.Tensor, absmax: float, exact: torch.dtype
+) -> tuple[float, float | None]:
+    """Mean and std of values whose sums overflow ``wide``'s dtype, measured on the values
+    scaled down by a power of two (exactly); float64 only if that still fails.
+
+    >>> x = torch.full((100_000,), 3e34) + torch.arange(100_000.0) * 1e30
+    >>> mean, std = _scaled_mean_std(x, float(x.abs().max()), torch.float64)
+    >>> ref_std, ref_mean = torch.std_mean(x.double())
+    >>> abs(mean / float(ref_mean) - 1) < 1e-6, abs(std / float(ref_std) - 1) < 1e-5
+    (True, True)
+    """
+    n = wide.numel()
+    # scaled down just enough that n squares fit: values that were small stay normal
+    # (subnormal floats make every reduction many times slower)
+    room = (math.frexp(torch.finfo(wide.dtype).max)[1] - 1 - n.bit_length()) // 2 - 1
+    scale = 2.0 ** max(math.frexp(absmax)[1] - room, 0)
+    scaled = wide * (1.0 / scale)
+    total, norm = _read(exact, scaled.sum(), torch.linalg.vector_norm(scaled))
+    mean, std = _mean_std(total, norm * norm, n)
+    if std is not None and mean * mean > 1e3 * std * std:
+        mean, std = _centered_mean_std(scaled, mean, exact)
+    if not (math.isfinite(mean) and math.isfinite(std or 0.0)):
+        return _exact_mean_std(wide, exact)
+    return mean * scale, None if std is None else std * scale
+
+
+def _centered_mean_std(
+    wide: torch.Tensor, guess: float, exact: torch.dtype
+) -> tuple[float, float | None]:
+    """Mean and std measured around ``guess`` (a mean that may be off by rounding), in
+    ``wide``'s own dtype, without a float64 copy: ``x - guess`` is exact for the values
+    near the mean (Sterbenz), and the corrected two-pass formula removes the guess's
+    error. Falls back to :func:`_exact_mean_std` only if these sums overflow.
+
+    >>> x = torch.full((1000,), 1e4) + torch.arange(1000) % 2 * 2.0 ** -10
+    >>> mean, std = _centered_mean_std(x, 1e4, torch.float64)
+    >>> mean == float(x.double().mean()), abs(std / float(x.double().std()) - 1) < 1e-6
+    (True, True)
+    """
+    n = wide.numel()
+    centered = wide - guess
+    offset, norm = _read(exact, centered.sum(), torch.linalg.vector_norm(centered))
+    shift = offset / n
+    variance = (norm * norm - offset * shift) / (n - 1)
+    if not (math.isfinite(shift) and math.isfinite(variance)):
+        return _exact_mean_std(wide, exact)
+    return guess + shift, math.sqrt(max(variance, 0.0))
 
 
 def _exact_mean_std(x: torch.Tensor, exact: torch.dtype) -> tuple[float, float | None]:

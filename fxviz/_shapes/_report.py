@@ -228,7 +228,10 @@ class ShapeReport(Mapping[str, NodeRecord]):
 
     def _repr_html_(self) -> str:
         table = self.table()
-        depth = table["module"].map(lambda m: m.count(".") + 1 if m else 0)
+        depth = {  # the scope a node runs in: a called module's parent, or its own module
+            name: _scope_depth(op, module)
+            for name, op, module in zip(table.index, table["op"], table["module"], strict=True)
+        }
         changed_dtype = [_dtype_changed(r) for r in self.recording.values()]
         changed_shape = [_shape_changed(r) for r in self.recording.values()]
 
@@ -269,6 +272,19 @@ class ShapeReport(Mapping[str, NodeRecord]):
 
     def __repr__(self) -> str:
         return f"<fxviz.ShapeReport: {self._summary_line()}>"
+
+
+def _scope_depth(op: str, module: str) -> int:
+    """How deep in the model a node runs: a ``call_module`` node runs in the module that
+    calls it (``"0.fc"`` -> 1, beside that module's own functions), any other node in the
+    module it was traced in (``"0"`` -> 1); the top level is 0.
+
+    >>> _scope_depth("call_module", "0.fc"), _scope_depth("call_function", "0")
+    (1, 1)
+    """
+    if not module:
+        return 0
+    return module.count(".") + (0 if op == "call_module" else 1)
 
 
 def shapes_diff(a: ShapeReport, b: ShapeReport) -> pd.DataFrame:

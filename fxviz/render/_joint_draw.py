@@ -16,7 +16,7 @@ from fxviz.render._from_fx import draw_fx
 from fxviz.render._model import DrawEdge, DrawGraph, DrawNode, dot_id
 from fxviz.render._overlays import Overlay, Style
 
-__all__ = ["draw_joint", "joint_selection"]
+__all__ = ["draw_joint", "joint_report_data", "joint_selection", "linked_ids", "linked_nodes"]
 
 _SIDES = (("forward", "fw_"), ("backward", "bw_"))
 
@@ -51,13 +51,28 @@ def draw_joint(joint: Any, recording: Any = None) -> DrawGraph:
     return DrawGraph(name="joint", nodes=nodes, edges=edges, clusters=clusters)
 
 
-def joint_selection(joint: Any, side: str, name: str) -> Overlay:
-    """Highlight node ``name`` of ``side`` (``"forward"``/``"backward"``) and its links."""
+def linked_nodes(joint: Any, side: str, name: str) -> set[tuple[str, str]]:
+    """``(side, name)`` of the nodes linked to node ``name`` of ``side``: the forward node
+    a backward node differentiates, or the backward nodes (and saved tensors) of a
+    forward node."""
     if side == "backward":
         forward = joint.link(name)
-        linked = {("forward", forward)} if forward else set()
-    else:
-        linked = {("backward", b) for b, f in joint.links.items() if f == name}
+        return {("forward", forward)} if forward else set()
+    return {("backward", b) for b, f in joint.links.items() if f == name}
+
+
+def linked_ids(joint: Any, node_id: str) -> list[str]:
+    """The drawing ids (``fw_<name>``/``bw_<name>``) linked to drawn node ``node_id``."""
+    for side, prefix in _SIDES:
+        if node_id.startswith(prefix):
+            pairs = linked_nodes(joint, side, node_id.removeprefix(prefix))
+            return sorted(dot_id(n, "fw_" if s == "forward" else "bw_") for s, n in pairs)
+    return []
+
+
+def joint_selection(joint: Any, side: str, name: str) -> Overlay:
+    """Highlight node ``name`` of ``side`` (``"forward"``/``"backward"``) and its links."""
+    linked = linked_nodes(joint, side, name)
     chosen = ("fw_" if side == "forward" else "bw_") + name
 
     def overlay(node: DrawNode) -> Style | None:
@@ -117,28 +132,66 @@ def joint_dot(
     return to_dot(draw_joint(joint, recording), overlay=overlays, **options)
 
 
-def joint_report(recording: Any, path: Any = None, *, title: str | None = None) -> str | None:
-    """One HTML page with the forward and the backward report side by side."""
+def joint_report_data(obj: Any, max_preview: int = 64) -> tuple[dict[str, Any], str]:
+    """What ``fxviz.report`` shows for a ``JointGraph`` or ``JointRecording``: both passes
+    drawn side by side as ``fxviz.show`` draws them, each node's inspector (with the nodes
+    it is linked to), and a table of the links, backward node to model node.
+
+    Inspectors are keyed as the page's selection names a node: by name, or by drawing id
+    (``fw_relu``) where both passes have a node of that name.
+    """
     import html
-    import pathlib
 
-    from fxviz._report import report
+    from fxviz.render._api import Drawing
+    from fxviz.render._inspect import inspector_data
+    from fxviz.render._payload import graph_payload
 
-    frames = []
-    for side in ("forward", "backward"):
-        page = report(getattr(recording, side), title=f"{side} pass")
-        frames.append(
-            f'<section><h2>{side}</h2><iframe title="{side} pass" '
-            f'srcdoc="{html.escape(page or "", quote=True)}"></iframe></section>'
-        )
-    name = html.escape(title or "fxviz: forward and backward")
-    text = (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>{name}</title><style>"
-        "body{font-family:sans-serif;margin:8px}main{display:flex;gap:8px}"
-        "section{flex:1;min-width:0}iframe{width:100%;height:90vh;border:1px solid #ccc}"
-        f"</style></head><body><h1>{name}</h1><main>{''.join(frames)}</main></body></html>"
+    joint = getattr(obj, "joint", obj)
+    recording = obj if obj is not joint else None
+    drawing = Drawing(obj)
+    view = drawing.view(depth=drawing.opening_depth)
+    data = graph_payload(drawing, view)
+    inspectors: dict[str, Any] = {}
+    for node in drawing.graph.nodes:
+        side = node.cluster or "forward"
+        gm = getattr(joint, side)
+        fx_node = next((n for n in gm.graph.nodes if n.name == node.name), None)
+        records = getattr(recording, side) if recording is not None else None
+        record = records.get(node.name) if records is not None else None
+        info = inspector_data(node.name, fx_node, record, max_preview=max_preview)
+        info["fields"] = [*info["fields"], *_link_fields(joint, side, node.name)]
+        info["planned"] = [list(f) for f in info["fields"][:3]]
+        key = node.name if data["units"].get(node.name) == node.id else node.id
+        inspectors[key] = info
+    data["inspectors"] = inspectors
+    rows = "".join(
+        f"<tr><td>{html.escape(b)}</td><td>{html.escape(f)}</td>"
+        f"<td>{html.escape(joint.source(f) or '')}</td></tr>"
+        for b, f in joint.links.items()
+        if b not in joint.saved
     )
-    if path is None:
-        return text
-    pathlib.Path(path).write_text(text, encoding="utf-8")
-    return None
+    bad = obj.first_nonfinite() if recording is not None else None
+    first = (
+        f"<p>first NaN/Inf in the backward pass: {html.escape(' ← '.join(x for x in bad if x))}</p>"
+        if bad
+        else ""
+    )
+    extra = (
+        f"<h2>Backward to forward</h2>{first}<table class='fxviz-joint-links'><thead><tr>"
+        "<th>backward node</th><th>differentiates forward node</th><th>model node</th>"
+        f"</tr></thead><tbody>{rows}</tbody></table>"
+    )
+    return data, extra
+
+
+def _link_fields(joint: Any, side: str, name: str) -> list[tuple[str, str]]:
+    linked = sorted(n for _, n in linked_nodes(joint, side, name))
+    if side == "forward":
+        source = joint.source(name)
+        fields = [("from model node", source)] if source else []
+        return fields + ([("differentiated by", ", ".join(linked))] if linked else [])
+    if not linked:
+        return []
+    what = "saved tensor of" if name in joint.saved else "differentiates"
+    source = joint.source(linked[0])
+    return [(what, linked[0] + (f" (model node {source})" if source else ""))]

@@ -23,7 +23,8 @@ class GraphView(anywidget.AnyWidget):
         dot: the DOT being shown (laid out in the browser, never in the kernel).
         selected: name of the selected node.
         node_states: ``{node: ["done" | "current" | "pending" | "error" | "breakpoint" |
-            "nonfinite", ...]}``, applied as CSS classes without re-layout.
+            "nonfinite" | "linked", ...]}``, applied as CSS classes without re-layout
+            (``linked``: in a joint graph, the nodes linked to the selected one).
         units: ``{node: title of what draws it}`` (a collapsed module's box, or itself).
         depth / expanded / collapsed: how modules are collapsed; clicking a box expands
             it, double-clicking a module's frame collapses it.
@@ -162,16 +163,35 @@ class GraphView(anywidget.AnyWidget):
         from fxviz.render._inspect import inspector_data
 
         name = change["new"]
-        node = next((n for n in self._draw.nodes if n.name == name), None)
+        node = self._selected_node(name)
+        linked = getattr(type(self._obj), "_fxviz_linked", None)  # joint graphs: both passes
+        if linked is not None:
+            self._show_linked(linked(self._obj, node.id) if node is not None else [])
         if node is None:
             self.inspector = {}
             return
+        name = node.name  # the browser may send a drawing id (``fw_relu``)
         own = getattr(type(self._obj), "_fxviz_inspector", None)  # comparisons: both runs
         if own is not None:
             self.inspector = own(self._obj, name)
             return
         fx_node = _fx_node(self._obj, name)
         self.inspector = inspector_data(name, fx_node, node.record, folded=node.folded)
+
+    def _selected_node(self, name: str) -> Any:
+        """The drawn node the browser marks for ``name``: the one ``units`` maps it to
+        (names can repeat, as in a joint graph's two passes), or the node of that id."""
+        drawn = self.units.get(name, name)
+        return next((n for n in self._draw.nodes if n.id == drawn), None) or next(
+            (n for n in self._draw.nodes if n.name == name), None
+        )
+
+    def _show_linked(self, ids: list[str]) -> None:
+        """Mark ``ids`` with the ``linked`` state (and no other node)."""
+        states = {k: [s for s in v if s != "linked"] for k, v in self.node_states.items()}
+        for node_id in ids:
+            states.setdefault(node_id, []).append("linked")
+        self.node_states = {k: v for k, v in states.items() if v}
 
     def __repr__(self) -> str:
         return f"<fxviz.GraphView: {len(self._draw.nodes)} nodes, depth={self.depth}>"

@@ -32,6 +32,12 @@ CASES = {
     "expanded view": lambda: torch.randn(4, 1).expand(4, 6),
     "mean far above std": lambda: torch.randn(5000) * 1e-3 + 1e4,
     "relu zeros": lambda: torch.randn(100).relu(),
+    "positive, no zeros": lambda: torch.rand(100) + 0.5,
+    "negative with zeros": lambda: -torch.randn(100).relu(),
+    "float32 sums overflow": lambda: torch.randn(5000) * 1e36,
+    "float32 sums overflow and cancel": lambda: (
+        torch.full((5000,), 3e37) * (1 + torch.randn(5000) * 1e-4)
+    ),
     "bfloat16": lambda: torch.randn(300).to(torch.bfloat16),
     "float64": lambda: torch.randn(50, dtype=torch.float64),
     "large int ids": lambda: torch.randint(2**30, 2**31, (64,)),

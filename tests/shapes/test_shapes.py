@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 
 import pandas as pd
 import pytest
@@ -271,3 +272,38 @@ def test_bad_arguments():
         fxviz.shapes(TwoLayerNet(), torch.randn(1, 1000), device="cuda")
     with pytest.raises(fxviz.InputError):
         fxviz.shapes(TwoLayerNet(), torch.randn(1, 1000), torch.randn(1))
+
+
+def test_notebook_table_indents_every_node_of_a_module_alike():
+    """Issue 13: a module's own functions and the submodules it calls sat at different
+    indents, so the rows of a block alternated in and out."""
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+            self.act = nn.ReLU()
+
+        def forward(self, x):
+            return x + self.act(self.fc(x)).relu()
+
+    model = nn.Sequential(nn.Sequential(Block(), nn.Linear(4, 4)), nn.Linear(4, 2))
+    report = fxviz.shapes(model, torch.randn(2, 4))
+    page = report._repr_html_()
+    padding = {}  # row heading id -> its padding, from the page's own CSS rules
+    for selectors, em in re.findall(r"([^{}]+)\{\s*padding-left: ([0-9.]+)em", page):
+        for selector in selectors.split(","):
+            padding[selector.strip().lstrip("#")] = float(em)
+    indent = {
+        name: padding[row_id]
+        for row_id, name in re.findall(
+            r'<th id="([^"]+)" class="row_heading[^>]*>([^<]+)</th>', page
+        )
+    }
+    assert set(indent) == set(report.table().index)
+    block = ["_0_0_fc", "_0_0_act", "relu", "add"]  # all run inside the block 0.0
+    assert report.table().loc[block, "module"].tolist() == ["0.0.fc", "0.0.act", "0.0", "0.0"]
+    assert len({indent[n] for n in block}) == 1
+    assert indent["_0_1"] < indent["relu"]  # 0.1 runs one level up, in 0
+    assert indent["_1"] < indent["_0_1"]  # 1 runs at the top level
+    assert indent["_1"] == indent["input_1"] == indent["output"]

@@ -161,3 +161,38 @@ def test_the_static_legend_never_merges_with_a_node_named_like_it():
     source = fxviz.to_dot(torch.fx.GraphModule(nn.Module(), graph)).source
     assert source.count("\t_legend_call_function [") == 1
     assert '"fxviz:legend:call_function" [label=function' in source
+
+
+def _relu_mlp() -> tuple[nn.Module, torch.Tensor]:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2)), torch.randn(2, 4)
+
+
+@pytest.mark.parametrize("recorded", [False, True], ids=["graph", "recording"])
+def test_selecting_a_joint_node_marks_the_nodes_linked_to_it(recorded):
+    model, x = _relu_mlp()
+    joint = fxviz.trace(model, x, method="joint")
+    view = fxviz.show(joint.record(x) if recorded else joint)
+    # a backward op: the forward node it differentiates is marked, nothing else
+    assert joint.link("threshold_backward") == "relu"
+    view.selected = "threshold_backward"  # what the browser sends for a unique name
+    assert view.node_states == {"fw_relu": ["linked"]}
+    assert view.inspector["name"] == "threshold_backward"
+    # a forward node whose name is also a backward one (a saved tensor): the browser
+    # sends the drawing id; every backward node that differentiates it is marked
+    view.handle({"type": "unknown"})  # other messages leave the marks alone
+    view.selected = "fw_relu"
+    expected = sorted(f"bw_{b}" for b, f in joint.links.items() if f == "relu")
+    assert "bw_threshold_backward" in expected
+    assert "bw_relu" in expected
+    assert sorted(view.node_states) == expected
+    assert all(v == ["linked"] for v in view.node_states.values())
+    assert view.inspector["name"] == "relu"
+    view.selected = ""  # nothing selected: no marks left
+    assert view.node_states == {}
+
+
+def test_only_joint_views_mark_linked_nodes():
+    view = fxviz.GraphView(fxviz.trace(TwoLayerNet()))
+    view.selected = "clamp"
+    assert view.node_states == {}

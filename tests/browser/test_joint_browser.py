@@ -1,0 +1,116 @@
+"""A joint graph's two passes in the browser: the live widget marks the nodes linked to a
+clicked node, and fxviz.report's page of both passes opens offline."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import fxviz
+from tests.browser.conftest import open_and_run, screenshot, write_notebook
+
+pytestmark = pytest.mark.browser
+
+_MODEL = (
+    "import torch, fxviz\nfrom torch import nn\ntorch.manual_seed(0)\n"
+    "model = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2))\n"
+    "x = torch.randn(2, 4)\n"
+    "joint = fxviz.trace(model, x, method='joint')"
+)
+_PURPLE = "rgb(138, 43, 226)"  # the linked and selected outline (#8a2be2)
+
+
+def _node(page, title: str):
+    return page.locator(".fxviz-graph g.node").filter(has=page.locator(f"title:text-is('{title}')"))
+
+
+def _outline(page, title: str) -> dict:
+    return _node(page, title).evaluate(
+        "g => { const s = getComputedStyle(g.querySelector('path, polygon, ellipse'));"
+        " return {stroke: s.stroke, fill: s.fill, width: parseFloat(s.strokeWidth)}; }"
+    )
+
+
+def test_clicking_a_backward_node_marks_the_forward_node_it_differentiates(browser, lab):
+    write_notebook(lab["root"], "joint.ipynb", [_MODEL, "fxviz.show(joint.record(x))"])
+    page = open_and_run(browser, lab, "joint.ipynb")
+    _node(page, "bw_threshold_backward").wait_for()
+    before = _outline(page, "fw_relu")
+    assert before["stroke"] != _PURPLE
+
+    _node(page, "bw_threshold_backward").click()
+    page.wait_for_function(
+        "document.querySelector('.fxviz-inspector .fxviz-title')?.textContent"
+        " === 'threshold_backward'"
+    )
+    page.wait_for_function(
+        "[...document.querySelectorAll('.fxviz-graph g.fxviz-linked title')]"
+        ".map(t => t.textContent).join() === 'fw_relu'"
+    )
+    after = _outline(page, "fw_relu")
+    assert after["stroke"] == _PURPLE
+    assert after["fill"] == "rgb(239, 227, 255)"
+    assert after["width"] >= 3
+    assert _outline(page, "fw_addmm")["stroke"] != _PURPLE  # only the linked node
+    box = _node(page, "fw_relu").bounding_box()
+    graph = page.locator(".fxviz-graph").bounding_box()
+    assert box is not None
+    assert graph is not None
+    assert box["width"] > 10  # drawn, at a size a person can see
+    assert graph["x"] <= box["x"] + box["width"] / 2 <= graph["x"] + graph["width"]
+
+    # from the forward side: every backward node that differentiates relu
+    _node(page, "fw_relu").click()
+    page.wait_for_function(
+        "document.querySelector('.fxviz-inspector .fxviz-title')?.textContent === 'relu'"
+        " && document.querySelectorAll('.fxviz-graph g.fxviz-linked').length > 1"
+    )
+    assert _outline(page, "bw_threshold_backward")["stroke"] == _PURPLE
+    assert _outline(page, "fw_relu")["stroke"] == _PURPLE  # now the selected one
+    screenshot(page, page.locator(".fxviz").first, "joint_linked.png")
+    page.close()
+
+
+@pytest.fixture
+def offline(browser):
+    requests: list[str] = []
+    browser.set_offline(True)
+    page = browser.new_page()
+    page.on(
+        "request",
+        lambda r: None if r.url.startswith(("file:", "blob:", "data:")) else requests.append(r.url),
+    )
+    yield page, requests
+    page.close()
+    browser.set_offline(False)
+
+
+def test_report_of_both_passes_renders_offline(offline, tmp_path):
+    page, requests = offline
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2))
+    x = torch.randn(2, 4)
+    path = tmp_path / "joint.html"
+    fxviz.report(fxviz.trace(model, x, method="joint").record(x), path)
+
+    page.goto(path.as_uri())
+    _node(page, "bw_threshold_backward").wait_for()
+    for cluster in ("forward", "backward"):
+        frame = page.locator(".fxviz-graph g.cluster").filter(has_text=f"{cluster} (")
+        assert frame.count() == 1
+        box = frame.bounding_box()
+        assert box is not None
+        assert box["width"] > 50  # both passes drawn, visibly
+        assert box["height"] > 50
+    _node(page, "fw_relu").click()
+    page.wait_for_function(
+        "document.querySelector('.fxviz-inspector .fxviz-title')?.textContent === 'relu'"
+    )
+    inspector = page.locator(".fxviz-inspector").inner_text()
+    assert "threshold_backward" in inspector  # differentiated by
+    assert "mean" in inspector  # the recorded statistics
+    links = page.locator("table.fxviz-joint-links")
+    assert links.is_visible()
+    assert "threshold_backward" in links.inner_text()
+    assert requests == []
