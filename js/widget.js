@@ -180,7 +180,10 @@ function render({ model, el }) {
 
   function currentTitle() {
     const states = model.get(T.states) || {};
-    const name = Object.keys(states).find((n) => states[n].includes("current") || states[n].includes("error"));
+    const names = Object.keys(states);
+    // the node to run next; else a node linked to the selection (a joint graph's other pass)
+    const name = names.find((n) => states[n].includes("current") || states[n].includes("error"))
+      ?? names.find((n) => states[n].includes("linked"));
     return name === undefined ? null : unitOf(name);
   }
 

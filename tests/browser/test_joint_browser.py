@@ -67,7 +67,11 @@ def test_clicking_a_backward_node_marks_the_forward_node_it_differentiates(brows
         " && document.querySelectorAll('.fxviz-graph g.fxviz-linked').length > 1"
     )
     assert _outline(page, "bw_threshold_backward")["stroke"] == _PURPLE
-    assert _outline(page, "fw_relu")["stroke"] == _PURPLE  # now the selected one
+    selected = _node(page, "fw_relu").evaluate(
+        "g => ({cls: g.getAttribute('class'), filter: getComputedStyle(g).filter})"
+    )
+    assert "fxviz-selected" in selected["cls"]  # now the selected one: a purple glow
+    assert "drop-shadow" in selected["filter"]
     screenshot(page, page.locator(".fxviz").first, "joint_linked.png")
     page.close()
 
@@ -103,6 +107,7 @@ def test_report_of_both_passes_renders_offline(offline, tmp_path):
         assert box is not None
         assert box["width"] > 50  # both passes drawn, visibly
         assert box["height"] > 50
+    page.locator(".fxviz-fit").first.click()  # the report opens readable, on one pass
     _node(page, "fw_relu").click()
     page.wait_for_function(
         "document.querySelector('.fxviz-inspector .fxviz-title')?.textContent === 'relu'"
