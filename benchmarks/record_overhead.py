@@ -114,7 +114,7 @@ def report(name: str, gm: torch.fx.GraphModule, times: dict[str, list[float]]) -
 
 
 def _target(label: str, target: str, measured: str, ok: bool) -> bool:
-    print(f"    {label:<19}{target:<17}measured {measured:>8}  {'met' if ok else 'NOT MET'}")
+    print(f"    {label:<19}{target:<17} measured {measured:>8}  {'met' if ok else 'NOT MET'}")
     return ok
 
 
