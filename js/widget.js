@@ -139,6 +139,7 @@ function render({ model, el }) {
     }
     if (run !== layoutRun) return; // a newer DOT arrived meanwhile
     panZoom?.destroy();
+    panZoom = null;
     minimap.show(null);
     graph.innerHTML = text;
     svg = graph.querySelector("svg");
@@ -153,19 +154,26 @@ function render({ model, el }) {
     const [, , width, height] = (svg.getAttribute("viewBox") || "0 0 1 1").trim().split(/[\s,]+/).map(Number);
     const elongated = !(Math.max(width / height, height / width) <= 12); // a hairline as an image
     fitLabels(byTitle.values());
-    panZoom = svgPanZoom(svg, {
-      zoomEnabled: true, controlIconsEnabled: false, fit: true, center: true, minZoom: 0.02, maxZoom: 5000,
-      dblClickZoomEnabled: false, onPan: () => minimap.update(), onZoom: () => minimap.update(),
-    });
-    const opening = openingView(panZoom, svg, topmostNode(byTitle.values()));
-    root.dataset.opening = opening;
-    minimap.show(opening !== "fit" && byTitle.size > 150 && !elongated ? text : null);
-    const current = currentTitle();
-    if (opening === "top" && current && current !== topmostNode(byTitle.values())?.querySelector("title")?.textContent) focusOn(current, null);
-    fillLegend(legend, byTitle.values(), { withStates: debuggerMode() });
-    updateMatches();
-    applyStates();
-    showError(model.get(T.error));
+    // svg-pan-zoom measures the panel: in a panel not laid out yet (an output JupyterLab
+    // or Notebook 7 has not shown, a theme switch re-laying the page) every size is 0
+    // and the zoom becomes NaN, hiding the graph for good. Open the view once it has a size.
+    const open = () => {
+      panZoom = svgPanZoom(svg, {
+        zoomEnabled: true, controlIconsEnabled: false, fit: true, center: true, minZoom: 0.02, maxZoom: 5000,
+        dblClickZoomEnabled: false, onPan: () => minimap.update(), onZoom: () => minimap.update(),
+      });
+      const opening = openingView(panZoom, svg, topmostNode(byTitle.values()));
+      root.dataset.opening = opening;
+      minimap.show(opening !== "fit" && byTitle.size > 150 && !elongated ? text : null);
+      const current = currentTitle();
+      if (opening === "top" && current && current !== topmostNode(byTitle.values())?.querySelector("title")?.textContent) focusOn(current, null);
+      fillLegend(legend, byTitle.values(), { withStates: debuggerMode() });
+      updateMatches();
+      applyStates();
+      showError(model.get(T.error));
+    };
+    if (graph.clientWidth > 0 && graph.clientHeight > 0) open();
+    else whenSized(graph, () => { if (run === layoutRun) open(); });
     // time to the first frame showing the new graph, not just to its insertion
     requestAnimationFrame(() => setTimeout(() => {
       model.set(T.renderMs, performance.now() - started);
@@ -374,6 +382,14 @@ function render({ model, el }) {
   renderTable();
   draw();
   return () => { panZoom?.destroy(); layoutRun++; };
+}
+
+// Call `then` once `el` has a non-zero size (at once if it has one).
+function whenSized(el, then) {
+  const observer = new ResizeObserver(() => {
+    if (el.clientWidth > 0 && el.clientHeight > 0) { observer.disconnect(); then(); }
+  });
+  observer.observe(el);
 }
 
 export default { render };
