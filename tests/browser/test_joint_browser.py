@@ -76,20 +76,6 @@ def test_clicking_a_backward_node_marks_the_forward_node_it_differentiates(brows
     page.close()
 
 
-@pytest.fixture
-def offline(browser):
-    requests: list[str] = []
-    browser.set_offline(True)
-    page = browser.new_page()
-    page.on(
-        "request",
-        lambda r: None if r.url.startswith(("file:", "blob:", "data:")) else requests.append(r.url),
-    )
-    yield page, requests
-    page.close()
-    browser.set_offline(False)
-
-
 def test_report_of_both_passes_renders_offline(offline, tmp_path):
     page, requests = offline
     torch.manual_seed(0)
