@@ -22,12 +22,14 @@ from torch._ops import OpOverload, OpOverloadPacket
 from torch.fx.graph import CodeGen
 from torch.fx.node import _get_qualified_name
 from torch.utils import _pytree as pytree
+from torch.utils._python_dispatch import TorchDispatchMode
 
 __all__ = [
     "CONV_MODULES",
     "NORM_MODULES",
     "OpOverload",
     "OpOverloadPacket",
+    "TorchDispatchMode",
     "cpu_attention_kernel",
     "extract_tensor_metadata",
     "fake_mode",

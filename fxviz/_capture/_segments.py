@@ -52,7 +52,7 @@ def _is_abstract(value: Any) -> bool:
     """Fake or meta tensors (shape propagation): nothing to compare, values pass through."""
     if not isinstance(value, torch.Tensor):
         return False
-    from torch._subclasses.fake_tensor import is_fake  # private, stable since 2.1
+    from fxviz._torch_compat import is_fake
 
     return value.is_meta or is_fake(value)
 

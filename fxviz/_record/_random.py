@@ -28,9 +28,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
-from fxviz._torch_compat import op_arguments
+from fxviz._torch_compat import OpOverload, OpOverloadPacket, TorchDispatchMode, op_arguments
 from fxviz.errors import FxvizWarning
 
 __all__ = ["RandomStream", "may_draw_random"]
@@ -63,9 +62,9 @@ def may_draw_random(node: Any, submodules: dict[str, Any]) -> bool:
         if module is None:
             return True
         return any(not _known_deterministic(type(m)) for m in module.modules())
-    if isinstance(target, torch._ops.OpOverload):
+    if isinstance(target, OpOverload):
         return _SEEDED in target.tags
-    if isinstance(target, torch._ops.OpOverloadPacket):
+    if isinstance(target, OpOverloadPacket):
         return any(_SEEDED in getattr(target, o).tags for o in target.overloads())
     if op == "call_method":
         return _random_name(str(target))
