@@ -143,7 +143,24 @@ def shapes(
         **kwargs,
     )
     inputs = bind_inputs(gm, inputs, kwargs)
-    with _mode_context(mode, model, device) as convert:
+    return propagate(gm, inputs, mode, model=model, device=device, progress=progress, flops=flops)
+
+
+def propagate(
+    gm: torch.fx.GraphModule,
+    inputs: tuple[Any, ...],
+    mode: Mode,
+    *,
+    model: Any = None,
+    device: str | torch.device | None = None,
+    progress: bool | None = None,
+    flops: bool = True,
+    suggest: bool = True,
+) -> ShapeReport:
+    """:func:`shapes` on a traced ``gm`` and its bound ``inputs`` (``model``: what was
+    traced, for the fake device). ``suggest=False``: when a meta run fails, do not try a
+    fake run to suggest it (a caller that falls back to one itself)."""
+    with _mode_context(mode, gm if model is None else model, device) as convert:
         converted = tuple(convert(x) for x in inputs)
         check_inputs(gm, converted)
         grad = torch.enable_grad() if mode == "real" else torch.no_grad()
@@ -157,7 +174,7 @@ def shapes(
                     interp.run(*converted)
             except NodeError as error:
                 report = ShapeReport(gm, error.recording, mode=mode, flops=_flops(counter))
-                fake_works = mode == "meta" and _fake_works(gm, inputs)
+                fake_works = suggest and mode == "meta" and _fake_works(gm, inputs)
                 cause = error.__cause__
                 typed = ShapeError if cause is None else node_error_type(ShapeError, type(cause))
                 raise typed(
