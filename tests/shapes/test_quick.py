@@ -3,11 +3,14 @@ device cannot run an op, none where neither can."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 
 import fxviz
+from fxviz._shapes._propagate import propagate
 from fxviz._shapes._quick import drawn_shapes
+from fxviz.errors import PlacementError
 from fxviz.examples import TwoLayerNet
 
 
@@ -17,7 +20,14 @@ def cpu_zeros_like(x: torch.Tensor) -> torch.Tensor:
     return torch.zeros(x.shape, device="cpu")
 
 
+def ones_like_by_default(x: torch.Tensor) -> torch.Tensor:
+    """Makes a tensor on the default device inside one node: a meta pass needs the meta
+    device to be the default for it (``with torch.device("meta")``)."""
+    return torch.ones(x.shape)
+
+
 torch.fx.wrap("cpu_zeros_like")
+torch.fx.wrap("ones_like_by_default")
 
 
 class Net(nn.Module):
@@ -34,6 +44,17 @@ def test_a_meta_pass_gives_the_shapes_of_a_fake_one():
     assert [(n, r.shape, r.dtype) for n, r in report.items()] == [
         (n, r.shape, r.dtype) for n, r in fake.items()
     ]
+
+
+def test_factories_on_the_default_device_run_on_the_meta_device():
+    in_graph = fxviz.trace(lambda x: x + torch.arange(x.shape[-1]))  # the graph's own call
+    assert drawn_shapes(in_graph, (torch.ones(2, 3),))["add"].shape == (2, 3)
+    inside = fxviz.trace(lambda x: ones_like_by_default(x) * x)  # a call inside a node
+    with pytest.raises(PlacementError, match="ones_like_by_default"):
+        propagate(inside, (torch.ones(2, 3),), "meta", suggest=False, default_meta=False)
+    report = drawn_shapes(inside, (torch.ones(2, 3),))
+    assert report.mode == "meta"
+    assert report["mul"].shape == (2, 3)
 
 
 def test_an_op_the_meta_device_cannot_run_falls_back_to_a_fake_pass():
