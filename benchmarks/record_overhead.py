@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -224,7 +225,8 @@ def main(argv: list[str] | None = None) -> int:
     torch.manual_seed(0)
     print(
         f"fxviz {fxviz.__version__}, torch {torch.__version__}, "
-        f"{torch.get_num_threads()} threads, grad mode {torch.is_grad_enabled()}"
+        f"{torch.get_num_threads()} threads, grad mode {torch.is_grad_enabled()}, "
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
     )
     builders = {"gpt": ("GPT decoder", models.gpt), "mlp": ("MLP", models.mlp)}
     chosen = [k for k in builders if args.model in (k, "all")]
