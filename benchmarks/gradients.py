@@ -36,7 +36,7 @@ import fxviz
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # models.py sits next to this file
 import models
-from record_overhead import _target, time_interleaved
+from _harness import add_threads_option, set_threads, target, time_interleaved
 
 # (variant, what it is compared with, largest ratio)
 TARGETS = (
@@ -99,7 +99,7 @@ def report(name: str, gm: torch.fx.GraphModule, times: dict[str, list[float]]) -
     for variant, baseline, limit in TARGETS:
         ratio = med[variant] / med[baseline]
         label = f"<= {limit:.2f}x {baseline.split()[0]}"
-        met &= _target(variant, label, f"{ratio:.2f}x", ratio <= limit)
+        met &= target(variant, label, f"{ratio:.2f}x", ratio <= limit, widths=(29, 24))
     return met
 
 
@@ -110,13 +110,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--quick", action="store_true", help="tiny models, 3 runs each (a smoke test)"
     )
-    parser.add_argument(
-        "--threads", type=int, default=0, help="torch threads (0: torch's default); 1 gives "
-        "steadier ratios on a machine shared with other work"
-    )  # fmt: skip
+    add_threads_option(parser, default=0)
     args = parser.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     repeats = 3 if args.quick else args.repeats
     if repeats < 1:
         parser.error("--repeats must be at least 1")

@@ -225,3 +225,17 @@ def llama(quick: bool = False) -> tuple[nn.Module, torch.Tensor]:
         model = Llama(**cfg).eval()
     seq = cfg.get("max_seq", 2048)
     return model, torch.empty(1, seq, dtype=torch.long, device="meta")
+
+
+def hf_gpt2(quick: bool = False) -> tuple[nn.Module, torch.Tensor]:
+    """A Hugging Face ``GPT2LMHeadModel`` from a small config (random weights, nothing
+    downloaded; eval mode, no KV cache) and a batch of token ids. Needs ``transformers``."""
+    import transformers
+
+    vocab, batch, seq = (100, 1, 8) if quick else (1000, 4, 64)
+    config = transformers.GPT2Config(
+        n_layer=2, n_embd=64, n_head=2, n_positions=128, vocab_size=vocab, use_cache=False,
+        bos_token_id=0, eos_token_id=0,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    return transformers.GPT2LMHeadModel(config).eval(), torch.randint(0, vocab, (batch, seq))

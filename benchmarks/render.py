@@ -23,14 +23,12 @@ Run from the repository root:
 from __future__ import annotations
 
 import argparse
-import gc
 import importlib.util
 import math
 import shutil
 import statistics
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -42,6 +40,7 @@ import fxviz
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # models.py sits next to this file
 import models
+from _harness import target, time_interleaved
 
 # (blocks, target seconds for the full DOT): 5 nodes a block, plus the input and output.
 SIZES = ((200, 0.2), (1000, 1.0), (4000, 4.0))
@@ -69,23 +68,6 @@ def stack(n_blocks: int) -> torch.fx.GraphModule:
         for i in range(0, n_blocks, PER_STAGE)
     ]
     return fxviz.trace(nn.Sequential(*stages))
-
-
-def time_interleaved(
-    fns: dict[str, Callable[[], bool]], repeats: int, cap: float
-) -> dict[str, list[float]]:
-    """Seconds per call of each function, ``repeats`` rounds, interleaved; a call that
-    returns False timed out (inf). A function that once took over ``cap`` s runs no more."""
-    times: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            if times[name] and max(times[name]) > cap:
-                continue
-            gc.collect()  # start each run with the same heap, outside the timing
-            start = time.perf_counter()
-            ok = fn()
-            times[name].append(time.perf_counter() - start if ok else math.inf)
-    return times
 
 
 def dot_source(
@@ -137,11 +119,6 @@ def table(rows: dict[str, tuple[int, int, list[float]]], head: str, target: dict
         )
 
 
-def _target(label: str, target: str, measured: str, ok: bool) -> bool:
-    print(f"    {label:<26}{target:<10}measured {measured:>9}  {'met' if ok else 'NOT MET'}")
-    return ok
-
-
 def part_dot(sizes: tuple[tuple[int, float], ...], repeats: int, cap: float) -> bool:
     """Time the DOT generation; print the table and the targets; return whether all met."""
     gms = {blocks: stack(blocks) for blocks, _ in sizes}
@@ -152,7 +129,7 @@ def part_dot(sizes: tuple[tuple[int, float], ...], repeats: int, cap: float) -> 
     cases |= {f"stack {len(big.graph.nodes)} depth={d}": (big, d) for d in (1, 2)}
     kept: dict[str, str] = {}
     fns = {label: dot_source(gm, d, kept, label) for label, (gm, d) in cases.items()}
-    times = time_interleaved(fns, repeats, cap)
+    times = time_interleaved(fns, repeats, warm_up=False, cap=cap)
     rows = {
         label: (len(gm.graph.nodes), len(kept[label].encode()), times[label])
         for label, (gm, _) in cases.items()
@@ -163,7 +140,7 @@ def part_dot(sizes: tuple[tuple[int, float], ...], repeats: int, cap: float) -> 
     met = True
     for label, limit in limits.items():
         med = statistics.median(times[label])
-        met &= _target(label, f"<= {limit:g} s", f"{med:.3f} s", med <= limit)
+        met &= target(label, f"<= {limit:g} s", f"{med:.3f} s", med <= limit, widths=(26, 10))
     return met
 
 
@@ -188,7 +165,7 @@ def part_layout(quick: bool, repeats: int, cap: float, timeout: float) -> None:
     for name, d in (("full", None), ("depth=1", 1)):
         sources[f"stack {n_stk} fxviz {name}"] = n_stk, fxviz.to_dot(stk, depth=d).source
     fns = {label: layout(src, timeout) for label, (_, src) in sources.items()}
-    times = time_interleaved(fns, repeats, cap)
+    times = time_interleaved(fns, repeats, warm_up=False, cap=cap)
     rows = {label: (n, len(src.encode()), times[label]) for label, (n, src) in sources.items()}
     print(
         f"\nLayout, dot -Tsvg (timeout {timeout:g} s; medians of up to {repeats} runs), no targets"

@@ -18,12 +18,10 @@ Run from the repository root:
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -34,6 +32,7 @@ from fxviz._record._summary import iter_tensors
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # models.py sits next to this file
 import models
+from _harness import target, time_interleaved
 
 SAVE_RATIO_TARGET = 1.2  # Recording.save / torch.save
 SIZE_RATIO_TARGET = 1.05  # file bytes / raw tensor bytes
@@ -50,21 +49,7 @@ def tensors_of(rec: fxviz.Recording) -> dict[str, torch.Tensor]:
 
 def median_times(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
     """Median seconds per call of each function, interleaved, after a warm-up."""
-    for fn in fns.values():
-        fn()
-    times: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            gc.collect()
-            start = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(ts) for name, ts in times.items()}
-
-
-def _target(label: str, target: str, measured: str, ok: bool) -> bool:
-    print(f"    {label:<22}{target:<20}measured {measured:>10}  {'met' if ok else 'NOT MET'}")
-    return ok
+    return {name: statistics.median(ts) for name, ts in time_interleaved(fns, repeats).items()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -129,22 +114,22 @@ def main(argv: list[str] | None = None) -> int:
           f"of distinct storages), torch.save file "
           f"{theirs_size(tensors) / 2**20:.2f} MiB")  # fmt: skip
     print("  targets:")
-    met = _target(
+    met = target(
         "save vs torch.save",
         f"<= {SAVE_RATIO_TARGET:.2f}x",
         f"{save_ratio:.2f}x",
         save_ratio <= SAVE_RATIO_TARGET,
     )
-    met &= _target(
+    met &= target(
         "file vs tensor bytes",
         f"<= {SIZE_RATIO_TARGET:.2f}x",
         f"{size_ratio:.3f}x",
         size_ratio <= SIZE_RATIO_TARGET,
     )
     exact = size / distinct
-    met &= _target("file vs their memory", f"<= {SIZE_RATIO_TARGET:.2f}x", f"{exact:.3f}x", exact <= SIZE_RATIO_TARGET)  # fmt: skip
-    met &= _target("load", f"<= {LOAD_TARGET_S:.1f} s", f"{load_s:.3f} s", load_s <= LOAD_TARGET_S)
-    met &= _target("compare two loaded", f"<= {COMPARE_TARGET_S:.1f} s", f"{compare_s:.3f} s", compare_s <= COMPARE_TARGET_S)  # fmt: skip
+    met &= target("file vs their memory", f"<= {SIZE_RATIO_TARGET:.2f}x", f"{exact:.3f}x", exact <= SIZE_RATIO_TARGET)  # fmt: skip
+    met &= target("load", f"<= {LOAD_TARGET_S:.1f} s", f"{load_s:.3f} s", load_s <= LOAD_TARGET_S)
+    met &= target("compare two loaded", f"<= {COMPARE_TARGET_S:.1f} s", f"{compare_s:.3f} s", compare_s <= COMPARE_TARGET_S)  # fmt: skip
     print("\nall targets met" if met else "\nsome targets NOT met")
     return 0
 

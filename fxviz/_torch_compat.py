@@ -31,6 +31,7 @@ __all__ = [
     "OpOverloadPacket",
     "TorchDispatchMode",
     "cpu_attention_kernel",
+    "device_factories",
     "extract_tensor_metadata",
     "fake_mode",
     "fake_tensor",
@@ -101,6 +102,21 @@ def fake_mode() -> Any:
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     return FakeTensorMode(allow_non_fake_inputs=True)
+
+
+@functools.cache
+def device_factories() -> frozenset[Any]:
+    """The torch functions that make a tensor on the default device when given none
+    (``torch.arange``, ``torch.zeros``...): what ``with torch.device(...)`` retargets.
+
+    ``torch.utils._device._device_constructors`` is private; checked on torch 2.4 - 2.13.
+    Empty when it is gone (a meta pass then stops at such a call and says so).
+    """
+    try:
+        from torch.utils._device import _device_constructors
+    except ImportError:
+        return frozenset()
+    return frozenset(_device_constructors())
 
 
 def is_fake(t: torch.Tensor) -> bool:

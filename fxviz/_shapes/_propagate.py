@@ -17,6 +17,7 @@ from fxviz._shapes._flops import FlopCounter
 from fxviz._shapes._report import ShapeReport
 from fxviz._shapes._spec import TensorSpec
 from fxviz._torch_compat import (
+    device_factories,
     extract_tensor_metadata,
     fake_mode,
     fake_tensor,
@@ -71,6 +72,8 @@ class _ShapeInterpreter(RecordingInterpreter):
     def call_function(self, target: Any, args: Any, kwargs: Any) -> Any:
         if self._mode == "meta":
             args, kwargs = retarget_devices((args, kwargs))
+            if target in device_factories() and kwargs.get("device") is None:
+                kwargs = {**kwargs, "device": _META}  # without a default-device context too
         return super().call_function(target, args, kwargs)
 
     def call_method(self, target: Any, args: Any, kwargs: Any) -> Any:
@@ -143,11 +146,35 @@ def shapes(
         **kwargs,
     )
     inputs = bind_inputs(gm, inputs, kwargs)
-    with _mode_context(mode, model, device) as convert:
+    return propagate(gm, inputs, mode, model=model, device=device, progress=progress, flops=flops)
+
+
+def propagate(
+    gm: torch.fx.GraphModule,
+    inputs: tuple[Any, ...],
+    mode: Mode,
+    *,
+    model: Any = None,
+    device: str | torch.device | None = None,
+    progress: bool | None = None,
+    flops: bool = True,
+    suggest: bool = True,
+    default_meta: bool = True,
+) -> ShapeReport:
+    """:func:`shapes` on a traced ``gm`` and its bound ``inputs`` (``model``: what was
+    traced, for the fake device). ``suggest=False``: when a meta run fails, do not try a
+    fake run to suggest it (a caller that falls back to one itself). ``default_meta=False``:
+    in meta mode, only the graph's own factory calls make meta tensors, not those inside
+    modules; that skips the ``torch.device("meta")`` mode every torch call goes through (a
+    third of a meta pass on a 3,000-node stack), and a module that makes a tensor stops
+    the run with a PlacementError."""
+    with _mode_context(mode, gm if model is None else model, device) as convert:
         converted = tuple(convert(x) for x in inputs)
         check_inputs(gm, converted)
         grad = torch.enable_grad() if mode == "real" else torch.no_grad()
-        placement = _meta_placement(gm) if mode == "meta" else contextlib.nullcontext()
+        placement = (
+            _meta_placement(gm, default_meta) if mode == "meta" else contextlib.nullcontext()
+        )
         counter = FlopCounter() if flops else None
         counting = counter.active() if counter is not None else contextlib.nullcontext()
         with grad, placement, _parameters(mode, gm, convert):
@@ -157,7 +184,7 @@ def shapes(
                     interp.run(*converted)
             except NodeError as error:
                 report = ShapeReport(gm, error.recording, mode=mode, flops=_flops(counter))
-                fake_works = mode == "meta" and _fake_works(gm, inputs)
+                fake_works = suggest and mode == "meta" and _fake_works(gm, inputs)
                 cause = error.__cause__
                 typed = ShapeError if cause is None else node_error_type(ShapeError, type(cause))
                 raise typed(
@@ -255,10 +282,10 @@ def _mode_context(mode: str, model: Any, device: Any) -> Iterator[Any]:
 
 
 @contextlib.contextmanager
-def _meta_placement(gm: torch.nn.Module) -> Iterator[None]:
-    """Factory calls without a device make meta tensors, and graphs nested in ``gm``
-    (higher-order ops' bodies, run without the interpreter) have their device constants
-    retargeted to meta for the run, then restored."""
+def _meta_placement(gm: torch.nn.Module, default: bool = True) -> Iterator[None]:
+    """Factory calls without a device make meta tensors (``default``), and graphs nested in
+    ``gm`` (higher-order ops' bodies, run without the interpreter) have their device
+    constants retargeted to meta for the run, then restored."""
     changed: list[tuple[torch.fx.GraphModule, torch.fx.Node, Any, Any]] = []
     for sub in gm.modules():
         if sub is gm or not isinstance(sub, torch.fx.GraphModule):
@@ -272,7 +299,7 @@ def _meta_placement(gm: torch.nn.Module) -> Iterator[None]:
         if edits:
             sub.recompile()
     try:
-        with torch.device("meta"):
+        with torch.device("meta") if default else contextlib.nullcontext():
             yield
     finally:
         for _sub, n, args, kwargs in changed:

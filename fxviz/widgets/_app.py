@@ -109,8 +109,8 @@ class DebuggerApp(GraphView):
             return
         drawn = next((n for n in self._draw.nodes if n.name == name), None)
         data = inspector_data(name, node, record, folded=drawn.folded if drawn else ())
-        if record is None and drawn is not None and drawn.lines:
-            data["fields"].append(["expected output", drawn.lines[0]])  # from the fake pass
+        if record is None and drawn is not None and drawn.lines and drawn.out_label:
+            data["fields"].append(["expected output", drawn.lines[0]])  # from a shape pass
         self.inspector = data
 
     def __repr__(self) -> str:
@@ -131,10 +131,8 @@ def _stopped_after(debugger: Debugger) -> str | None:
 
 
 def _labelled(debugger: Debugger) -> Any:
-    """What to draw: the graph with shapes from a fake-tensor pass when one works."""
-    from fxviz._shapes import shapes
+    """What to draw: the graph with every node's output shape, had as cheaply as it can be
+    (from the graph's own metadata, else a meta-device pass, else a fake one)."""
+    from fxviz._shapes._quick import drawn_shapes
 
-    try:
-        return shapes(debugger.graph_module, *debugger._inputs, mode="fake", progress=False)
-    except Exception:  # labels without shapes are still a graph
-        return debugger.graph_module
+    return drawn_shapes(debugger.graph_module, debugger._inputs)
