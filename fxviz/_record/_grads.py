@@ -50,6 +50,28 @@ __all__ = [
 Backward = bool | Callable[[Any], torch.Tensor] | torch.Tensor | Sequence[torch.Tensor] | None
 
 
+class _Pending:
+    """A kept gradient's statistics, taken on first read. Exact: nothing writes into a
+    gradient once its hook has seen it, as autograd adds in place only into tensors (and
+    storage) nobody else holds, and ``AccumulateGrad`` makes a leaf's ``.grad`` a copy of
+    a gradient held elsewhere; the kept value holds this one. One per tensor, shared by
+    the records it arrived at."""
+
+    __slots__ = ("grad", "stats", "summary")
+
+    def __init__(self, grad: torch.Tensor, stats: bool) -> None:
+        self.grad: torch.Tensor | None = grad
+        self.stats = stats
+        self.summary: TensorSummary | None = None
+
+    def get(self) -> TensorSummary:
+        if self.summary is None:
+            assert self.grad is not None
+            self.summary = summarize_gradient(self.grad, self.stats)
+            self.grad = None
+        return self.summary
+
+
 @dataclasses.dataclass(slots=True)
 class GradRecord:
     """The gradient of the loss with respect to one recorded tensor.
@@ -58,7 +80,8 @@ class GradRecord:
         name: the forward node it belongs to, or the parameter's dotted name.
         kind: ``"node"`` (a node's output) or ``"parameter"``.
         path: where the tensor sits in the node's output (``""`` for a bare tensor).
-        summary: statistics of the gradient (a :class:`TensorSummary`).
+        summary: statistics of the gradient (a :class:`TensorSummary`); of a kept gradient,
+            taken when first read, of a dropped one when it arrived.
         order: position in backward order (0 = the first gradient autograd computed).
         time_s: autograd's time since the previous gradient arrived (statistics excluded).
         value: the gradient itself when the ``keep=`` budget allowed it, else ``None``.
@@ -67,10 +90,21 @@ class GradRecord:
     name: str
     kind: str
     path: str
-    summary: TensorSummary
+    _summary: TensorSummary | _Pending = dataclasses.field(repr=False)
     order: int
     time_s: float
     value: torch.Tensor | None = None
+
+    @property
+    def summary(self) -> TensorSummary:
+        """Statistics of the gradient (see the class docstring)."""
+        summary = self._summary
+        if isinstance(summary, _Pending):
+            summary = summary.get()
+            if summary.path != self.path:
+                summary = dataclasses.replace(summary, path=self.path)
+            self._summary = summary
+        return summary
 
     @property
     def kept(self) -> bool:
@@ -157,15 +191,19 @@ class GradientWatcher:
 
     def _arrived(self, name: str, kind: str, path: str, grad: torch.Tensor) -> None:
         elapsed = time.perf_counter() - self._last
+        kept = grad.detach() if self._admit(grad) else None
+        summary: TensorSummary | _Pending
         if grad is self._previous[0]:  # one tensor, several nodes (a node and `output`)
             summary = self._previous[1]
-        else:
+        elif kept is not None:
+            summary = _Pending(kept, self.stats)
+            self._previous = (grad, summary)
+        else:  # dropped: its statistics are all that is left of it
             summary = summarize_gradient(grad, self.stats)
             self._previous = (grad, summary)
-        if path:
+        if path and isinstance(summary, TensorSummary):
             summary = dataclasses.replace(summary, path=path)
         order = len(self.gradients.order)
-        kept = grad.detach() if self._admit(grad) else None
         self.gradients._add(GradRecord(name, kind, path, summary, order, elapsed, kept))
         self._last = time.perf_counter()
 
