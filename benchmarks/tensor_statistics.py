@@ -26,7 +26,7 @@ import torch
 import torch.fx
 
 import fxviz
-from fxviz._record._summary import (
+from fxviz._record._moments import (
     _centered_mean_std,
     _dense,
     _mean_std,

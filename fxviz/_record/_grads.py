@@ -26,16 +26,14 @@ from typing import Any
 
 import torch
 
-from fxviz._record._summary import (
-    TensorSummary,
+from fxviz._record._moments import (
     _centered_mean_std,
     _dense,
     _mean_std,
     _read,
     _scaled_mean_std,
-    iter_tensors,
-    summarize,
 )
+from fxviz._record._summary import TensorSummary, iter_tensors, summarize
 from fxviz.errors import InputError
 
 __all__ = [

@@ -7,7 +7,8 @@ import math
 import pytest
 import torch
 
-from fxviz._record._summary import _CHUNK, summarize
+from fxviz._record._moments import _CHUNK
+from fxviz._record._summary import summarize
 
 
 def _reference(t: torch.Tensor) -> dict[str, float]:
