@@ -38,10 +38,12 @@ def _statistics(t: torch.Tensor) -> tuple[Any, ...]:
     x = _dense(t.detach())  # detached: no autograd graph is built, no no_grad() needed
     if x.dtype == torch.bool:
         x = x.view(torch.uint8)  # the same bytes, 0 and 1: no copy
-    if x.device.type != "cpu":
+    if not x.is_cpu:
         return _device_statistics(x)
     numel = x.numel()
-    mn, mx, total, squares, finite, nan, posinf, neginf, nonzero = _cpu_moments(x.view(-1))
+    # small tensors (most of a model's) whole, as they are: every call counts
+    moments = _chunk_moments(x, None) if numel <= _CHUNK else _cpu_moments(x.view(-1))
+    mn, mx, total, squares, finite, nan, posinf, neginf, nonzero = moments
     zeros = numel - nonzero
     if finite == 0:
         return (None, None, None, None, None, nan, posinf, neginf, zeros)
@@ -74,10 +76,8 @@ _Moments = tuple[Any, Any, float, float, int, int, int, int, int]
 
 
 def _cpu_moments(flat: torch.Tensor) -> _Moments:
-    """The moments of a flat, dense CPU tensor, one cache-sized chunk at a time (the chunks'
-    sums added in Python floats, i.e. float64)."""
-    if flat.numel() <= _CHUNK:
-        return _chunk_moments(flat, None)
+    """The moments of a flat, dense CPU tensor of more than one chunk, one chunk at a time
+    (the chunks' sums added in Python floats, i.e. float64)."""
     buffer = None
     if not (flat.is_floating_point() and flat.element_size() >= 4):
         buffer = torch.empty(_CHUNK, dtype=_wide(flat[:1], torch.float64).dtype)
@@ -96,7 +96,8 @@ def _cpu_moments(flat: torch.Tensor) -> _Moments:
 
 
 def _chunk_moments(x: torch.Tensor, buffer: torch.Tensor | None) -> _Moments:
-    """The moments of one flat chunk (``buffer``: reused room to widen it into)."""
+    """The moments of one chunk, or of a whole contiguous tensor of at most one chunk
+    (``buffer``: reused room to widen it into)."""
     n = x.numel()
     floating = x.is_floating_point()
     if buffer is not None:
@@ -188,14 +189,21 @@ def _dense(x: torch.Tensor) -> torch.Tensor:
     not depend on order, and reductions over permuted strides are slow); else a copy."""
     if x.is_contiguous():
         return x
+    if _permuted_dense(x):
+        return x.as_strided((x.numel(),), (1,))
+    return x.contiguous()  # overlapping or gapped (expand, slicing): copy once
+
+
+def _permuted_dense(x: torch.Tensor) -> bool:
+    """Whether ``x`` covers a block of memory exactly once, in some order of its dims."""
     expected = 1
     for stride, size in sorted(
         (st, sz) for st, sz in zip(x.stride(), x.shape, strict=True) if sz != 1
     ):
         if stride != expected:
-            return x.contiguous()  # overlapping or gapped (expand, slicing): copy once
+            return False
         expected *= size
-    return x.as_strided((x.numel(),), (1,))
+    return True
 
 
 def _read(exact: torch.dtype, *scalars: torch.Tensor) -> list[Any]:
