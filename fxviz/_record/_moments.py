@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import torch
 
 _NO_NONFINITE = (0, 0, 0)
@@ -33,20 +34,24 @@ _CHUNK = 1 << 16
 _AMINMAX_MAX = 1 << 15
 
 
-def _statistics(t: torch.Tensor) -> tuple[Any, ...]:
-    """``(min, max, mean, std, absmax, nan, posinf, neginf, zeros)`` of a tensor."""
+def _statistics(t: torch.Tensor, zeros: bool = True) -> tuple[Any, ...]:
+    """``(min, max, mean, std, absmax, nan, posinf, neginf, zeros)`` of a tensor (``zeros``
+    ``None`` when not asked for: on the CPU, not counted)."""
     x = _dense(t.detach())  # detached: no autograd graph is built, no no_grad() needed
     if x.dtype == torch.bool:
         x = x.view(torch.uint8)  # the same bytes, 0 and 1: no copy
     if not x.is_cpu:
-        return _device_statistics(x)
+        return _device_statistics(x, zeros)
     numel = x.numel()
     # small tensors (most of a model's) whole, as they are: every call counts
-    moments = _chunk_moments(x, None) if numel <= _CHUNK else _cpu_moments(x.view(-1))
+    if numel <= _CHUNK:
+        moments = _chunk_moments(x, None, zeros)
+    else:
+        moments = _cpu_moments(x.view(-1), zeros)
     mn, mx, total, squares, finite, nan, posinf, neginf, nonzero = moments
-    zeros = numel - nonzero
+    n_zeros = numel - nonzero if zeros else None
     if finite == 0:
-        return (None, None, None, None, None, nan, posinf, neginf, zeros)
+        return (None, None, None, None, None, nan, posinf, neginf, n_zeros)
     mean, std = _mean_std(total, squares, finite)
     absmax = max(abs(mn), abs(mx))
     overflowed = not (math.isfinite(mean) and math.isfinite(std or 0.0))
@@ -59,7 +64,7 @@ def _statistics(t: torch.Tensor) -> tuple[Any, ...]:
         mean, std = _scaled_mean_std(_wide(x, torch.float64), absmax, torch.float64)
     elif cancels:  # the sum of squares cancels: the spread is measured around the mean
         mean, std = _centered_mean_std(_wide(x, torch.float64), mean, torch.float64)
-    return (mn, mx, mean, std, absmax, nan, posinf, neginf, zeros)
+    return (mn, mx, mean, std, absmax, nan, posinf, neginf, n_zeros)
 
 
 def _wide(x: torch.Tensor, exact: torch.dtype) -> torch.Tensor:
@@ -75,7 +80,7 @@ def _wide(x: torch.Tensor, exact: torch.dtype) -> torch.Tensor:
 _Moments = tuple[Any, Any, float, float, int, int, int, int, int]
 
 
-def _cpu_moments(flat: torch.Tensor) -> _Moments:
+def _cpu_moments(flat: torch.Tensor, zeros: bool) -> _Moments:
     """The moments of a flat, dense CPU tensor of more than one chunk, one chunk at a time
     (the chunks' sums added in Python floats, i.e. float64)."""
     buffer = None
@@ -85,7 +90,7 @@ def _cpu_moments(flat: torch.Tensor) -> _Moments:
     total = squares = 0.0
     counts = [0, 0, 0, 0, 0]  # finite, nan, posinf, neginf, nonzero
     for chunk in flat.split(_CHUNK):
-        lo, hi, s, sq, *chunk_counts = _chunk_moments(chunk, buffer)
+        lo, hi, s, sq, *chunk_counts = _chunk_moments(chunk, buffer, zeros)
         if lo is not None:
             mn = lo if mn is None else min(mn, lo)
             mx = hi if mx is None else max(mx, hi)
@@ -95,9 +100,9 @@ def _cpu_moments(flat: torch.Tensor) -> _Moments:
     return (mn, mx, total, squares, *counts)  # type: ignore[return-value]
 
 
-def _chunk_moments(x: torch.Tensor, buffer: torch.Tensor | None) -> _Moments:
+def _chunk_moments(x: torch.Tensor, buffer: torch.Tensor | None, zeros: bool) -> _Moments:
     """The moments of one chunk, or of a whole contiguous tensor of at most one chunk
-    (``buffer``: reused room to widen it into)."""
+    (``buffer``: reused room to widen it into; ``zeros``: count them, else all nonzero)."""
     n = x.numel()
     floating = x.is_floating_point()
     if buffer is not None:
@@ -120,21 +125,22 @@ def _chunk_moments(x: torch.Tensor, buffer: torch.Tensor | None) -> _Moments:
         finite, nan, posinf, neginf = n, 0, 0, 0
     else:
         mn, mx, total, norm, finite, nan, posinf, neginf = _nonfinite_chunk(wide, mn, mx)
-    if mn is None or mn > 0 or mx < 0:  # no finite 0 (NaN and Inf are nonzero)
+    if not zeros or mn is None or mn > 0 or mx < 0:  # no finite 0 (NaN, Inf are nonzero)
         nonzero = n
     elif not floating and mn >= 0 and mx <= 1:
         nonzero = int(total)  # 0/1 values (a bool mask): their sum counts them
     else:
-        # bool() is x != 0 (NaN counts, -0.0 does not), summed as bytes: count_nonzero
-        # branches on every value and costs ten times this on fresh data that mixes zeros
-        # and nonzeros, like a ReLU's output
+        # bool() is x != 0 (NaN counts, -0.0 does not), then counted as bytes:
+        # count_nonzero branches on every value and costs 10-20x this on fresh data that
+        # mixes zeros and nonzeros, like a ReLU's output
         nonzero = _count(x.bool())
     return mn, mx, total, norm * norm, finite, nan, posinf, neginf, nonzero
 
 
 def _count(mask: torch.Tensor) -> int:
-    """How many values of a bool tensor are true (at most 2**31 - 1)."""
-    return int(mask.view(torch.uint8).sum(dtype=torch.int32).item())
+    """How many values of a (fresh, CPU) bool tensor are true: numpy counts bytes with
+    SIMD, 2-3x faster than any torch reduction of them."""
+    return int(np.count_nonzero(mask.numpy()))
 
 
 def _nonfinite_chunk(x: torch.Tensor, lo: float, hi: float) -> tuple[Any, ...]:
@@ -162,7 +168,7 @@ def _nonfinite_chunk(x: torch.Tensor, lo: float, hi: float) -> tuple[Any, ...]:
     return (lo, hi, total, norm, finite, nan, posinf, neginf)
 
 
-def _device_statistics(x: torch.Tensor) -> tuple[Any, ...]:
+def _device_statistics(x: torch.Tensor, zeros: bool) -> tuple[Any, ...]:
     """:func:`_statistics` on an accelerator: whole-tensor reductions, read in one
     transfer (no chunks: each would be a kernel launch, and nothing is cached between)."""
     numel = x.numel()
@@ -172,16 +178,16 @@ def _device_statistics(x: torch.Tensor) -> tuple[Any, ...]:
     mn, mx, total, norm, nonzero = _read(
         exact, lo, hi, wide.sum(), torch.linalg.vector_norm(wide), torch.count_nonzero(x)
     )
-    zeros = numel - int(nonzero)
+    n_zeros = numel - int(nonzero) if zeros else None
     if not (math.isfinite(mn) and math.isfinite(mx)):
-        return (*_nonfinite_statistics(wide, exact), zeros)
+        return (*_nonfinite_statistics(wide, exact), n_zeros)
     mean, std = _mean_std(total, norm * norm, numel)
     absmax = max(abs(mn), abs(mx))
     if not (math.isfinite(mean) and math.isfinite(std or 0.0)):
         mean, std = _scaled_mean_std(wide, absmax, exact)  # the sums overflowed
     elif std is not None and mean * mean > 1e3 * std * std:
         mean, std = _centered_mean_std(wide, mean, exact)  # the sum of squares cancels
-    return (mn, mx, mean, std, absmax, *_NO_NONFINITE, zeros)
+    return (mn, mx, mean, std, absmax, *_NO_NONFINITE, n_zeros)
 
 
 def _dense(x: torch.Tensor) -> torch.Tensor:
