@@ -41,6 +41,7 @@ from fxviz._record._summary import _RECENT, _measure
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # models.py sits next to this file
 import models
+from record_overhead import _target
 
 
 def old_statistics(t: torch.Tensor) -> tuple[Any, ...]:
@@ -124,9 +125,11 @@ def _agree(got: tuple[Any, ...], want: tuple[Any, ...], scale: float) -> bool:
     return True
 
 
-def _intermediates(build: Callable[[], tuple[torch.nn.Module, torch.Tensor]]) -> list[Any]:
+def _intermediates(
+    build: Callable[..., tuple[torch.nn.Module, torch.Tensor]], quick: bool
+) -> list[Any]:
     """Every tensor a benchmark model's forward computes (as record sees them)."""
-    model, x = build()
+    model, x = build(quick=quick)
     interp = torch.fx.Interpreter(torch.fx.symbolic_trace(model), garbage_collect_values=False)
     with torch.no_grad():
         interp.run(x)
@@ -155,7 +158,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7, help="interleaved rounds per case")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
-    parser.add_argument("--quick", action="store_true", help="three cases, 3 rounds (smoke)")
+    parser.add_argument(
+        "--quick", action="store_true", help="three cases, tiny models, 3 rounds (smoke)"
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -172,16 +177,22 @@ def main(argv: list[str] | None = None) -> int:
         size = max(one.numel() * one.element_size(), 1)
         pool = [one] + [make() for _ in range(max(1, min(64, (8 << 20) // size)) - 1)]
         _print(name, measure(pool, repeats))
-    for name, build in (("MLP, all", models.mlp), ("GPT, all", models.gpt)):
-        if not args.quick:
-            pool = _intermediates(build)
-            _print(name.replace("all", f"all {len(pool)} intermediates"), measure(pool, repeats))
+    ratios = {}
+    for name, build in (("MLP", models.mlp), ("GPT", models.gpt)):
+        pool = _intermediates(build, args.quick)
+        ratios[name] = _print(f"{name}, all {len(pool)} intermediates", measure(pool, repeats))
+    print("  targets:")
+    met = True
+    for name, ratio in ratios.items():
+        met &= _target(f"{name} intermediates", "new <= old", f"{ratio:.2f}x", ratio <= 1.0)
+    print("all targets met" if met else "some targets NOT met")
     return 0
 
 
-def _print(name: str, times: tuple[list[float], list[float]]) -> None:
+def _print(name: str, times: tuple[list[float], list[float]]) -> float:
     old, new = (statistics.median(ts) for ts in times)
     print(f"  {name:<34}{old:>10.1f}{new:>10.1f}{new / old:>9.2f}")
+    return new / old
 
 
 if __name__ == "__main__":

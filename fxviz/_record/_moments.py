@@ -32,6 +32,8 @@ _CHUNK = 1 << 16
 # below this, one aminmax beats amin + amax (two calls); above, amin and amax each
 # vectorize better than aminmax does
 _AMINMAX_MAX = 1 << 15
+# up to this many values, count_nonzero's mispredicted branches cost less than a mask
+_BRANCHY_MAX = 1 << 10
 
 
 def _statistics(t: torch.Tensor, zeros: bool = True) -> tuple[Any, ...]:
@@ -129,6 +131,8 @@ def _chunk_moments(x: torch.Tensor, buffer: torch.Tensor | None, zeros: bool) ->
         nonzero = n
     elif not floating and mn >= 0 and mx <= 1:
         nonzero = int(total)  # 0/1 values (a bool mask): their sum counts them
+    elif n <= _BRANCHY_MAX:
+        nonzero = int(torch.count_nonzero(x).item())
     else:
         # bool() is x != 0 (NaN counts, -0.0 does not), then counted as bytes:
         # count_nonzero branches on every value and costs 10-20x this on fresh data that

@@ -49,6 +49,8 @@ CASES = {
     "masked attention": lambda: torch.randn(2, 8, 8).masked_fill(
         torch.ones(8, 8).triu(1).bool(), -math.inf
     ),
+    "relu zeros, counted as bytes": lambda: torch.randn(64, 256).relu(),
+    "negative with zeros, float16": lambda: -torch.randn(64, 256).relu().half(),
     "tiny values": lambda: torch.randn(100) * 1e-30,
     "subnormal values": lambda: torch.randn(100) * 1e-40,
     "float16": lambda: torch.randn(300).half(),
