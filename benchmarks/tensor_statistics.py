@@ -4,9 +4,9 @@ replaced (kept below as ``old_statistics``, for comparison), in one run.
 
 Each case cycles through a pool of distinct tensors (fresh data: a branch predictor cannot
 learn the values, as it would on one tensor measured again and again), old and new
-interleaved, and prints medians. The last two rows are every value the MLP and GPT
-benchmark models compute, in node order, where a view of a value just measured (a reshape,
-a transpose) shares its statistics. The results are first checked against float64.
+interleaved, and prints medians; the last two rows are every value the MLP and GPT
+benchmark models compute. The results are first checked against float64. Then one forward
+under ``record(..., keep="stats")`` with either implementation, against the Interpreter.
 
 Run from the repository root:
 
@@ -37,7 +37,7 @@ from fxviz._record._moments import (
     _scaled_mean_std,
     _statistics,
 )
-from fxviz._record._summary import _RECENT, _measure
+from fxviz._record._summary import _measure
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # models.py sits next to this file
 import models
@@ -146,7 +146,6 @@ def measure(pool: list[torch.Tensor], repeats: int) -> tuple[list[float], list[f
     times: tuple[list[float], list[float]] = ([], [])
     for _ in range(repeats):
         for fn, out in zip((old_statistics, _measure), times, strict=True):
-            _RECENT.clear()  # views of the same values are measured once a round, not once
             start = time.perf_counter()
             for t in pool:
                 fn(t)

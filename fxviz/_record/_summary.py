@@ -10,16 +10,14 @@ Statistics (see :mod:`fxviz._record._moments`) are taken when the node runs.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
-import weakref
 from collections.abc import Iterator
 from typing import Any
 
 import torch
 
-from fxviz._record._moments import _dense, _permuted_dense, _statistics  # noqa: F401 (_dense: _compare imports it from here)
+from fxviz._record._moments import _dense, _statistics  # noqa: F401 (_dense: _compare imports it from here)
 
 __all__ = ["TensorSummary", "iter_tensors", "summarize"]
 
@@ -138,35 +136,7 @@ def _summarize_tensor(path: str, t: torch.Tensor, stats: bool) -> TensorSummary:
     )
 
 
-# The statistics of the last few blocks of memory measured, so that a view covering the
-# same values (a reshape, a transpose, a permute: only their order differs) is not measured
-# again. Keyed by where the values lie and by the version counter that views share (every
-# in-place write bumps it); the weak reference proves that the tensor measured, and so its
-# memory, is still alive: memory freed and handed to a new tensor starts at version 0 too.
-# (A write through ``.data`` bumps no shared counter; nothing else escapes it.)
-_RECENT: dict[tuple[Any, ...], tuple[weakref.ref[torch.Tensor], tuple[Any, ...]]] = {}
-_RECENT_SIZE = 8
-
-
 def _measure(t: torch.Tensor) -> tuple[Any, ...]:
-    """Statistics, those of the same values measured just before as another view."""
-    key = None
-    if not t.is_inference() and (t.is_contiguous() or _permuted_dense(t)):
-        key = (t.data_ptr(), t.numel(), t.dtype, t.is_cpu, t._version)
-        found = _RECENT.get(key)
-        if found is not None and found[0]() is not None:
-            return found[1]
-    stats = _measure_now(t)
-    if key is not None:
-        _RECENT[key] = (weakref.ref(t), stats)
-        if len(_RECENT) > _RECENT_SIZE:
-            # the oldest goes (unless another thread's eviction got there first)
-            with contextlib.suppress(KeyError, RuntimeError):
-                del _RECENT[next(iter(_RECENT))]
-    return stats
-
-
-def _measure_now(t: torch.Tensor) -> tuple[Any, ...]:
     """Statistics, widening dtypes the reductions do not support (float8, uint16...);
     none at all rather than a failed run."""
     try:
