@@ -110,7 +110,8 @@ class Gradients:
     Attributes:
         order: every :class:`GradRecord`, in the order autograd computed them.
         parameters: ``{parameter name: GradRecord}``.
-        time_s: wall time of the whole backward pass (statistics included).
+        time_s: wall time of the whole backward pass (hooks included; the statistics of
+            kept gradients are taken later, when first read).
     """
 
     def __init__(self) -> None:
