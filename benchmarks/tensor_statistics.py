@@ -83,7 +83,7 @@ def _gelu(shape: tuple[int, ...]) -> torch.Tensor:
 CASES: dict[str, Callable[[], torch.Tensor]] = {
     "(64, 256) gelu": lambda: _gelu((64, 256)),
     "(64, 256) relu": lambda: torch.randn(64, 256).relu(),
-    "(64, 256) 1e20 (sums overflow)": lambda: torch.randn(64, 256) * 1e20,
+    "(64, 256) 1e20 (squares overflow)": lambda: torch.randn(64, 256) * 1e20,
     "(4, 128, 256)": lambda: torch.randn(4, 128, 256),
     "(4, 4, 128, 128) masked -inf": lambda: torch.randn(4, 4, 128, 128).masked_fill(
         torch.ones(128, 128).triu(1).bool(), -math.inf

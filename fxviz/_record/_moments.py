@@ -122,11 +122,10 @@ def _chunk_moments(x: torch.Tensor, buffer: torch.Tensor | None, zeros: bool) ->
         lo, hi = ranged.amin(), ranged.amax()
     mn, mx = lo.item(), hi.item()
     if math.isfinite(mn) and math.isfinite(mx):
-        total = wide.sum().item()
-        norm = torch.linalg.vector_norm(wide).item()
+        total, squares = _sums(wide, max(abs(mn), abs(mx)))
         finite, nan, posinf, neginf = n, 0, 0, 0
     else:
-        mn, mx, total, norm, finite, nan, posinf, neginf = _nonfinite_chunk(wide, mn, mx)
+        mn, mx, total, squares, finite, nan, posinf, neginf = _nonfinite_chunk(wide, mn, mx)
     if not zeros or mn is None or mn > 0 or mx < 0:  # no finite 0 (NaN, Inf are nonzero)
         nonzero = n
     elif not floating and mn >= 0 and mx <= 1:
@@ -138,7 +137,22 @@ def _chunk_moments(x: torch.Tensor, buffer: torch.Tensor | None, zeros: bool) ->
         # count_nonzero branches on every value and costs 10-20x this on fresh data that
         # mixes zeros and nonzeros, like a ReLU's output
         nonzero = _count(x.bool())
-    return mn, mx, total, norm * norm, finite, nan, posinf, neginf, nonzero
+    return mn, mx, total, squares, finite, nan, posinf, neginf, nonzero
+
+
+def _sums(x: torch.Tensor, absmax: float) -> tuple[float, float]:
+    """The sum and the sum of squares of ``x``, accumulated in float64 where float32 would
+    overflow (big values, many of them) or lose the squares to underflow (values below
+    ~1e-15): ``vector_norm`` neither scales nor widens, and float64 accumulation costs a
+    few µs where the fallbacks that would follow cost more."""
+    if x.dtype != torch.float32:
+        return x.sum().item(), torch.linalg.vector_norm(x).item() ** 2
+    n = x.numel()
+    wide_sum = absmax * n > 1e37
+    wide_norm = wide_sum or 0 < absmax < 1e-15 or absmax * absmax * n > 1e37
+    total = x.sum(dtype=torch.float64 if wide_sum else None).item()
+    norm = torch.linalg.vector_norm(x, dtype=torch.float64 if wide_norm else None).item()
+    return total, norm * norm
 
 
 def _count(mask: torch.Tensor) -> int:
@@ -148,7 +162,7 @@ def _count(mask: torch.Tensor) -> int:
 
 
 def _nonfinite_chunk(x: torch.Tensor, lo: float, hi: float) -> tuple[Any, ...]:
-    """``(min, max, sum, norm, finite, nan, posinf, neginf)`` of a chunk holding NaN or
+    """``(min, max, sum, sum of squares, finite, nan, posinf, neginf)`` of a chunk with NaN or
     Inf (``lo``/``hi``: its ``amin``/``amax``, which say which of them it can hold).
 
     ``nan_to_num`` is far cheaper than boolean masks here: it zeroes the non-finite values
@@ -166,10 +180,8 @@ def _nonfinite_chunk(x: torch.Tensor, lo: float, hi: float) -> tuple[Any, ...]:
         lo = torch.nan_to_num(x, big, big, big).amin().item()
     if not math.isfinite(hi):
         hi = torch.nan_to_num(x, -big, -big, -big).amax().item()
-    zeroed = torch.nan_to_num(x, 0.0, 0.0, 0.0)
-    total = zeroed.sum().item()
-    norm = torch.linalg.vector_norm(zeroed).item()
-    return (lo, hi, total, norm, finite, nan, posinf, neginf)
+    total, squares = _sums(torch.nan_to_num(x, 0.0, 0.0, 0.0), max(abs(lo), abs(hi)))
+    return (lo, hi, total, squares, finite, nan, posinf, neginf)
 
 
 def _device_statistics(x: torch.Tensor, zeros: bool) -> tuple[Any, ...]:
@@ -266,9 +278,10 @@ def _centered_mean_std(
     wide: torch.Tensor, guess: float, exact: torch.dtype
 ) -> tuple[float, float | None]:
     """Mean and std measured around ``guess`` (a mean that may be off by rounding), in
-    ``wide``'s own dtype, without a float64 copy: ``x - guess`` is exact for the values
-    near the mean (Sterbenz), and the corrected two-pass formula removes the guess's
-    error. Falls back to :func:`_exact_mean_std` only if these sums overflow.
+    ``wide``'s own dtype, summed in ``exact``, without a float64 copy: ``x - guess`` is
+    exact for the values near the mean (Sterbenz), and the corrected two-pass formula
+    removes the guess's error. Falls back to :func:`_exact_mean_std` only if these sums
+    overflow.
 
     >>> x = torch.full((1000,), 1e4) + torch.arange(1000) % 2 * 2.0 ** -10
     >>> mean, std = _centered_mean_std(x, 1e4, torch.float64)
@@ -277,7 +290,9 @@ def _centered_mean_std(
     """
     n = wide.numel()
     centered = wide - guess
-    offset, norm = _read(exact, centered.sum(), torch.linalg.vector_norm(centered))
+    offset, norm = _read(
+        exact, centered.sum(dtype=exact), torch.linalg.vector_norm(centered, dtype=exact)
+    )
     shift = offset / n
     variance = (norm * norm - offset * shift) / (n - 1)
     if not (math.isfinite(shift) and math.isfinite(variance)):
