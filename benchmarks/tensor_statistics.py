@@ -16,6 +16,7 @@ Run from the repository root:
 from __future__ import annotations
 
 import argparse
+import gc
 import math
 import statistics
 import sys
@@ -41,7 +42,6 @@ from fxviz._record._summary import _measure
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # models.py sits next to this file
 import models
-from record_overhead import _target, time_interleaved
 
 
 def old_statistics(t: torch.Tensor) -> tuple[Any, ...]:
@@ -151,6 +151,27 @@ def measure(pool: list[torch.Tensor], repeats: int) -> tuple[list[float], list[f
                 fn(t)
             out.append((time.perf_counter() - start) / len(pool) * 1e6)
     return times
+
+
+def time_interleaved(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, list[float]]:
+    """Seconds per call of each function, ``repeats`` rounds, interleaved, after a warm-up
+    (as record_overhead.py times; kept here so that this script stands alone)."""
+    for fn in fns.values():
+        fn()
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            gc.collect()  # each run starts with the same heap, outside the timing
+            start = time.perf_counter()
+            result = fn()
+            times[name].append(time.perf_counter() - start)
+            del result
+    return times
+
+
+def _target(label: str, target: str, measured: str, ok: bool) -> bool:
+    print(f"    {label:<19}{target:<17} measured {measured:>8}  {'met' if ok else 'NOT MET'}")
+    return ok
 
 
 def in_record(build: Callable[..., Any], quick: bool, repeats: int) -> dict[str, float]:
