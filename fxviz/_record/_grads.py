@@ -160,6 +160,7 @@ class GradientWatcher:
         self._seen_leaves: set[int] = set()
         self._last = 0.0
         self._previous: tuple[Any, Any] = (None, None)
+        self._given: set[int] = set()  # data pointers of the gradients the caller passed
 
     def watch(self, name: str, value: Any) -> None:
         """Hook every tensor of a node's output that requires grad."""
@@ -184,7 +185,12 @@ class GradientWatcher:
 
     def _arrived(self, name: str, kind: str, path: str, grad: torch.Tensor) -> None:
         elapsed = time.perf_counter() - self._last
-        kept = grad.detach() if self._admit(grad) else None
+        kept = None
+        if self._admit(grad):
+            # autograd hands the caller's own gradient tensors (backward=tensors) to the
+            # outputs' hooks: copied, so that the caller's later writes to them change
+            # neither the value kept nor the statistics taken from it when read
+            kept = grad.detach().clone() if grad.data_ptr() in self._given else grad.detach()
         summary: TensorSummary | _Pending
         if grad is self._previous[0]:  # one tensor, several nodes (a node and `output`)
             summary = self._previous[1]
@@ -220,6 +226,8 @@ class GradientWatcher:
         """
         try:
             roots, grad_outputs = backward_roots(output, backward)
+            if grad_outputs is not None and backward is not True:
+                self._given = {g.data_ptr() for g in grad_outputs}
             start = self._last = time.perf_counter()
             if self._leaves:
                 torch.autograd.grad(roots, self._leaves, grad_outputs, allow_unused=True)

@@ -154,6 +154,10 @@ def test_backward_with_gradient_tensors_and_budget():
     y = model(x)
     (expected,) = torch.autograd.grad(y, [model[0].weight], seed)
     assert torch.equal(rec.gradients.parameters["0.weight"].value, expected)
+    # the gradients given are the output's: kept as they were, whatever the caller does
+    seed.mul_(10)
+    assert torch.equal(rec["output"].grad_value, torch.full((2, 3), 2.0))
+    assert rec["output"].grad.max == 2.0
     stats_only = fxviz.record(model, x, backward=True, keep="stats")
     assert stats_only["_0"].grad is not None
     assert stats_only["_0"].grad_value is None
