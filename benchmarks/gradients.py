@@ -10,6 +10,8 @@ output's sum with respect to every parameter, by ``torch.autograd.grad``) as:
     detect_anomaly               gm(x) + grad under torch.autograd.detect_anomaly()
     record, backward, stats off  fxviz.record(gm, x, backward=True, stats=False)
     record, backward             fxviz.record(gm, x, backward=True)
+    record, backward, all read   the same, then every gradient's statistics read (a kept
+                                 gradient is summarised when first read)
 
 for the 12-layer GPT-style decoder and the 200-block MLP of models.py, and prints medians,
 ratios and the targets they are held to. It first checks that the recorded gradients equal
@@ -64,7 +66,15 @@ def variants(gm: torch.fx.GraphModule, x: torch.Tensor) -> dict[str, Callable[[]
         "detect_anomaly": anomaly,
         "record, backward, stats off": lambda: fxviz.record(gm, x, backward=True, stats=False),
         "record, backward": lambda: fxviz.record(gm, x, backward=True),
+        "record, backward, all read": lambda: read_all(fxviz.record(gm, x, backward=True)),
     }
+
+
+def read_all(rec: fxviz.Recording) -> fxviz.Recording:
+    """Every gradient's statistics, which a recording takes when they are first read."""
+    for g in rec.gradients.order:
+        _ = g.summary
+    return rec
 
 
 def check_gradients(gm: torch.fx.GraphModule, x: torch.Tensor) -> None:

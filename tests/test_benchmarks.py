@@ -21,6 +21,7 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
         "any_model.py",
         "save_compare.py",
         "gradients.py",
+        "tensor_statistics.py",
     ],
 )
 def test_benchmark_quick_mode_runs(script):

@@ -26,16 +26,8 @@ from typing import Any
 
 import torch
 
-from fxviz._record._summary import (
-    TensorSummary,
-    _centered_mean_std,
-    _dense,
-    _mean_std,
-    _read,
-    _scaled_mean_std,
-    iter_tensors,
-    summarize,
-)
+from fxviz._record._moments import _statistics
+from fxviz._record._summary import TensorSummary, iter_tensors, summarize
 from fxviz.errors import InputError
 
 __all__ = [
@@ -50,6 +42,28 @@ __all__ = [
 Backward = bool | Callable[[Any], torch.Tensor] | torch.Tensor | Sequence[torch.Tensor] | None
 
 
+class _Pending:
+    """A kept gradient's statistics, taken on first read. Exact: nothing writes into a
+    gradient once its hook has seen it, as autograd adds in place only into tensors (and
+    storage) nobody else holds, and ``AccumulateGrad`` makes a leaf's ``.grad`` a copy of
+    a gradient held elsewhere; the kept value holds this one. One per tensor, shared by
+    the records it arrived at."""
+
+    __slots__ = ("grad", "stats", "summary")
+
+    def __init__(self, grad: torch.Tensor, stats: bool) -> None:
+        self.grad: torch.Tensor | None = grad
+        self.stats = stats
+        self.summary: TensorSummary | None = None
+
+    def get(self) -> TensorSummary:
+        if self.summary is None:
+            assert self.grad is not None
+            self.summary = summarize_gradient(self.grad, self.stats)
+            self.grad = None
+        return self.summary
+
+
 @dataclasses.dataclass(slots=True)
 class GradRecord:
     """The gradient of the loss with respect to one recorded tensor.
@@ -58,7 +72,8 @@ class GradRecord:
         name: the forward node it belongs to, or the parameter's dotted name.
         kind: ``"node"`` (a node's output) or ``"parameter"``.
         path: where the tensor sits in the node's output (``""`` for a bare tensor).
-        summary: statistics of the gradient (a :class:`TensorSummary`).
+        summary: statistics of the gradient (a :class:`TensorSummary`); of a kept gradient,
+            taken when first read, of a dropped one when it arrived.
         order: position in backward order (0 = the first gradient autograd computed).
         time_s: autograd's time since the previous gradient arrived (statistics excluded).
         value: the gradient itself when the ``keep=`` budget allowed it, else ``None``.
@@ -67,10 +82,21 @@ class GradRecord:
     name: str
     kind: str
     path: str
-    summary: TensorSummary
+    _summary: TensorSummary | _Pending = dataclasses.field(repr=False)
     order: int
     time_s: float
     value: torch.Tensor | None = None
+
+    @property
+    def summary(self) -> TensorSummary:
+        """Statistics of the gradient (see the class docstring)."""
+        summary = self._summary
+        if isinstance(summary, _Pending):
+            summary = summary.get()
+            if summary.path != self.path:
+                summary = dataclasses.replace(summary, path=self.path)
+            self._summary = summary
+        return summary
 
     @property
     def kept(self) -> bool:
@@ -84,7 +110,8 @@ class Gradients:
     Attributes:
         order: every :class:`GradRecord`, in the order autograd computed them.
         parameters: ``{parameter name: GradRecord}``.
-        time_s: wall time of the whole backward pass (statistics included).
+        time_s: wall time of the whole backward pass (hooks included; the statistics of
+            kept gradients are taken later, when first read).
     """
 
     def __init__(self) -> None:
@@ -133,6 +160,7 @@ class GradientWatcher:
         self._seen_leaves: set[int] = set()
         self._last = 0.0
         self._previous: tuple[Any, Any] = (None, None)
+        self._given: set[int] = set()  # data pointers of the gradients the caller passed
 
     def watch(self, name: str, value: Any) -> None:
         """Hook every tensor of a node's output that requires grad."""
@@ -157,15 +185,24 @@ class GradientWatcher:
 
     def _arrived(self, name: str, kind: str, path: str, grad: torch.Tensor) -> None:
         elapsed = time.perf_counter() - self._last
+        kept = None
+        if self._admit(grad):
+            # autograd hands the caller's own gradient tensors (backward=tensors) to the
+            # outputs' hooks: copied, so that the caller's later writes to them change
+            # neither the value kept nor the statistics taken from it when read
+            kept = grad.detach().clone() if grad.data_ptr() in self._given else grad.detach()
+        summary: TensorSummary | _Pending
         if grad is self._previous[0]:  # one tensor, several nodes (a node and `output`)
             summary = self._previous[1]
-        else:
+        elif kept is not None:
+            summary = _Pending(kept, self.stats)
+            self._previous = (grad, summary)
+        else:  # dropped: its statistics are all that is left of it
             summary = summarize_gradient(grad, self.stats)
             self._previous = (grad, summary)
-        if path:
+        if path and isinstance(summary, TensorSummary):
             summary = dataclasses.replace(summary, path=path)
         order = len(self.gradients.order)
-        kept = grad.detach() if self._admit(grad) else None
         self.gradients._add(GradRecord(name, kind, path, summary, order, elapsed, kept))
         self._last = time.perf_counter()
 
@@ -189,6 +226,8 @@ class GradientWatcher:
         """
         try:
             roots, grad_outputs = backward_roots(output, backward)
+            if grad_outputs is not None and backward is not True:
+                self._given = {g.data_ptr() for g in grad_outputs}
             start = self._last = time.perf_counter()
             if self._leaves:
                 torch.autograd.grad(roots, self._leaves, grad_outputs, allow_unused=True)
@@ -252,11 +291,8 @@ _NOTHING_REQUIRES_GRAD = (
 
 
 def summarize_gradient(grad: torch.Tensor, stats: bool = True) -> TensorSummary:
-    """A :class:`TensorSummary` of a gradient: as :func:`summarize`, in three reductions
-    instead of four: ``zeros`` is not counted (``None``), as it would cost as much as the
-    other statistics together; where the sums overflow or cancel, they are taken again on
-    values scaled by a power of two or around the mean, in float32 (not on a float64
-    copy), as :func:`summarize` does. NaN and Inf are counted exactly.
+    """A :class:`TensorSummary` of a gradient: as :func:`summarize`, but ``zeros`` is not
+    counted (``None``), as gradients are rarely exactly 0 where that would tell something.
 
     >>> s = summarize_gradient(torch.tensor([0.0, 3.0, -4.0]))
     >>> s.min, s.max, s.mean, s.zeros
@@ -266,22 +302,12 @@ def summarize_gradient(grad: torch.Tensor, stats: bool = True) -> TensorSummary:
     plain = type(grad) is torch.Tensor and grad.layout == torch.strided
     if not (stats and plain and grad.is_floating_point() and grad.numel() and not grad.is_meta):
         return bare if not stats else summarize(grad, True)[0]
-    x = _dense(grad.detach())
-    wide = x if x.element_size() >= 4 else x.to(torch.float32)
-    exact = torch.float32 if x.device.type == "mps" else torch.float64
-    lo, hi = torch.aminmax(x)
-    mn, mx, total, norm = _read(exact, lo, hi, wide.sum(), torch.linalg.vector_norm(wide))
-    if not (math.isfinite(mn) and math.isfinite(mx)):
+    try:
+        measured = _statistics(grad, zeros=False)
+    except (RuntimeError, NotImplementedError, TypeError):  # float8: summarize widens it
         return dataclasses.replace(summarize(grad, True)[0], zeros=None)
-    absmax = max(abs(mn), abs(mx))
-    mean, std = _mean_std(total, norm * norm, x.numel())
-    if not (math.isfinite(mean) and math.isfinite(std or 0.0)):
-        mean, std = _scaled_mean_std(wide, absmax, exact)  # the sums overflowed
-    elif std is not None and mean * mean > 1e3 * std * std:
-        mean, std = _centered_mean_std(wide, mean, exact)  # the sum of squares cancels
-    return dataclasses.replace(
-        bare, min=mn, max=mx, mean=mean, std=std, absmax=absmax, nan=0, posinf=0, neginf=0
-    )
+    names = ("min", "max", "mean", "std", "absmax", "nan", "posinf", "neginf", "zeros")
+    return dataclasses.replace(bare, **dict(zip(names, measured, strict=True)))
 
 
 def summary_norm(summary: TensorSummary | None) -> float | None:

@@ -1,10 +1,6 @@
 """Summaries of the tensors a node produced: shape, dtype, layout and statistics.
 
-Statistics are taken when the node runs, in four cheap reductions (``aminmax``, ``sum``,
-``vector_norm``, ``count_nonzero``) read back in one transfer; where a sum of squares
-would cancel (mean >> std) the spread is measured again around the mean, and where they
-overflow on the values scaled down by a power of two, both in the tensor's own dtype (no
-float64 copy). NaN/Inf are counted only when min/max show that some exist.
+Statistics (see :mod:`fxviz._record._moments`) are taken when the node runs.
 
     >>> import torch
     >>> (s,) = summarize(torch.tensor([[0.0, 2.0], [4.0, float("nan")]]))
@@ -20,6 +16,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
+
+from fxviz._record._moments import _dense, _statistics  # noqa: F401 (_dense: _compare imports it from here)
 
 __all__ = ["TensorSummary", "iter_tensors", "summarize"]
 
@@ -154,156 +152,3 @@ def _measure(t: torch.Tensor) -> tuple[Any, ...]:
 def _dim(size: Any) -> int | str:
     """A size as an int, or as text when it is symbolic (``s0``, ``2*s0``)."""
     return size if isinstance(size, int) else str(size)
-
-
-_NO_NONFINITE = (0, 0, 0)
-
-
-def _statistics(t: torch.Tensor) -> tuple[Any, ...]:
-    """``(min, max, mean, std, absmax, nan, posinf, neginf, zeros)`` of a tensor."""
-    x = _dense(t.detach())  # detached: no autograd graph is built, no no_grad() needed
-    if x.dtype == torch.bool:
-        x = x.to(torch.uint8)
-    numel = x.numel()
-    exact = torch.float32 if x.device.type == "mps" else torch.float64
-    lo, hi = torch.aminmax(x)
-    if x.is_floating_point():
-        wide = x if x.element_size() >= 4 else x.to(torch.float32)
-    else:
-        wide = x.to(exact)  # integers: float32 would round ids above 2**24
-    # on the CPU, reading the range first costs nothing, and a range without 0 has no zeros
-    no_zeros = x.device.type == "cpu" and (lo.item() > 0 or hi.item() < 0)
-    nonzero = lo.new_tensor(numel) if no_zeros else torch.count_nonzero(x)
-    mn, mx, total, norm, nonzero = _read(
-        exact, lo, hi, wide.sum(), torch.linalg.vector_norm(wide), nonzero
-    )
-    zeros = numel - int(nonzero)
-    if not (math.isfinite(mn) and math.isfinite(mx)):
-        return (*_nonfinite_statistics(wide, exact), zeros)
-    mean, std = _mean_std(total, norm * norm, numel)
-    absmax = max(abs(mn), abs(mx))
-    if not (math.isfinite(mean) and math.isfinite(std or 0.0)):
-        mean, std = _scaled_mean_std(wide, absmax, exact)  # the sums overflowed
-    elif std is not None and mean * mean > 1e3 * std * std:
-        mean, std = _centered_mean_std(wide, mean, exact)  # the sum of squares cancels
-    return (mn, mx, mean, std, absmax, *_NO_NONFINITE, zeros)
-
-
-def _dense(x: torch.Tensor) -> torch.Tensor:
-    """``x`` as a flat tensor over the same memory when its layout allows (statistics do
-    not depend on order, and reductions over permuted strides are slow); else a copy."""
-    if x.is_contiguous():
-        return x
-    expected = 1
-    for stride, size in sorted(
-        (st, sz) for st, sz in zip(x.stride(), x.shape, strict=True) if sz != 1
-    ):
-        if stride != expected:
-            return x.contiguous()  # overlapping or gapped (expand, slicing): copy once
-        expected *= size
-    return x.as_strided((x.numel(),), (1,))
-
-
-def _read(exact: torch.dtype, *scalars: torch.Tensor) -> list[Any]:
-    """Python numbers from 0-d tensors: plain reads on the CPU, one transfer elsewhere."""
-    if scalars[0].device.type == "cpu":
-        return [s.item() for s in scalars]
-    return torch.stack([s.to(exact) for s in scalars]).tolist()
-
-
-def _mean_std(total: float, squares: float, n: int) -> tuple[float, float | None]:
-    """Mean and Bessel-corrected standard deviation from a sum and a sum of squares
-    (``inf``/``nan`` when those overflowed: the caller then computes them exactly)."""
-    mean = total / n
-    if n < 2:
-        return mean, None
-    variance = (squares - n * mean * mean) / (n - 1)
-    if math.isnan(variance):
-        return mean, math.nan
-    return mean, math.sqrt(max(variance, 0.0))
-
-
-def _scaled_mean_std(
-    wide: torch.Tensor, absmax: float, exact: torch.dtype
-) -> tuple[float, float | None]:
-    """Mean and std of values whose sums overflow ``wide``'s dtype, measured on the values
-    scaled down by a power of two (exactly); float64 only if that still fails.
-
-    >>> x = torch.full((100_000,), 3e34) + torch.arange(100_000.0) * 1e30
-    >>> mean, std = _scaled_mean_std(x, float(x.abs().max()), torch.float64)
-    >>> ref_std, ref_mean = torch.std_mean(x.double())
-    >>> abs(mean / float(ref_mean) - 1) < 1e-6, abs(std / float(ref_std) - 1) < 1e-5
-    (True, True)
-    """
-    n = wide.numel()
-    # scaled down just enough that n squares fit: values that were small stay normal
-    # (subnormal floats make every reduction many times slower)
-    room = (math.frexp(torch.finfo(wide.dtype).max)[1] - 1 - n.bit_length()) // 2 - 1
-    scale = 2.0 ** max(math.frexp(absmax)[1] - room, 0)
-    scaled = wide * (1.0 / scale)
-    total, norm = _read(exact, scaled.sum(), torch.linalg.vector_norm(scaled))
-    mean, std = _mean_std(total, norm * norm, n)
-    if std is not None and mean * mean > 1e3 * std * std:
-        mean, std = _centered_mean_std(scaled, mean, exact)
-    if not (math.isfinite(mean) and math.isfinite(std or 0.0)):
-        return _exact_mean_std(wide, exact)
-    return mean * scale, None if std is None else std * scale
-
-
-def _centered_mean_std(
-    wide: torch.Tensor, guess: float, exact: torch.dtype
-) -> tuple[float, float | None]:
-    """Mean and std measured around ``guess`` (a mean that may be off by rounding), in
-    ``wide``'s own dtype, without a float64 copy: ``x - guess`` is exact for the values
-    near the mean (Sterbenz), and the corrected two-pass formula removes the guess's
-    error. Falls back to :func:`_exact_mean_std` only if these sums overflow.
-
-    >>> x = torch.full((1000,), 1e4) + torch.arange(1000) % 2 * 2.0 ** -10
-    >>> mean, std = _centered_mean_std(x, 1e4, torch.float64)
-    >>> mean == float(x.double().mean()), abs(std / float(x.double().std()) - 1) < 1e-6
-    (True, True)
-    """
-    n = wide.numel()
-    centered = wide - guess
-    offset, norm = _read(exact, centered.sum(), torch.linalg.vector_norm(centered))
-    shift = offset / n
-    variance = (norm * norm - offset * shift) / (n - 1)
-    if not (math.isfinite(shift) and math.isfinite(variance)):
-        return _exact_mean_std(wide, exact)
-    return guess + shift, math.sqrt(max(variance, 0.0))
-
-
-def _exact_mean_std(x: torch.Tensor, exact: torch.dtype) -> tuple[float, float | None]:
-    if x.numel() < 2:
-        return float(x.to(exact).mean()), None
-    std, mean = torch.std_mean(x.to(exact))
-    return float(mean), float(std)
-
-
-def _nonfinite_statistics(x: torch.Tensor, exact: torch.dtype) -> tuple[Any, ...]:
-    """``(min, max, mean, std, absmax, nan, posinf, neginf)`` over the finite values.
-
-    ``nan_to_num`` is far cheaper than boolean masks here: it zeroes the non-finite values
-    for the sums and pushes them past every finite value for the min and max.
-    """
-    big = torch.finfo(x.dtype).max
-    zeroed = torch.nan_to_num(x, 0.0, 0.0, 0.0)
-    nan, posinf, neginf, lo, hi, total, norm = _read(
-        exact,
-        torch.count_nonzero(torch.isnan(x)),
-        torch.count_nonzero(torch.isposinf(x)),
-        torch.count_nonzero(torch.isneginf(x)),
-        torch.nan_to_num(x, big, big, big).amin(),
-        torch.nan_to_num(x, -big, -big, -big).amax(),
-        zeroed.sum(),
-        torch.linalg.vector_norm(zeroed),
-    )
-    n_finite = x.numel() - nan - posinf - neginf
-    if n_finite == 0:
-        return (None, None, None, None, None, nan, posinf, neginf)
-    mean, std = _mean_std(total, norm * norm, n_finite)
-    if not (math.isfinite(mean) and math.isfinite(std or 0.0)) or (
-        std is not None and mean * mean > 1e3 * std * std
-    ):
-        mean, std = _exact_mean_std(x[torch.isfinite(x)], exact)
-    return (lo, hi, mean, std, max(abs(lo), abs(hi)), nan, posinf, neginf)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 
 import pytest
@@ -12,7 +13,8 @@ import torch.nn.functional as F
 from torch import nn
 
 import fxviz
-from fxviz._record._summary import iter_tensors, summarize
+from fxviz._record._grads import summarize_gradient
+from fxviz._record._summary import TensorSummary, iter_tensors, summarize
 from tests.grad_models import cnn_case, gpt_case
 
 
@@ -152,6 +154,10 @@ def test_backward_with_gradient_tensors_and_budget():
     y = model(x)
     (expected,) = torch.autograd.grad(y, [model[0].weight], seed)
     assert torch.equal(rec.gradients.parameters["0.weight"].value, expected)
+    # the gradients given are the output's: kept as they were, whatever the caller does
+    seed.mul_(10)
+    assert torch.equal(rec["output"].grad_value, torch.full((2, 3), 2.0))
+    assert rec["output"].grad.max == 2.0
     stats_only = fxviz.record(model, x, backward=True, keep="stats")
     assert stats_only["_0"].grad is not None
     assert stats_only["_0"].grad_value is None
@@ -242,3 +248,51 @@ def test_gradient_statistics_of_exploding_gradients():
     assert s.std == pytest.approx(std.item(), rel=1e-4)
     assert s.mean == pytest.approx(mean.item(), rel=1e-4)
     assert s.nonfinite_count == 0
+
+
+def test_lazy_gradient_statistics_equal_eager_ones():
+    # kept gradients are summarised on first read, dropped ones (keep="stats") at once
+    model, x, target = gpt_case()
+
+    def loss_fn(out):
+        return F.cross_entropy(out.reshape(-1, out.shape[-1]), target.reshape(-1))
+
+    gm = torch.fx.symbolic_trace(model)
+    lazy = fxviz.record(gm, x, backward=loss_fn)
+    eager = fxviz.record(gm, x, backward=loss_fn, keep="stats")
+    pending = [g for g in lazy.gradients.order if not isinstance(g._summary, TensorSummary)]
+    assert len(pending) == len(lazy.gradients)  # nothing summarised before it was read
+    assert all(isinstance(g._summary, TensorSummary) for g in eager.gradients.order)
+    assert len(lazy.gradients) == len(eager.gradients) > 20
+    for a, b in zip(lazy.gradients.order, eager.gradients.order, strict=True):
+        assert (a.name, a.path, a.order) == (b.name, b.path, b.order)
+        assert a.value is not None
+        assert b.value is None
+        assert a.summary == b.summary, a.name
+        assert a.summary == dataclasses.replace(summarize_gradient(a.value), path=a.path)
+    assert lazy.first_nonfinite(grad=True) is None
+
+
+@torch.fx.wrap
+def _shift(x):
+    return x + SHIFT  # a leaf outside the graph: record runs torch.autograd.backward
+
+
+SHIFT = torch.randn(2, 3, requires_grad=True)
+
+
+def test_gradients_outlive_a_later_backward_into_a_leaf_outside_the_graph():
+    def f(x):
+        return _shift(x) * 2.0
+
+    SHIFT.grad = None
+    rec = fxviz.record(f, torch.randn(2, 3), backward=True)
+    assert torch.equal(rec["_shift"].grad_value, torch.full((2, 3), 2.0))
+    # the gradient recorded for _shift reaches SHIFT's AccumulateGrad as it is: were
+    # SHIFT.grad that very tensor (not a copy), this backward, adding into SHIFT.grad in
+    # place, would change the recorded gradient and its statistics read afterwards
+    (_shift(torch.randn(2, 3)) * 5.0).sum().backward()
+    assert torch.equal(SHIFT.grad, torch.full((2, 3), 7.0))
+    assert torch.equal(rec["_shift"].grad_value, torch.full((2, 3), 2.0))
+    assert (rec["_shift"].grad.min, rec["_shift"].grad.max) == (2.0, 2.0)
+    SHIFT.grad = None

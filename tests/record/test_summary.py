@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 
+from fxviz._record._moments import _CHUNK
 from fxviz._record._summary import summarize
 
 
@@ -48,7 +49,49 @@ CASES = {
     "masked attention": lambda: torch.randn(2, 8, 8).masked_fill(
         torch.ones(8, 8).triu(1).bool(), -math.inf
     ),
+    "relu zeros, counted as bytes": lambda: torch.randn(64, 256).relu(),
+    "negative with zeros, float16": lambda: -torch.randn(64, 256).relu().half(),
+    "tiny values": lambda: torch.randn(100) * 1e-30,  # float32 squares underflow
+    "subnormal values": lambda: torch.randn(100) * 1e-40,
+    "tiny constant plus tinier": lambda: torch.full((1000,), 1e-25) + torch.randn(1000) * 1e-29,
+    "chunked tiny values": lambda: torch.randn(2 * _CHUNK + 3) * 1e-22,
+    "squares overflow": lambda: torch.randn(64, 256) * 1e20,  # float32 sums do not
+    "float16 near its max, some inf": lambda: torch.randn(5000).half() * 6e4,
+    "float16": lambda: torch.randn(300).half(),
+    "0/1 integers": lambda: torch.randint(0, 2, (50,)),
+    "negative integers": lambda: torch.randint(-5, 0, (50,)),
+    # past one chunk (_CHUNK values): reduced one chunk at a time, the last one partial
+    "chunked": lambda: torch.randn(3 * _CHUNK + 17),
+    "chunked relu zeros": lambda: torch.randn(2 * _CHUNK + 5).relu(),
+    "chunked transposed": lambda: torch.randn(300, 700).t(),
+    "chunked sliced (copied)": lambda: torch.randn(600, 700)[:, ::3],
+    "chunked bfloat16": lambda: torch.randn(2 * _CHUNK + 1).to(torch.bfloat16),
+    "chunked float16 zeros": lambda: torch.randn(2 * _CHUNK + 1).relu().half(),
+    "chunked int ids": lambda: torch.randint(2**40, 2**41, (2 * _CHUNK + 3,)),
+    "chunked ints with zeros": lambda: torch.randint(-3, 4, (2 * _CHUNK + 3,)),
+    "chunked bool": lambda: torch.rand(2 * _CHUNK + 9) > 0.3,
+    "chunked float64": lambda: torch.randn(_CHUNK + 1, dtype=torch.float64),
+    "chunked mean far above std": lambda: torch.randn(2 * _CHUNK) * 1e-3 + 1e4,
+    "chunked sums overflow": lambda: torch.randn(2 * _CHUNK) * 1e36,
+    "chunked nan in one chunk": lambda: _with(torch.randn(3 * _CHUNK), [5], math.nan),
+    "chunked infs in two chunks": lambda: _with(
+        torch.randn(3 * _CHUNK), [1, _CHUNK + 2, 2 * _CHUNK + 3], -math.inf, math.inf
+    ),
+    "chunked nan and -inf, zeros": lambda: _with(
+        torch.randn(2 * _CHUNK).relu(), [3, 4, _CHUNK + 9], math.nan, -math.inf
+    ),
+    "chunked masked attention": lambda: torch.randn(4, 4, 128, 128).masked_fill(
+        torch.ones(128, 128).triu(1).bool(), -math.inf
+    ),
 }
+
+
+def _with(t: torch.Tensor, where: list[int], *values: float) -> torch.Tensor:
+    """``t`` with ``values`` (cycled) written at flat positions ``where``."""
+    flat = t.view(-1)
+    for i, at in enumerate(where):
+        flat[at] = values[i % len(values)]
+    return t
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -56,10 +99,11 @@ def test_statistics_match_a_float64_reference(name):
     t = CASES[name]()
     (s,) = summarize(t)
     ref = _reference(t)
-    assert s.min == pytest.approx(ref["min"], rel=1e-6, abs=1e-6)
-    assert s.max == pytest.approx(ref["max"], rel=1e-6, abs=1e-6)
-    assert s.mean == pytest.approx(ref["mean"], rel=1e-5, abs=1e-5)
-    assert s.std == pytest.approx(ref["std"], rel=1e-4, abs=1e-6)
+    scale = min(1.0, max(abs(ref["min"]), abs(ref["max"])))  # tiny values: tiny tolerance
+    assert s.min == pytest.approx(ref["min"], rel=1e-6, abs=1e-6 * scale)
+    assert s.max == pytest.approx(ref["max"], rel=1e-6, abs=1e-6 * scale)
+    assert s.mean == pytest.approx(ref["mean"], rel=1e-5, abs=1e-5 * scale)
+    assert s.std == pytest.approx(ref["std"], rel=1e-4, abs=1e-6 * scale)
     assert s.absmax == pytest.approx(max(abs(ref["min"]), abs(ref["max"])), rel=1e-6)
     assert (s.zeros, s.nan, s.posinf, s.neginf) == (
         ref["zeros"],
@@ -91,6 +135,15 @@ def test_all_nonfinite_and_empty_and_single():
     (one,) = summarize(torch.tensor([2.5]))
     assert one.mean == 2.5
     assert one.std is None
+    # a chunk of nothing but NaN/Inf beside finite ones: statistics of the finite chunk
+    t = torch.randn(2 * _CHUNK)
+    t[_CHUNK:] = float("inf")
+    (s,) = summarize(t)
+    assert (s.posinf, s.nan, s.neginf) == (_CHUNK, 0, 0)
+    assert s.max == t[:_CHUNK].max().item()
+    assert s.mean == pytest.approx(t[:_CHUNK].double().mean().item(), rel=1e-5, abs=1e-6)
+    (all_bad,) = summarize(torch.full((2 * _CHUNK + 1,), float("-inf")))
+    assert (all_bad.neginf, all_bad.min, all_bad.zeros) == (2 * _CHUNK + 1, None, 0)
 
 
 def test_meta_tensors_have_shapes_but_no_statistics():

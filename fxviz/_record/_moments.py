@@ -1,0 +1,336 @@
+"""The statistics of one tensor: min, max, mean, std, absmax, NaN/Inf and zero counts.
+
+On the CPU, reductions run one cache-sized chunk at a time (``aminmax``, ``sum``,
+``vector_norm``, and a branch-free zero count where the range holds 0), read with
+``item()``; the chunks' sums are added in float64. Where a sum of squares would cancel
+(mean >> std) the spread is measured again around the mean, and where it overflows on the
+values scaled down by a power of two, both in the tensor's own dtype (no float64 copy).
+NaN/Inf are counted only where min/max show that some exist. On an accelerator, four
+whole-tensor reductions are read back in one transfer.
+
+    >>> import torch
+    >>> lo, hi, mean, std, absmax, nan, posinf, neginf, zeros = _statistics(
+    ...     torch.tensor([[0.0, 2.0], [4.0, float("nan")]]))
+    >>> lo, hi, mean, round(std, 6), nan, zeros
+    (0.0, 4.0, 2.0, 2.0, 1, 1)
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+
+_NO_NONFINITE = (0, 0, 0)
+
+# CPU reductions run one chunk at a time: 64K float32 values (256 KiB) stay in a core's L2
+# cache while every reduction reads them, where a big tensor read whole comes from memory
+# once per reduction; the per-call overhead (~2 µs) is small next to a chunk's reductions.
+_CHUNK = 1 << 16
+# below this, one aminmax beats amin + amax (two calls); above, amin and amax each
+# vectorize better than aminmax does
+_AMINMAX_MAX = 1 << 15
+# up to this many values, count_nonzero's mispredicted branches cost less than a mask
+_BRANCHY_MAX = 1 << 10
+
+
+def _statistics(t: torch.Tensor, zeros: bool = True) -> tuple[Any, ...]:
+    """``(min, max, mean, std, absmax, nan, posinf, neginf, zeros)`` of a tensor (``zeros``
+    ``None`` when not asked for: on the CPU, not counted)."""
+    x = _dense(t.detach())  # detached: no autograd graph is built, no no_grad() needed
+    if x.dtype == torch.bool:
+        x = x.view(torch.uint8)  # the same bytes, 0 and 1: no copy
+    if not x.is_cpu:
+        return _device_statistics(x, zeros)
+    numel = x.numel()
+    # small tensors (most of a model's) whole, as they are: every call counts
+    if numel <= _CHUNK:
+        moments = _chunk_moments(x, None, zeros)
+    else:
+        moments = _cpu_moments(x.view(-1), zeros)
+    mn, mx, total, squares, finite, nan, posinf, neginf, nonzero = moments
+    n_zeros = numel - nonzero if zeros else None
+    if finite == 0:
+        return (None, None, None, None, None, nan, posinf, neginf, n_zeros)
+    mean, std = _mean_std(total, squares, finite)
+    absmax = max(abs(mn), abs(mx))
+    overflowed = not (math.isfinite(mean) and math.isfinite(std or 0.0))
+    cancels = std is not None and mean * mean > 1e3 * std * std
+    if finite < numel:
+        if overflowed or cancels:
+            wide = _wide(x, torch.float64)
+            mean, std = _exact_mean_std(wide[torch.isfinite(wide)], torch.float64)
+    elif overflowed:
+        mean, std = _scaled_mean_std(_wide(x, torch.float64), absmax, torch.float64)
+    elif cancels:  # the sum of squares cancels: the spread is measured around the mean
+        mean, std = _centered_mean_std(_wide(x, torch.float64), mean, torch.float64)
+    return (mn, mx, mean, std, absmax, nan, posinf, neginf, n_zeros)
+
+
+def _wide(x: torch.Tensor, exact: torch.dtype) -> torch.Tensor:
+    """``x`` in a dtype its sums can be taken in: float32 at least; integers in ``exact``
+    (float32 would round ids above 2**24)."""
+    if x.is_floating_point():
+        return x if x.element_size() >= 4 else x.to(torch.float32)
+    return x.to(exact)
+
+
+# (min, max of the finite values, their sum and sum of squares, how many are finite, NaN,
+# +inf and -inf counts, how many are nonzero)
+_Moments = tuple[Any, Any, float, float, int, int, int, int, int]
+
+
+def _cpu_moments(flat: torch.Tensor, zeros: bool) -> _Moments:
+    """The moments of a flat, dense CPU tensor of more than one chunk, one chunk at a time
+    (the chunks' sums added in Python floats, i.e. float64)."""
+    buffer = None
+    if not (flat.is_floating_point() and flat.element_size() >= 4):
+        buffer = torch.empty(_CHUNK, dtype=_wide(flat[:1], torch.float64).dtype)
+    mn = mx = None
+    total = squares = 0.0
+    counts = [0, 0, 0, 0, 0]  # finite, nan, posinf, neginf, nonzero
+    for chunk in flat.split(_CHUNK):
+        lo, hi, s, sq, *chunk_counts = _chunk_moments(chunk, buffer, zeros)
+        if lo is not None:
+            mn = lo if mn is None else min(mn, lo)
+            mx = hi if mx is None else max(mx, hi)
+        total += s
+        squares += sq
+        counts = [a + b for a, b in zip(counts, chunk_counts, strict=True)]
+    return (mn, mx, total, squares, *counts)  # type: ignore[return-value]
+
+
+def _chunk_moments(x: torch.Tensor, buffer: torch.Tensor | None, zeros: bool) -> _Moments:
+    """The moments of one chunk, or of a whole contiguous tensor of at most one chunk
+    (``buffer``: reused room to widen it into; ``zeros``: count them, else all nonzero)."""
+    n = x.numel()
+    floating = x.is_floating_point()
+    if buffer is not None:
+        wide = buffer[:n].copy_(x)
+    elif floating and x.element_size() >= 4:
+        wide = x
+    else:
+        wide = _wide(x, torch.float64)
+    # min and max of floats on the widened values (the same numbers; half-precision
+    # reductions are slower), of integers on their own (float64 rounds above 2**53)
+    ranged = wide if floating else x
+    if n <= _AMINMAX_MAX:
+        lo, hi = torch.aminmax(ranged)
+    else:
+        lo, hi = ranged.amin(), ranged.amax()
+    mn, mx = lo.item(), hi.item()
+    if math.isfinite(mn) and math.isfinite(mx):
+        total, squares = _sums(wide, max(abs(mn), abs(mx)))
+        finite, nan, posinf, neginf = n, 0, 0, 0
+    else:
+        mn, mx, total, squares, finite, nan, posinf, neginf = _nonfinite_chunk(wide, mn, mx)
+    if not zeros or mn is None or mn > 0 or mx < 0:  # no finite 0 (NaN, Inf are nonzero)
+        nonzero = n
+    elif not floating and mn >= 0 and mx <= 1:
+        nonzero = int(total)  # 0/1 values (a bool mask): their sum counts them
+    elif n <= _BRANCHY_MAX:
+        nonzero = int(torch.count_nonzero(x).item())
+    else:
+        # bool() is x != 0 (NaN counts, -0.0 does not), then counted as bytes:
+        # count_nonzero branches on every value and costs 10-20x this on fresh data that
+        # mixes zeros and nonzeros, like a ReLU's output
+        nonzero = _count(x.bool())
+    return mn, mx, total, squares, finite, nan, posinf, neginf, nonzero
+
+
+def _sums(x: torch.Tensor, absmax: float) -> tuple[float, float]:
+    """The sum and the sum of squares of ``x``, accumulated in float64 where float32 would
+    overflow (big values, many of them) or lose the squares to underflow (values below
+    ~1e-15): ``vector_norm`` neither scales nor widens, and float64 accumulation costs a
+    few µs where the fallbacks that would follow cost more."""
+    if x.dtype != torch.float32:
+        return x.sum().item(), torch.linalg.vector_norm(x).item() ** 2
+    n = x.numel()
+    wide_sum = absmax * n > 1e37
+    wide_norm = wide_sum or 0 < absmax < 1e-15 or absmax * absmax * n > 1e37
+    total = x.sum(dtype=torch.float64 if wide_sum else None).item()
+    norm = torch.linalg.vector_norm(x, dtype=torch.float64 if wide_norm else None).item()
+    return total, norm * norm
+
+
+def _count(mask: torch.Tensor) -> int:
+    """How many values of a (fresh, CPU) bool tensor are true: numpy counts bytes with
+    SIMD, 2-3x faster than any torch reduction of them."""
+    return int(np.count_nonzero(mask.numpy()))
+
+
+def _nonfinite_chunk(x: torch.Tensor, lo: float, hi: float) -> tuple[Any, ...]:
+    """``(min, max, sum, sum of squares, finite, nan, posinf, neginf)`` of a chunk with NaN or
+    Inf (``lo``/``hi``: its ``amin``/``amax``, which say which of them it can hold).
+
+    ``nan_to_num`` is far cheaper than boolean masks here: it zeroes the non-finite values
+    for the sums and pushes them past every finite value for the min and max.
+    """
+    has_nan = math.isnan(lo) or math.isnan(hi)  # amin and amax propagate NaN
+    nan = _count(torch.isnan(x)) if has_nan else 0
+    posinf = _count(torch.isposinf(x)) if has_nan or hi == math.inf else 0
+    neginf = _count(torch.isneginf(x)) if has_nan or lo == -math.inf else 0
+    finite = x.numel() - nan - posinf - neginf
+    if finite == 0:
+        return (None, None, 0.0, 0.0, 0, nan, posinf, neginf)
+    big = torch.finfo(x.dtype).max
+    if not math.isfinite(lo):
+        lo = torch.nan_to_num(x, big, big, big).amin().item()
+    if not math.isfinite(hi):
+        hi = torch.nan_to_num(x, -big, -big, -big).amax().item()
+    total, squares = _sums(torch.nan_to_num(x, 0.0, 0.0, 0.0), max(abs(lo), abs(hi)))
+    return (lo, hi, total, squares, finite, nan, posinf, neginf)
+
+
+def _device_statistics(x: torch.Tensor, zeros: bool) -> tuple[Any, ...]:
+    """:func:`_statistics` on an accelerator: whole-tensor reductions, read in one
+    transfer (no chunks: each would be a kernel launch, and nothing is cached between)."""
+    numel = x.numel()
+    exact = torch.float32 if x.device.type == "mps" else torch.float64
+    wide = _wide(x, exact)
+    lo, hi = torch.aminmax(x)
+    mn, mx, total, norm, nonzero = _read(
+        exact, lo, hi, wide.sum(), torch.linalg.vector_norm(wide), torch.count_nonzero(x)
+    )
+    n_zeros = numel - int(nonzero) if zeros else None
+    if not (math.isfinite(mn) and math.isfinite(mx)):
+        return (*_nonfinite_statistics(wide, exact), n_zeros)
+    mean, std = _mean_std(total, norm * norm, numel)
+    absmax = max(abs(mn), abs(mx))
+    if not (math.isfinite(mean) and math.isfinite(std or 0.0)):
+        mean, std = _scaled_mean_std(wide, absmax, exact)  # the sums overflowed
+    elif std is not None and mean * mean > 1e3 * std * std:
+        mean, std = _centered_mean_std(wide, mean, exact)  # the sum of squares cancels
+    return (mn, mx, mean, std, absmax, *_NO_NONFINITE, n_zeros)
+
+
+def _dense(x: torch.Tensor) -> torch.Tensor:
+    """``x`` as a flat tensor over the same memory when its layout allows (statistics do
+    not depend on order, and reductions over permuted strides are slow); else a copy."""
+    if x.is_contiguous():
+        return x
+    if _permuted_dense(x):
+        return x.as_strided((x.numel(),), (1,))
+    return x.contiguous()  # overlapping or gapped (expand, slicing): copy once
+
+
+def _permuted_dense(x: torch.Tensor) -> bool:
+    """Whether ``x`` covers a block of memory exactly once, in some order of its dims."""
+    expected = 1
+    for stride, size in sorted(
+        (st, sz) for st, sz in zip(x.stride(), x.shape, strict=True) if sz != 1
+    ):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def _read(exact: torch.dtype, *scalars: torch.Tensor) -> list[Any]:
+    """Python numbers from 0-d tensors: plain reads on the CPU, one transfer elsewhere."""
+    if scalars[0].device.type == "cpu":
+        return [s.item() for s in scalars]
+    return torch.stack([s.to(exact) for s in scalars]).tolist()
+
+
+def _mean_std(total: float, squares: float, n: int) -> tuple[float, float | None]:
+    """Mean and Bessel-corrected standard deviation from a sum and a sum of squares
+    (``inf``/``nan`` when those overflowed: the caller then computes them exactly)."""
+    mean = total / n
+    if n < 2:
+        return mean, None
+    variance = (squares - n * mean * mean) / (n - 1)
+    if math.isnan(variance):
+        return mean, math.nan
+    return mean, math.sqrt(max(variance, 0.0))
+
+
+def _scaled_mean_std(
+    wide: torch.Tensor, absmax: float, exact: torch.dtype
+) -> tuple[float, float | None]:
+    """Mean and std of values whose sums overflow ``wide``'s dtype, measured on the values
+    scaled down by a power of two (exactly); float64 only if that still fails.
+
+    >>> x = torch.full((100_000,), 3e34) + torch.arange(100_000.0) * 1e30
+    >>> mean, std = _scaled_mean_std(x, float(x.abs().max()), torch.float64)
+    >>> ref_std, ref_mean = torch.std_mean(x.double())
+    >>> abs(mean / float(ref_mean) - 1) < 1e-6, abs(std / float(ref_std) - 1) < 1e-5
+    (True, True)
+    """
+    n = wide.numel()
+    # scaled down just enough that n squares fit: values that were small stay normal
+    # (subnormal floats make every reduction many times slower)
+    room = (math.frexp(torch.finfo(wide.dtype).max)[1] - 1 - n.bit_length()) // 2 - 1
+    scale = 2.0 ** max(math.frexp(absmax)[1] - room, 0)
+    scaled = wide * (1.0 / scale)
+    total, norm = _read(exact, scaled.sum(), torch.linalg.vector_norm(scaled))
+    mean, std = _mean_std(total, norm * norm, n)
+    if std is not None and mean * mean > 1e3 * std * std:
+        mean, std = _centered_mean_std(scaled, mean, exact)
+    if not (math.isfinite(mean) and math.isfinite(std or 0.0)):
+        return _exact_mean_std(wide, exact)
+    return mean * scale, None if std is None else std * scale
+
+
+def _centered_mean_std(
+    wide: torch.Tensor, guess: float, exact: torch.dtype
+) -> tuple[float, float | None]:
+    """Mean and std measured around ``guess`` (a mean that may be off by rounding), in
+    ``wide``'s own dtype, summed in ``exact``, without a float64 copy: ``x - guess`` is
+    exact for the values near the mean (Sterbenz), and the corrected two-pass formula
+    removes the guess's error. Falls back to :func:`_exact_mean_std` only if these sums
+    overflow.
+
+    >>> x = torch.full((1000,), 1e4) + torch.arange(1000) % 2 * 2.0 ** -10
+    >>> mean, std = _centered_mean_std(x, 1e4, torch.float64)
+    >>> mean == float(x.double().mean()), abs(std / float(x.double().std()) - 1) < 1e-6
+    (True, True)
+    """
+    n = wide.numel()
+    centered = wide - guess
+    offset, norm = _read(
+        exact, centered.sum(dtype=exact), torch.linalg.vector_norm(centered, dtype=exact)
+    )
+    shift = offset / n
+    variance = (norm * norm - offset * shift) / (n - 1)
+    if not (math.isfinite(shift) and math.isfinite(variance)):
+        return _exact_mean_std(wide, exact)
+    return guess + shift, math.sqrt(max(variance, 0.0))
+
+
+def _exact_mean_std(x: torch.Tensor, exact: torch.dtype) -> tuple[float, float | None]:
+    if x.numel() < 2:
+        return float(x.to(exact).mean()), None
+    std, mean = torch.std_mean(x.to(exact))
+    return float(mean), float(std)
+
+
+def _nonfinite_statistics(x: torch.Tensor, exact: torch.dtype) -> tuple[Any, ...]:
+    """``(min, max, mean, std, absmax, nan, posinf, neginf)`` over the finite values.
+
+    ``nan_to_num`` is far cheaper than boolean masks here: it zeroes the non-finite values
+    for the sums and pushes them past every finite value for the min and max.
+    """
+    big = torch.finfo(x.dtype).max
+    zeroed = torch.nan_to_num(x, 0.0, 0.0, 0.0)
+    nan, posinf, neginf, lo, hi, total, norm = _read(
+        exact,
+        torch.count_nonzero(torch.isnan(x)),
+        torch.count_nonzero(torch.isposinf(x)),
+        torch.count_nonzero(torch.isneginf(x)),
+        torch.nan_to_num(x, big, big, big).amin(),
+        torch.nan_to_num(x, -big, -big, -big).amax(),
+        zeroed.sum(),
+        torch.linalg.vector_norm(zeroed),
+    )
+    n_finite = x.numel() - nan - posinf - neginf
+    if n_finite == 0:
+        return (None, None, None, None, None, nan, posinf, neginf)
+    mean, std = _mean_std(total, norm * norm, n_finite)
+    if not (math.isfinite(mean) and math.isfinite(std or 0.0)) or (
+        std is not None and mean * mean > 1e3 * std * std
+    ):
+        mean, std = _exact_mean_std(x[torch.isfinite(x)], exact)
+    return (lo, hi, mean, std, max(abs(lo), abs(hi)), nan, posinf, neginf)
