@@ -7,6 +7,7 @@ export const T = {
   selected: "selected",
   states: "node_states",
   units: "units",
+  unitsDelta: "units_delta",
   inspector: "inspector",
   rows: "rows",
   status: "status",

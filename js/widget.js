@@ -112,6 +112,7 @@ function render({ model, el }) {
   const minimap = overview(graph, () => panZoom);
   let byTitle = new Map();
   let markers = [];
+  let marked = new Set(); // the nodes that carry state classes
   let entries = [];
   let matches = [];
   let matchIndex = -1;
@@ -143,6 +144,7 @@ function render({ model, el }) {
     minimap.show(null);
     graph.innerHTML = text;
     svg = graph.querySelector("svg");
+    marked = new Set();
     svg.removeAttribute("width");
     svg.removeAttribute("height");
     byTitle = new Map();
@@ -181,9 +183,20 @@ function render({ model, el }) {
     }, 0));
   }
 
+  // What draws a node: `units` as last sent whole, overridden by `units_delta` (what
+  // changed since, as a module opens or closes); a node may be named __proto__.
   function unitOf(name) {
+    const delta = model.get(T.unitsDelta) || {};
+    if (Object.hasOwn(delta, name)) return delta[name];
     const units = model.get(T.units) || {};
-    return Object.hasOwn(units, name) ? units[name] : name; // a node may be named __proto__
+    return Object.hasOwn(units, name) ? units[name] : name;
+  }
+
+  function nameOf(title) {
+    const delta = model.get(T.unitsDelta) || {};
+    const units = model.get(T.units) || {};
+    return Object.keys(delta).find((n) => delta[n] === title)
+      ?? Object.keys(units).find((n) => units[n] === title && !Object.hasOwn(delta, n)) ?? title;
   }
 
   function currentTitle() {
@@ -225,9 +238,11 @@ function render({ model, el }) {
     status.style.display = status.textContent ? "" : "none";
     toolbar.style.display = debuggerMode() ? "flex" : "none";
     if (!svg) return;
-    for (const g of byTitle.values()) {
+    // only the nodes marked last time lose their marks: a step changes two nodes of 3,000
+    for (const g of marked) {
       for (const c of [...g.classList]) if (c.startsWith(STATE_PREFIX) && c !== MATCH) g.classList.remove(c);
     }
+    marked = new Set();
     for (const marker of markers) marker.remove();
     markers = [];
     const states = model.get(T.states) || {};
@@ -245,6 +260,7 @@ function render({ model, el }) {
     }
     for (const [title, set] of wanted) {
       const g = byTitle.get(title);
+      marked.add(g);
       for (const state of set) g.classList.add(`${STATE_PREFIX}${state}`);
       for (const state of ["breakpoint", "nonfinite"]) {
         if (!set.has(state)) continue;
@@ -304,19 +320,36 @@ function render({ model, el }) {
     return chart;
   }
 
+  // Rows are rebuilt only where they changed: a debugger step adds a row or two, and
+  // rebuilding a thousand rows each step held the page for a tenth of a second.
+  let tableShown = { columns: "", keys: [], body: null, hint: null };
   function renderTable() {
     const rows = model.get(T.rows) || [];
-    if (!rows.length) { table.replaceChildren(); return; }
+    if (!rows.length) { table.replaceChildren(); tableShown = { columns: "", keys: [], body: null, hint: null }; return; }
     const columns = Object.keys(rows[0]);
     const selected = model.get(T.selected);
     // a table of tens of thousands of rows freezes the page: the first rows, and a note
     const shownRows = rows.length > TABLE_ROWS ? rows.slice(0, TABLE_ROWS) : rows;
-    const body = shownRows.map((row) =>
+    const makeRow = (row) =>
       h("tr", { class: row.name === selected ? "fxviz-row-selected" : "", "data-name": row.name, onclick: () => select(row.name) },
-        ...columns.map((c) => h("td", {}, row[c] == null ? "" : String(row[c])))),
-    );
-    table.replaceChildren(h("table", {}, h("thead", {}, h("tr", {}, ...columns.map((c) => h("th", {}, c)))), h("tbody", {}, ...body)));
-    if (rows.length > TABLE_ROWS) table.append(h("div", { class: "fxviz-hint" }, `… ${rows.length - TABLE_ROWS} more rows: search finds any node`));
+        ...columns.map((c) => h("td", {}, row[c] == null ? "" : String(row[c]))));
+    if (tableShown.columns !== columns.join("\n") || !tableShown.body) {
+      tableShown = { columns: columns.join("\n"), keys: [], body: h("tbody"), hint: h("div", { class: "fxviz-hint" }) };
+      table.replaceChildren(h("table", {}, h("thead", {}, h("tr", {}, ...columns.map((c) => h("th", {}, c)))), tableShown.body));
+    }
+    const { keys, body, hint } = tableShown;
+    shownRows.forEach((row, i) => {
+      const key = JSON.stringify(row);
+      if (keys[i] === key) return;
+      if (i < body.children.length) body.children[i].replaceWith(makeRow(row));
+      else body.append(makeRow(row));
+      keys[i] = key;
+    });
+    while (body.children.length > shownRows.length) body.lastChild.remove();
+    keys.length = shownRows.length;
+    hint.textContent = `… ${rows.length - TABLE_ROWS} more rows: search finds any node`;
+    if (rows.length > TABLE_ROWS) table.append(hint);
+    else hint.remove();
   }
 
   function select(name) {
@@ -333,9 +366,7 @@ function render({ model, el }) {
       send({ type: "toggle_module", unit: title });
       return;
     }
-    const units = model.get(T.units) || {};
-    const name = Object.keys(units).find((n) => units[n] === title) ?? title;
-    select(name);
+    select(nameOf(title));
   });
   graph.addEventListener("dblclick", (event) => {
     const cluster = event.target.closest?.("g.cluster");

@@ -10,6 +10,7 @@ seen in the browser is turned back into its module by :func:`cluster_path` (spli
 from __future__ import annotations
 
 import collections
+import copy
 import dataclasses
 import math
 import re
@@ -149,7 +150,10 @@ def fold(
     for n in draw.nodes:
         path = box_of[n.id]
         if path is not None:
-            boxes.setdefault(path, Box(module_id(path), path, [])).members.append(n)
+            box = boxes.get(path)
+            if box is None:
+                box = boxes[path] = Box(module_id(path), path, [])
+            box.members.append(n)
     for path, box in list(boxes.items()):
         if len(box.members) == 1:
             box_of[box.members[0].id] = None
@@ -163,8 +167,17 @@ def opening_depth(draw: DrawGraph, limit: int = BIG_GRAPH) -> int | None:
     at most ``limit`` visible units."""
     if len(draw.nodes) <= limit:
         return None
-    for depth in (4, 3, 2):
-        if len({unit_path(n.module, depth, frozenset()) or n.id for n in draw.nodes}) <= limit:
+    per_module = collections.Counter(n.module for n in draw.nodes)
+    for depth in (4, 3, 2):  # once per module, not per node
+        units: set[str] = set()
+        loose = 0  # nodes drawn themselves
+        for module, count in per_module.items():
+            path = unit_path(module, depth, frozenset())
+            if path is None:
+                loose += count
+            else:
+                units.add(path)
+        if len(units) + loose <= limit:
             return depth
     return 1
 
@@ -215,12 +228,22 @@ def group_wide(draw: DrawGraph, limit: int = WIDE_LEVEL, groups: int = 100) -> D
             prefix = ".".join(old_parts[:cut])
             if prefix not in renamed:
                 renamed[prefix] = ".".join(parts[: _position(parts, old_parts, cut)])
-    nodes = [dataclasses.replace(n, module=m) for n, m in zip(draw.nodes, new, strict=True)]
+    nodes = [_moved(n, m) for n, m in zip(draw.nodes, new, strict=True)]
     modules = {renamed.get(k, k): v for k, v in draw.modules.items()}
     params = {renamed.get(k, k): v for k, v in draw.params.items()}
     for path in made:
         modules.setdefault(path, "group")
     return dataclasses.replace(draw, nodes=nodes, modules=modules, params=params)
+
+
+def _moved(node: DrawNode, module: str) -> DrawNode:
+    """``node`` in ``module`` (a shallow copy: ``dataclasses.replace`` would make the
+    deferred tooltip of every node now)."""
+    if node.module == module:
+        return node
+    moved = copy.copy(node)
+    moved.module = module
+    return moved
 
 
 def _position(parts: list[str], old_parts: list[str], cut: int) -> int:

@@ -185,7 +185,8 @@ class _Statements:
         style, badges = apply_overlays(
             DrawNode(box.id, box.path, "module", kind, module=box.path), self.overlays
         )
-        inner = [apply_overlays(m, self.overlays) for m in box.members]
+        # the members' overlays mark the box (an error or NaN inside); none, nothing to do
+        inner = [apply_overlays(m, self.overlays) for m in box.members] if self.overlays else []
         classes = {c for s, _ in inner for c in s.classes}
         attrs = {
             "label": html_label(

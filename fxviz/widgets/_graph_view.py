@@ -26,6 +26,9 @@ class GraphView(anywidget.AnyWidget):
             "nonfinite" | "linked", ...]}``, applied as CSS classes without re-layout
             (``linked``: in a joint graph, the nodes linked to the selected one).
         units: ``{node: title of what draws it}`` (a collapsed module's box, or itself).
+            The browser is sent it whole only now and then, and ``units_delta`` (the
+            entries that differ from what it was last sent) on other changes: expanding
+            one module of a 50,000-node graph moves a few hundred nodes, not 50,000.
         depth / expanded / collapsed: how modules are collapsed; clicking a box expands
             it, double-clicking a module's frame collapses it.
         inspector, rows, status, error: what the side panel, table, status line and error
@@ -50,6 +53,7 @@ class GraphView(anywidget.AnyWidget):
     selected = traitlets.Unicode("").tag(sync=True)
     node_states = traitlets.Dict().tag(sync=True)
     units = traitlets.Dict().tag(sync=True)
+    units_delta = traitlets.Dict().tag(sync=True)
     depth = traitlets.Int(None, allow_none=True).tag(sync=True)
     expanded = traitlets.List(traitlets.Unicode()).tag(sync=True)
     collapsed = traitlets.List(traitlets.Unicode()).tag(sync=True)
@@ -69,6 +73,8 @@ class GraphView(anywidget.AnyWidget):
             raise TypeError(
                 f"GraphView() got unexpected keyword arguments: {', '.join(sorted(unknown))}"
             )
+        self._units_sent: dict[str, str] = {}  # the units the browser was last sent whole
+        self._units_quiet = False
         super().__init__(**kwargs)
         self._obj = obj
         self._drawing = Drawing(obj, params=params, group=True)  # the drawing model, made once
@@ -94,13 +100,35 @@ class GraphView(anywidget.AnyWidget):
             self.error = f"could not draw the graph: {type(e).__name__}: {e}"
             return
         with self.hold_sync():  # one message: the browser never sees new units on an old SVG
-            self.units = payload["units"]
+            self._set_units(payload["units"])
             self.dot = payload["dot"]
             if not self.index:
                 self.index = payload["index"]  # every node, whatever the view folds
             if "rows" in payload:
                 own = getattr(type(self._obj), "_fxviz_rows", None)  # comparisons: both runs
                 self.rows = own(self._obj) if own is not None else payload["rows"]
+
+    def _set_units(self, units: dict[str, str]) -> None:
+        """``units`` in Python; to the browser, only what changed since it was last sent
+        whole (the whole map again once the changes are a quarter of it)."""
+        sent = self._units_sent
+        delta = {k: v for k, v in units.items() if sent.get(k) != v} if sent else units
+        if sent and len(delta) * 4 <= len(units) and len(units) == len(sent):
+            self._units_quiet = True  # the browser reads units_delta over the old map
+            try:
+                self.units = units
+            finally:
+                self._units_quiet = False
+            self.units_delta = delta
+        else:
+            self._units_sent = units
+            self.units_delta = {}
+            self.units = units
+
+    def _should_send_property(self, key: str, value: Any) -> bool:
+        if key == "units" and self._units_quiet:
+            return False
+        return super()._should_send_property(key, value)
 
     # -- browser events ----------------------------------------------------------------------
     def _on_message(self, _widget: Any, content: dict[str, Any], _buffers: Any) -> None:
