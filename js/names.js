@@ -10,6 +10,7 @@ export const T = {
   unitsDelta: "units_delta",
   inspector: "inspector",
   rows: "rows",
+  rowsTotal: "rows_total",
   status: "status",
   error: "error",
   renderMs: "render_ms",

@@ -8,7 +8,7 @@ import { findNodes, searchIndex } from "./search.js";
 import { fitLabels, nodeBox, openingView, outlineOf, topmostNode } from "./view.js";
 
 const MATCH = "fxviz-match";
-const TABLE_ROWS = 1000;
+const TABLE_ROWS = 1000; // as fxviz/widgets/_graph_view.py TABLE_ROWS
 const READABLE_ZOOM = 1.2; // px per SVG unit that makes 10 pt labels 12 px tall
 const ACTIONS = [
   ["restart", "restart", "start again from the first node"],
@@ -330,6 +330,7 @@ function render({ model, el }) {
     const selected = model.get(T.selected);
     // a table of tens of thousands of rows freezes the page: the first rows, and a note
     const shownRows = rows.length > TABLE_ROWS ? rows.slice(0, TABLE_ROWS) : rows;
+    const total = Math.max(model.get(T.rowsTotal) || 0, rows.length); // the kernel sends the shown rows
     const makeRow = (row) =>
       h("tr", { class: row.name === selected ? "fxviz-row-selected" : "", "data-name": row.name, onclick: () => select(row.name) },
         ...columns.map((c) => h("td", {}, row[c] == null ? "" : String(row[c]))));
@@ -347,8 +348,8 @@ function render({ model, el }) {
     });
     while (body.children.length > shownRows.length) body.lastChild.remove();
     keys.length = shownRows.length;
-    hint.textContent = `… ${rows.length - TABLE_ROWS} more rows: search finds any node`;
-    if (rows.length > TABLE_ROWS) table.append(hint);
+    hint.textContent = `… ${total - shownRows.length} more rows: search finds any node`;
+    if (total > shownRows.length) table.append(hint);
     else hint.remove();
   }
 
@@ -405,7 +406,7 @@ function render({ model, el }) {
 
   model.on(`change:${T.dot}`, draw);
   for (const trait of [T.states, T.selected, T.inspector, T.status]) model.on(`change:${trait}`, queueStates);
-  model.on(`change:${T.rows}`, () => { renderTable(); markTableSelection(); });
+  for (const trait of [T.rows, T.rowsTotal]) model.on(`change:${trait}`, () => { renderTable(); markTableSelection(); });
   model.on(`change:${T.error}`, () => showError(model.get(T.error)));
   model.on(`change:${T.index}`, () => { entries = []; updateMatches(); });
   // keep the node to run next in view (only panning when it is near an edge or outside)

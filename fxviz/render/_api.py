@@ -30,7 +30,7 @@ from fxviz.render._model import DrawGraph
 from fxviz.render._overlays import Overlay, guarded, highlight_errors, highlight_nonfinite
 from fxviz.render._title import model_title
 
-__all__ = ["Drawing", "RenderError", "View", "draw", "to_dot", "to_svg"]
+__all__ = ["Drawing", "RenderError", "View", "collector_paused", "draw", "to_dot", "to_svg"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,7 +67,7 @@ class Drawing:
     def __init__(self, obj: Any, *, params: Params = "fold", group: bool = False) -> None:
         self.obj = obj
         self.params: Params = params
-        with _collector_paused():
+        with collector_paused():
             graph = draw(obj, params=params)
             self.graph: DrawGraph = group_wide(graph) if group else graph
         self.defaults: list[Overlay] = _default_overlays(obj)
@@ -103,7 +103,7 @@ class Drawing:
         **options: Any,
     ) -> View:
         """The DOT and units of one state; ``options`` as for :func:`to_dot`."""
-        with _collector_paused():
+        with collector_paused():
             folding = fold(self.graph, depth, frozenset(expand), frozenset(collapse))
             digraph = render(
                 self.graph,
@@ -119,12 +119,13 @@ class Drawing:
         """``[[name, title, module], ...]`` for every drawn node: what search looks in
         (made once: it does not change with the view)."""
         if self._index is None:
-            self._index = [[n.name, n.title, n.module] for n in self.graph.nodes]
+            with collector_paused():
+                self._index = [[n.name, n.title, n.module] for n in self.graph.nodes]
         return self._index
 
 
 @contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
+def collector_paused() -> Iterator[None]:
     """Pause Python's cycle collector: drawing a 50,000-node graph makes a few hundred
     thousand small objects, and each collection they trigger walks the whole heap (the
     model and its graph too), which took half of the drawing time. Cycles made meanwhile

@@ -8,12 +8,14 @@ import anywidget
 import traitlets
 
 from fxviz._static import widget_css, widget_esm
-from fxviz.render._api import Drawing
+from fxviz.render._api import Drawing, collector_paused
 from fxviz.render._collapse import BIG_GRAPH, cluster_path, unit_path
 from fxviz.render._fold import Params
 from fxviz.render._payload import graph_payload
 
-__all__ = ["BIG_GRAPH", "GraphView"]
+__all__ = ["BIG_GRAPH", "TABLE_ROWS", "GraphView"]
+
+TABLE_ROWS = 1000  # rows the table shows (js/widget.js): 50,000 would freeze the page
 
 
 class GraphView(anywidget.AnyWidget):
@@ -32,7 +34,8 @@ class GraphView(anywidget.AnyWidget):
         depth / expanded / collapsed: how modules are collapsed; clicking a box expands
             it, double-clicking a module's frame collapses it.
         inspector, rows, status, error: what the side panel, table, status line and error
-            area show. render_ms: the browser's last layout + paint time.
+            area show (the table: the first :data:`TABLE_ROWS` rows; ``rows_total``: how
+            many there are). render_ms: the browser's last layout + paint time.
         index: ``[[name, target, module], ...]`` for every node: what search looks in.
 
     Examples:
@@ -59,6 +62,7 @@ class GraphView(anywidget.AnyWidget):
     collapsed = traitlets.List(traitlets.Unicode()).tag(sync=True)
     inspector = traitlets.Dict().tag(sync=True)
     rows = traitlets.List().tag(sync=True)
+    rows_total = traitlets.Int(0).tag(sync=True)
     status = traitlets.Unicode("").tag(sync=True)
     error = traitlets.Unicode("").tag(sync=True)
     render_ms = traitlets.Float(0.0).tag(sync=True)
@@ -88,6 +92,10 @@ class GraphView(anywidget.AnyWidget):
     # -- what to draw ---------------------------------------------------------------------
     def _redraw(self, _change: Any = None) -> None:
         """One view of the drawing per state change: DOT and units from one computation."""
+        with collector_paused():  # tens of thousands of small objects: see collector_paused
+            self._draw_view()
+
+    def _draw_view(self) -> None:
         try:
             view = self._drawing.view(
                 depth=self.depth,
@@ -106,7 +114,13 @@ class GraphView(anywidget.AnyWidget):
                 self.index = payload["index"]  # every node, whatever the view folds
             if "rows" in payload:
                 own = getattr(type(self._obj), "_fxviz_rows", None)  # comparisons: both runs
-                self.rows = own(self._obj) if own is not None else payload["rows"]
+                self.show_rows(own(self._obj) if own is not None else payload["rows"])
+
+    def show_rows(self, rows: list[dict[str, Any]]) -> None:
+        """Put ``rows`` in the table: the first :data:`TABLE_ROWS` (what the table shows;
+        search finds the others), and how many there are."""
+        self.rows_total = len(rows)
+        self.rows = rows[:TABLE_ROWS]
 
     def _set_units(self, units: dict[str, str]) -> None:
         """``units`` in Python; to the browser, only what changed since it was last sent

@@ -200,6 +200,7 @@ def test_only_joint_views_mark_linked_nodes():
 
 def test_opening_one_module_sends_only_the_units_that_moved():
     view = fxviz.show(_chain(20_000))
+    assert (len(view.rows), view.rows_total) == (1000, 20_002)  # the rows the table shows
     sent: list[dict] = []
     view.comm.send = lambda data=None, buffers=None, **_: sent.append(data["state"])  # type: ignore[method-assign]
     base = dict(view.units)
