@@ -10,7 +10,6 @@ seen in the browser is turned back into its module by :func:`cluster_path` (spli
 from __future__ import annotations
 
 import collections
-import copy
 import dataclasses
 import math
 import re
@@ -239,11 +238,12 @@ def group_wide(draw: DrawGraph, limit: int = WIDE_LEVEL, groups: int = 100) -> D
 
 
 def _moved(node: DrawNode, module: str) -> DrawNode:
-    """``node`` in ``module`` (a shallow copy: ``dataclasses.replace`` would make the
+    """``node`` in ``module``: a shallow copy (``dataclasses.replace`` would make the
     deferred tooltip of every node now)."""
     if node.module == module:
         return node
-    moved = copy.copy(node)
+    moved = object.__new__(DrawNode)  # copy.copy, without its generic machinery
+    moved.__dict__.update(node.__dict__)
     moved.module = module
     return moved
 

@@ -211,4 +211,5 @@ def test_opening_one_module_sends_only_the_units_that_moved():
     assert 100 <= len(moved) <= 400  # the opened group's nodes, not 20,000
     assert {**base, **moved} == view.units  # what the browser pieces together is the truth
     view.depth = None  # everything moves: the whole map again
-    assert sent[-1]["units"] == view.units and sent[-1]["units_delta"] == {}
+    assert sent[-1]["units"] == view.units
+    assert sent[-1]["units_delta"] == {}
