@@ -63,9 +63,11 @@ def draw_fx(
     nodes, edges = [], []
     seen_targets: dict[str, int] = {}
     texts: dict[tuple[str, Any], str] = {}  # target_text per target: qualified names are slow
+    ids: dict[torch.fx.Node, str] = {}  # dot_id per node, made once (edges name them again)
     for node in graph.nodes:
         if node in folded:
             continue
+        node_id = ids[node] = dot_id(node.name)
         record = records.get(node.name)
         shape = _shape_text(node, record, gm)
         kind: str = kinds.get(node.name) or node.op
@@ -82,12 +84,12 @@ def draw_fx(
         if fetched:
             lines.append(_fetched_line(fetched))
         drawn = DrawNode(
-            id=dot_id(node.name),
+            id=node_id,
             name=node.name,
             kind=kind,
             title=title,
             lines=lines,
-            module=paths.get(node.name, module_path(node))
+            module=paths.get(node.name) or module_path(node)
             if node.op not in ("placeholder", "output")
             else "",
             color_key=target if node.op.startswith("call") else kind,
@@ -106,7 +108,7 @@ def draw_fx(
         )
         for source in node.all_input_nodes:
             if source not in folded:
-                edges.append(DrawEdge(dot_id(source.name), dot_id(node.name)))
+                edges.append(DrawEdge(ids[source], node_id))
     labels = _stack_types(graph)
     labels |= {path: module_label(m) for path, m in modules.items() if path and _is_real(m)}
     counts: dict[str, int] = {}
