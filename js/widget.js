@@ -111,8 +111,8 @@ function render({ model, el }) {
   let panZoom = null;
   const minimap = overview(graph, () => panZoom);
   let byTitle = new Map();
-  let markers = [];
-  let marked = new Set(); // the nodes that carry state classes
+  let markers = new Map(); // node -> its breakpoint and NaN/Inf tags
+  let marked = new Map(); // node -> the states it shows as classes
   let entries = [];
   let matches = [];
   let matchIndex = -1;
@@ -144,7 +144,8 @@ function render({ model, el }) {
     minimap.show(null);
     graph.innerHTML = text;
     svg = graph.querySelector("svg");
-    marked = new Set();
+    marked = new Map();
+    markers = new Map();
     svg.removeAttribute("width");
     svg.removeAttribute("height");
     byTitle = new Map();
@@ -238,13 +239,6 @@ function render({ model, el }) {
     status.style.display = status.textContent ? "" : "none";
     toolbar.style.display = debuggerMode() ? "flex" : "none";
     if (!svg) return;
-    // only the nodes marked last time lose their marks: a step changes two nodes of 3,000
-    for (const g of marked) {
-      for (const c of [...g.classList]) if (c.startsWith(STATE_PREFIX) && c !== MATCH) g.classList.remove(c);
-    }
-    marked = new Set();
-    for (const marker of markers) marker.remove();
-    markers = [];
     const states = model.get(T.states) || {};
     const wanted = new Map(); // unit title -> set of states (a collapsed box gathers its nodes')
     for (const [name, list] of Object.entries(states)) {
@@ -258,16 +252,27 @@ function render({ model, el }) {
       if (!wanted.has(unitOf(selected))) wanted.set(unitOf(selected), new Set());
       wanted.get(unitOf(selected)).add("selected");
     }
-    for (const [title, set] of wanted) {
-      const g = byTitle.get(title);
-      marked.add(g);
+    // Only nodes whose states changed are touched: a step changes two nodes of 3,000, and
+    // re-marking all of them restyled the whole graph each step.
+    const next = new Map([...wanted].map(([title, set]) => [byTitle.get(title), set]));
+    for (const g of marked.keys()) if (!next.has(g)) next.set(g, new Set());
+    for (const [g, set] of next) {
+      const had = marked.get(g);
+      if (had && had.size === set.size && [...set].every((state) => had.has(state))) continue;
+      for (const state of had ?? []) if (!set.has(state)) g.classList.remove(`${STATE_PREFIX}${state}`);
       for (const state of set) g.classList.add(`${STATE_PREFIX}${state}`);
+      for (const marker of markers.get(g) ?? []) marker.remove();
+      markers.delete(g);
       for (const state of ["breakpoint", "nonfinite"]) {
         if (!set.has(state)) continue;
         const outline = outlineOf(g);
         const marker = outline && markerFor(state, outline.getBBox());
-        if (marker) { (outline.parentNode || g).append(marker); markers.push(marker); }
+        if (!marker) continue;
+        (outline.parentNode || g).append(marker);
+        markers.set(g, [...(markers.get(g) ?? []), marker]);
       }
+      if (set.size) marked.set(g, set);
+      else marked.delete(g);
     }
     renderInspector();
     markTableSelection();

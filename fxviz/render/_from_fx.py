@@ -117,7 +117,8 @@ def draw_fx(
         for i in range(1, len(parts) + 1):
             path = ".".join(parts[:i])
             counts[path] = counts.get(path, 0) + p.numel()
-    for drawn in {prefix for n in nodes for prefix in _prefixes(n.module) if "@" in prefix}:
+    called = {n.module for n in nodes if "@" in n.module}  # modules called more than once
+    for drawn in {prefix for module in called for prefix in _prefixes(module) if "@" in prefix}:
         if real_path(drawn) in labels:
             labels[drawn] = labels[real_path(drawn)]
         if real_path(drawn) in counts:
