@@ -114,9 +114,9 @@ class GraphView(anywidget.AnyWidget):
                 self.index = payload["index"]  # every node, whatever the view folds
             if "rows" in payload:
                 own = getattr(type(self._obj), "_fxviz_rows", None)  # comparisons: both runs
-                self.show_rows(own(self._obj) if own is not None else payload["rows"])
+                self._show_rows(own(self._obj) if own is not None else payload["rows"])
 
-    def show_rows(self, rows: list[dict[str, Any]]) -> None:
+    def _show_rows(self, rows: list[dict[str, Any]]) -> None:
         """Put ``rows`` in the table: the first :data:`TABLE_ROWS` (what the table shows;
         search finds the others), and how many there are."""
         self.rows_total = len(rows)
@@ -140,6 +140,8 @@ class GraphView(anywidget.AnyWidget):
             self.units = units
 
     def _should_send_property(self, key: str, value: Any) -> bool:
+        # ipywidgets asks this before sending a changed trait: a units change that
+        # units_delta carries stays in Python (a new page still gets both, whole)
         if key == "units" and self._units_quiet:
             return False
         return super()._should_send_property(key, value)
