@@ -8,7 +8,7 @@ import { findNodes, searchIndex } from "./search.js";
 import { fitLabels, nodeBox, openingView, outlineOf, topmostNode } from "./view.js";
 
 const MATCH = "fxviz-match";
-const TABLE_ROWS = 1000;
+const TABLE_ROWS = 1000; // as fxviz/widgets/_graph_view.py TABLE_ROWS
 const READABLE_ZOOM = 1.2; // px per SVG unit that makes 10 pt labels 12 px tall
 const ACTIONS = [
   ["restart", "restart", "start again from the first node"],
@@ -111,7 +111,8 @@ function render({ model, el }) {
   let panZoom = null;
   const minimap = overview(graph, () => panZoom);
   let byTitle = new Map();
-  let markers = [];
+  let markers = new Map(); // node -> its breakpoint and NaN/Inf tags
+  let marked = new Map(); // node -> the states it shows as classes
   let entries = [];
   let matches = [];
   let matchIndex = -1;
@@ -143,6 +144,8 @@ function render({ model, el }) {
     minimap.show(null);
     graph.innerHTML = text;
     svg = graph.querySelector("svg");
+    marked = new Map();
+    markers = new Map();
     svg.removeAttribute("width");
     svg.removeAttribute("height");
     byTitle = new Map();
@@ -181,9 +184,20 @@ function render({ model, el }) {
     }, 0));
   }
 
+  // What draws a node: `units` as last sent whole, overridden by `units_delta` (what
+  // changed since, as a module opens or closes); a node may be named __proto__.
   function unitOf(name) {
+    const delta = model.get(T.unitsDelta) || {};
+    if (Object.hasOwn(delta, name)) return delta[name];
     const units = model.get(T.units) || {};
-    return Object.hasOwn(units, name) ? units[name] : name; // a node may be named __proto__
+    return Object.hasOwn(units, name) ? units[name] : name;
+  }
+
+  function nameOf(title) {
+    const delta = model.get(T.unitsDelta) || {};
+    const units = model.get(T.units) || {};
+    return Object.keys(delta).find((n) => delta[n] === title)
+      ?? Object.keys(units).find((n) => units[n] === title && !Object.hasOwn(delta, n)) ?? title;
   }
 
   function currentTitle() {
@@ -225,11 +239,6 @@ function render({ model, el }) {
     status.style.display = status.textContent ? "" : "none";
     toolbar.style.display = debuggerMode() ? "flex" : "none";
     if (!svg) return;
-    for (const g of byTitle.values()) {
-      for (const c of [...g.classList]) if (c.startsWith(STATE_PREFIX) && c !== MATCH) g.classList.remove(c);
-    }
-    for (const marker of markers) marker.remove();
-    markers = [];
     const states = model.get(T.states) || {};
     const wanted = new Map(); // unit title -> set of states (a collapsed box gathers its nodes')
     for (const [name, list] of Object.entries(states)) {
@@ -243,15 +252,27 @@ function render({ model, el }) {
       if (!wanted.has(unitOf(selected))) wanted.set(unitOf(selected), new Set());
       wanted.get(unitOf(selected)).add("selected");
     }
-    for (const [title, set] of wanted) {
-      const g = byTitle.get(title);
+    // Only nodes whose states changed are touched: a step changes two nodes of 3,000, and
+    // re-marking all of them restyled the whole graph each step.
+    const next = new Map([...wanted].map(([title, set]) => [byTitle.get(title), set]));
+    for (const g of marked.keys()) if (!next.has(g)) next.set(g, new Set());
+    for (const [g, set] of next) {
+      const had = marked.get(g);
+      if (had && had.size === set.size && [...set].every((state) => had.has(state))) continue;
+      for (const state of had ?? []) if (!set.has(state)) g.classList.remove(`${STATE_PREFIX}${state}`);
       for (const state of set) g.classList.add(`${STATE_PREFIX}${state}`);
+      for (const marker of markers.get(g) ?? []) marker.remove();
+      markers.delete(g);
       for (const state of ["breakpoint", "nonfinite"]) {
         if (!set.has(state)) continue;
         const outline = outlineOf(g);
         const marker = outline && markerFor(state, outline.getBBox());
-        if (marker) { (outline.parentNode || g).append(marker); markers.push(marker); }
+        if (!marker) continue;
+        (outline.parentNode || g).append(marker);
+        markers.set(g, [...(markers.get(g) ?? []), marker]);
       }
+      if (set.size) marked.set(g, set);
+      else marked.delete(g);
     }
     renderInspector();
     markTableSelection();
@@ -304,19 +325,37 @@ function render({ model, el }) {
     return chart;
   }
 
+  // Rows are rebuilt only where they changed: a debugger step adds a row or two, and
+  // rebuilding a thousand rows each step held the page for a tenth of a second.
+  let tableShown = { columns: "", keys: [], body: null, hint: null };
   function renderTable() {
     const rows = model.get(T.rows) || [];
-    if (!rows.length) { table.replaceChildren(); return; }
+    if (!rows.length) { table.replaceChildren(); tableShown = { columns: "", keys: [], body: null, hint: null }; return; }
     const columns = Object.keys(rows[0]);
     const selected = model.get(T.selected);
     // a table of tens of thousands of rows freezes the page: the first rows, and a note
     const shownRows = rows.length > TABLE_ROWS ? rows.slice(0, TABLE_ROWS) : rows;
-    const body = shownRows.map((row) =>
+    const total = Math.max(model.get(T.rowsTotal) || 0, rows.length); // the kernel sends the shown rows
+    const makeRow = (row) =>
       h("tr", { class: row.name === selected ? "fxviz-row-selected" : "", "data-name": row.name, onclick: () => select(row.name) },
-        ...columns.map((c) => h("td", {}, row[c] == null ? "" : String(row[c])))),
-    );
-    table.replaceChildren(h("table", {}, h("thead", {}, h("tr", {}, ...columns.map((c) => h("th", {}, c)))), h("tbody", {}, ...body)));
-    if (rows.length > TABLE_ROWS) table.append(h("div", { class: "fxviz-hint" }, `… ${rows.length - TABLE_ROWS} more rows: search finds any node`));
+        ...columns.map((c) => h("td", {}, row[c] == null ? "" : String(row[c]))));
+    if (tableShown.columns !== columns.join("\n") || !tableShown.body) {
+      tableShown = { columns: columns.join("\n"), keys: [], body: h("tbody"), hint: h("div", { class: "fxviz-hint" }) };
+      table.replaceChildren(h("table", {}, h("thead", {}, h("tr", {}, ...columns.map((c) => h("th", {}, c)))), tableShown.body));
+    }
+    const { keys, body, hint } = tableShown;
+    shownRows.forEach((row, i) => {
+      const key = JSON.stringify(row);
+      if (keys[i] === key) return;
+      if (i < body.children.length) body.children[i].replaceWith(makeRow(row));
+      else body.append(makeRow(row));
+      keys[i] = key;
+    });
+    while (body.children.length > shownRows.length) body.lastChild.remove();
+    keys.length = shownRows.length;
+    hint.textContent = `… ${total - shownRows.length} more rows: search finds any node`;
+    if (total > shownRows.length) table.append(hint);
+    else hint.remove();
   }
 
   function select(name) {
@@ -333,9 +372,7 @@ function render({ model, el }) {
       send({ type: "toggle_module", unit: title });
       return;
     }
-    const units = model.get(T.units) || {};
-    const name = Object.keys(units).find((n) => units[n] === title) ?? title;
-    select(name);
+    select(nameOf(title));
   });
   graph.addEventListener("dblclick", (event) => {
     const cluster = event.target.closest?.("g.cluster");
@@ -374,7 +411,7 @@ function render({ model, el }) {
 
   model.on(`change:${T.dot}`, draw);
   for (const trait of [T.states, T.selected, T.inspector, T.status]) model.on(`change:${trait}`, queueStates);
-  model.on(`change:${T.rows}`, () => { renderTable(); markTableSelection(); });
+  for (const trait of [T.rows, T.rowsTotal]) model.on(`change:${trait}`, () => { renderTable(); markTableSelection(); });
   model.on(`change:${T.error}`, () => showError(model.get(T.error)));
   model.on(`change:${T.index}`, () => { entries = []; updateMatches(); });
   // keep the node to run next in view (only panning when it is near an edge or outside)

@@ -32,13 +32,15 @@ _PAGE = """<!doctype html>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{title}</title>
 <style>
-body {{ margin: 1.2em; font: 13px system-ui, sans-serif; color: #222; }}
-header h1 {{ font-size: 18px; margin: 0 0 4px; }} header p {{ margin: 2px 0; color: #555; }}
+body {{ margin: 1.2em; font: 13px system-ui, sans-serif; color: var(--jp-ui-font-color1, #222);
+  background: var(--jp-layout-color0, #fff); }}
+header h1 {{ font-size: 18px; margin: 0 0 4px; }}
+header p {{ margin: 2px 0; color: var(--jp-ui-font-color2, #555); }}
 .fxviz-timeline {{ width: 100%; margin: 8px 0 4px; }}
 .fxviz-graph {{ height: 70vh !important; }} .fxviz-inspector {{ max-height: 70vh !important; }}
 {css}
 </style></head>
-<body>
+<body class="fxviz-page">
 <header><h1>{title}</h1>{facts}</header>
 <div id="fxviz-report"></div>
 {extra}
@@ -103,11 +105,13 @@ def _data(obj: Any, max_preview: int, params: Params = "fold") -> dict[str, Any]
 
     recording = obj.recording if isinstance(obj, (Debugger, ShapeReport)) else obj
     replay = isinstance(obj, (Recording, Debugger))
+    records = recording.records() if isinstance(recording, Recording) else None
     drawing = Drawing(
         obj.recording if isinstance(obj, Debugger) else obj, params=params, group=True
     )
+    if replay and records:  # each node is marked as the replay runs it, never before
+        drawing.defaults = []  # (no NaN outline nor error on a node not run yet)
     view = drawing.view(depth=drawing.opening_depth, legend=False)  # drawn once; HTML legend
-    records = recording.records() if isinstance(recording, Recording) else None
     data = graph_payload(drawing, view, records or None)
     data["expansions"] = box_expansions(drawing, view)  # a click on a box opens it offline
     fx_nodes = _fx_nodes(obj)

@@ -92,7 +92,7 @@ def unit_path(
     if not module:
         return None
     parts = module.split(".")
-    for cut in range(1, len(parts) + 1):  # an explicitly collapsed module wins
+    for cut in range(1, len(parts) + 1 if collapse else 0):  # an explicitly collapsed module wins
         prefix = ".".join(parts[:cut])
         if prefix in collapse or (real_path(prefix) in collapse and "@" in prefix):
             return prefix
@@ -100,6 +100,8 @@ def unit_path(
         return None
     if len(parts) < depth:
         return None
+    if not expand:  # the common case, once per module of a 50,000-node graph
+        return ".".join(parts[:depth])
     cut = depth
     while cut <= len(parts) and (
         ".".join(parts[:cut]) in expand or real_path(".".join(parts[:cut])) in expand
@@ -149,7 +151,10 @@ def fold(
     for n in draw.nodes:
         path = box_of[n.id]
         if path is not None:
-            boxes.setdefault(path, Box(module_id(path), path, [])).members.append(n)
+            box = boxes.get(path)
+            if box is None:
+                box = boxes[path] = Box(module_id(path), path, [])
+            box.members.append(n)
     for path, box in list(boxes.items()):
         if len(box.members) == 1:
             box_of[box.members[0].id] = None
@@ -163,8 +168,17 @@ def opening_depth(draw: DrawGraph, limit: int = BIG_GRAPH) -> int | None:
     at most ``limit`` visible units."""
     if len(draw.nodes) <= limit:
         return None
-    for depth in (4, 3, 2):
-        if len({unit_path(n.module, depth, frozenset()) or n.id for n in draw.nodes}) <= limit:
+    per_module = collections.Counter(n.module for n in draw.nodes)
+    for depth in (4, 3, 2):  # once per module, not per node
+        units: set[str] = set()
+        loose = 0  # nodes drawn themselves
+        for module, count in per_module.items():
+            path = unit_path(module, depth, frozenset())
+            if path is None:
+                loose += count
+            else:
+                units.add(path)
+        if len(units) + loose <= limit:
             return depth
     return 1
 
@@ -215,12 +229,23 @@ def group_wide(draw: DrawGraph, limit: int = WIDE_LEVEL, groups: int = 100) -> D
             prefix = ".".join(old_parts[:cut])
             if prefix not in renamed:
                 renamed[prefix] = ".".join(parts[: _position(parts, old_parts, cut)])
-    nodes = [dataclasses.replace(n, module=m) for n, m in zip(draw.nodes, new, strict=True)]
+    nodes = [_moved(n, m) for n, m in zip(draw.nodes, new, strict=True)]
     modules = {renamed.get(k, k): v for k, v in draw.modules.items()}
     params = {renamed.get(k, k): v for k, v in draw.params.items()}
     for path in made:
         modules.setdefault(path, "group")
     return dataclasses.replace(draw, nodes=nodes, modules=modules, params=params)
+
+
+def _moved(node: DrawNode, module: str) -> DrawNode:
+    """``node`` in ``module``: a shallow copy (``dataclasses.replace`` would make the
+    deferred tooltip of every node now)."""
+    if node.module == module:
+        return node
+    moved = object.__new__(DrawNode)  # copy.copy, without its generic machinery
+    moved.__dict__.update(node.__dict__)
+    moved.module = module
+    return moved
 
 
 def _position(parts: list[str], old_parts: list[str], cut: int) -> int:

@@ -23,6 +23,7 @@ __all__ = ["MAX_CLUSTER_CHILDREN", "render"]
 MAX_CLUSTER_CHILDREN = 500  # larger groups are split so no single layout is huge
 _INPUT_KINDS = ("placeholder", "get_attr", "parameter", "buffer", "constant")
 _FONT = "Helvetica,Arial,sans-serif"
+_WIDE_MARGIN = "0.24,0.08"  # inches, for nodes drawn with a badge or a thick outline
 
 
 def render(
@@ -172,6 +173,8 @@ class _Statements:
             attrs["color"] = style.border
         if style.penwidth:
             attrs["penwidth"] = str(style.penwidth)
+        if badges or style.penwidth:  # a thick outline (and a method's corner diagonals)
+            attrs["margin"] = _WIDE_MARGIN  # would touch the text: a wider margin keeps it clear
         graph.node(n.id, **attrs)
 
     def box(self, graph: graphviz.Digraph, box: Box) -> None:
@@ -185,7 +188,8 @@ class _Statements:
         style, badges = apply_overlays(
             DrawNode(box.id, box.path, "module", kind, module=box.path), self.overlays
         )
-        inner = [apply_overlays(m, self.overlays) for m in box.members]
+        # the members' overlays mark the box (an error or NaN inside); none, nothing to do
+        inner = [apply_overlays(m, self.overlays) for m in box.members] if self.overlays else []
         classes = {c for s, _ in inner for c in s.classes}
         attrs = {
             "label": html_label(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -22,7 +22,7 @@ from fxviz.render._fold import (
     is_parameter_fetch,
     real_path,
 )
-from fxviz.render._model import DrawEdge, DrawGraph, DrawNode, dot_id
+from fxviz.render._model import DrawEdge, DrawGraph, DrawNode, defer, dot_id
 
 __all__ = ["draw_fx", "module_label"]
 
@@ -62,48 +62,53 @@ def draw_fx(
     }
     nodes, edges = [], []
     seen_targets: dict[str, int] = {}
+    texts: dict[tuple[str, Any], str] = {}  # target_text per target: qualified names are slow
+    ids: dict[torch.fx.Node, str] = {}  # dot_id per node, made once (edges name them again)
     for node in graph.nodes:
         if node in folded:
             continue
+        node_id = ids[node] = dot_id(node.name)
         record = records.get(node.name)
         shape = _shape_text(node, record, gm)
         kind: str = kinds.get(node.name) or node.op
-        title = targets.get(node.name) or _title(node, modules, kind)
+        target = texts.get((node.op, node.target))
+        if target is None:
+            target = texts[node.op, node.target] = target_text(node)
+        title = targets.get(node.name) or _title(node, modules, kind, target)
         lines = [shape] if shape else []
         fetched = [
             (_fetch_name(f, targets), _shape_text(f, records.get(f.name), gm))
             for f in node.all_input_nodes
             if f in folded
         ]
-        tooltip = _tooltip(node, title, shape, record)
-        if kind in ("parameter", "buffer", "constant") and node.name in targets:
-            tooltip = f"{kind} {targets[node.name]}\n{tooltip}"
         if fetched:
             lines.append(_fetched_line(fetched))
-            tooltip += "\nparameters and buffers:" + "".join(
-                f"\n  {n}: {shape or '?'}" for n, shape in fetched
-            )
+        drawn = DrawNode(
+            id=node_id,
+            name=node.name,
+            kind=kind,
+            title=title,
+            lines=lines,
+            module=paths.get(node.name) or module_path(node)
+            if node.op not in ("placeholder", "output")
+            else "",
+            color_key=target if node.op.startswith("call") else kind,
+            out_label=shape.split(" ")[0] if shape else "",
+            record=record,
+            align=_align_keys(node, seen_targets, target),
+            folded=tuple(fetched),
+        )
+        # made when read (the DOT of a drawn node, the inspector): most nodes of a big
+        # graph sit in collapsed boxes, and the text of each costs more than the node
         nodes.append(
-            DrawNode(
-                id=dot_id(node.name),
-                name=node.name,
-                kind=kind,
-                title=title,
-                lines=lines,
-                module=paths.get(node.name, module_path(node))
-                if node.op not in ("placeholder", "output")
-                else "",
-                tooltip=tooltip,
-                color_key=target_text(node) if node.op.startswith("call") else kind,
-                out_label=shape.split(" ")[0] if shape else "",
-                record=record,
-                align=_align_keys(node, seen_targets),
-                folded=tuple(fetched),
+            defer(
+                drawn,
+                tooltip=_tooltip_of(node, kind, title, shape, record, fetched, targets, target),
             )
         )
         for source in node.all_input_nodes:
             if source not in folded:
-                edges.append(DrawEdge(dot_id(source.name), dot_id(node.name)))
+                edges.append(DrawEdge(ids[source], node_id))
     labels = _stack_types(graph)
     labels |= {path: module_label(m) for path, m in modules.items() if path and _is_real(m)}
     counts: dict[str, int] = {}
@@ -112,7 +117,8 @@ def draw_fx(
         for i in range(1, len(parts) + 1):
             path = ".".join(parts[:i])
             counts[path] = counts.get(path, 0) + p.numel()
-    for drawn in {prefix for n in nodes for prefix in _prefixes(n.module) if "@" in prefix}:
+    called = {n.module for n in nodes if "@" in n.module}  # modules called more than once
+    for drawn in {prefix for module in called for prefix in _prefixes(module) if "@" in prefix}:
         if real_path(drawn) in labels:
             labels[drawn] = labels[real_path(drawn)]
         if real_path(drawn) in counts:
@@ -154,10 +160,10 @@ def _is_real(module: torch.nn.Module) -> bool:
     return type(module) is not torch.nn.Module
 
 
-def _align_keys(node: torch.fx.Node, seen: dict[str, int]) -> tuple[str, ...]:
+def _align_keys(node: torch.fx.Node, seen: dict[str, int], text: str) -> tuple[str, ...]:
     """How a diff finds this node in another graph: provenance, name, target and rank."""
     sources = [getattr(s, "name", None) for s in node.meta.get("from_node") or ()]
-    target = f"{node.op}:{target_text(node)}"
+    target = f"{node.op}:{text}"
     rank = seen[target] = seen.get(target, -1) + 1
     return (*(f"name:{s}" for s in sources if s), f"name:{node.name}", f"target:{target}#{rank}")
 
@@ -181,7 +187,9 @@ def module_label(module: torch.nn.Module) -> str:
     return kind
 
 
-def _title(node: torch.fx.Node, modules: Mapping[str, torch.nn.Module], kind: str) -> str:
+def _title(
+    node: torch.fx.Node, modules: Mapping[str, torch.nn.Module], kind: str, target: str
+) -> str:
     if node.op == "call_module":
         module = modules.get(str(node.target))
         return module_label(module) if module is not None else str(node.target)
@@ -191,7 +199,7 @@ def _title(node: torch.fx.Node, modules: Mapping[str, torch.nn.Module], kind: st
         return str(node.target) if node.op == "get_attr" else node.name
     if node.op == "placeholder":
         return str(node.target)
-    return target_text(node)
+    return target
 
 
 def _shape_text(
@@ -218,10 +226,38 @@ def _short(dtype: str) -> str:
     return _ABBREVIATIONS.get(dtype, dtype)
 
 
-def _tooltip(node: torch.fx.Node, title: str, shape: str, record: NodeRecord | None) -> str:
+def _tooltip_of(
+    node: torch.fx.Node,
+    kind: str,
+    title: str,
+    shape: str,
+    record: NodeRecord | None,
+    fetched: list[tuple[str, str]],
+    targets: Mapping[str, str],
+    target: str,
+) -> Callable[[], str]:
+    """What makes the node's tooltip: its op, target, arguments, module, output and
+    statistics, the parameters folded into it and its source line."""
+
+    def make() -> str:
+        tooltip = _tooltip(node, title, shape, record, target)
+        if kind in ("parameter", "buffer", "constant") and node.name in targets:
+            tooltip = f"{kind} {targets[node.name]}\n{tooltip}"
+        if fetched:
+            tooltip += "\nparameters and buffers:" + "".join(
+                f"\n  {n}: {shape or '?'}" for n, shape in fetched
+            )
+        return tooltip
+
+    return make
+
+
+def _tooltip(
+    node: torch.fx.Node, title: str, shape: str, record: NodeRecord | None, target: str
+) -> str:
     lines = [f"{node.name}: {node.op} {title}"]
     if node.op not in ("placeholder", "output", "get_attr"):
-        lines.append(f"target: {target_text(node)}")
+        lines.append(f"target: {target}")
     if node.args:
         lines.append(f"args: {_brief(node.args)}")
     if node.kwargs:

@@ -9,9 +9,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import re
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["DrawEdge", "DrawGraph", "DrawNode", "dot_id"]
+__all__ = ["DrawEdge", "DrawGraph", "DrawNode", "defer", "dot_id"]
 
 _PLAIN_ID = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -51,6 +52,38 @@ class DrawNode:
     cluster: str | None = None  # an extra cluster the node belongs to
     align: tuple[str, ...] = ()  # identity keys for diffs, most telling first
     folded: tuple[tuple[str, str], ...] = ()  # (parameter name, shape) folded into it
+
+
+def _lazy(field: str) -> property:
+    """A field whose value may be a function, called (once) when the field is first read."""
+    private = f"_lazy_{field}"
+
+    def get(self: DrawNode) -> Any:
+        value = self.__dict__[private]
+        if callable(value):
+            value = self.__dict__[private] = value()
+        return value
+
+    def put(self: DrawNode, value: Any) -> None:
+        self.__dict__[private] = value
+
+    return property(get, put)
+
+
+# A collapsed 50,000-node graph shows a hundred boxes: nobody reads the tooltips of the
+# nodes inside them, so draw_fx defers them until the DOT of an opened module asks.
+setattr(DrawNode, "tooltip", _lazy("tooltip"))  # noqa: B010 (a dataclass field made lazy)
+
+
+def defer(node: DrawNode, *, tooltip: Callable[[], str]) -> DrawNode:
+    """``node`` with its tooltip made by ``tooltip()`` when first read, not now.
+
+    >>> node = defer(DrawNode("a", "a", "call_function", "relu"), tooltip=lambda: "a: relu")
+    >>> node.tooltip
+    'a: relu'
+    """
+    node.__dict__["_lazy_tooltip"] = tooltip
+    return node
 
 
 @dataclasses.dataclass(frozen=True)

@@ -91,7 +91,7 @@ def graph_payload(
         "dot": view.dot,
         "depth": view.depth,
         "units": view.units,
-        "index": [[n.name, n.title, n.module] for n in drawing.graph.nodes],
+        "index": drawing.index(),
         "node_states": {},
     }
     if include_rows:

@@ -89,7 +89,7 @@ class DebuggerApp(GraphView):
         self.node_states = debugger_states(dbg)
         breakpoints = ", ".join(dbg.breakpoints) or "none"
         self.status = dbg.status + BREAKPOINTS_SUFFIX.format(breakpoints=breakpoints)
-        self.rows = node_rows(self._drawing, recording.records())
+        self._show_rows(node_rows(self._drawing, recording.records()))
         if self.selected:
             self._show(self.selected)
         elif (culprit := _stopped_after(dbg)) is not None:

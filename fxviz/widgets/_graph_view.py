@@ -8,12 +8,14 @@ import anywidget
 import traitlets
 
 from fxviz._static import widget_css, widget_esm
-from fxviz.render._api import Drawing
+from fxviz.render._api import Drawing, collector_paused
 from fxviz.render._collapse import BIG_GRAPH, cluster_path, unit_path
 from fxviz.render._fold import Params
 from fxviz.render._payload import graph_payload
 
-__all__ = ["BIG_GRAPH", "GraphView"]
+__all__ = ["BIG_GRAPH", "TABLE_ROWS", "GraphView"]
+
+TABLE_ROWS = 1000  # rows the table shows (js/widget.js): 50,000 would freeze the page
 
 
 class GraphView(anywidget.AnyWidget):
@@ -26,10 +28,14 @@ class GraphView(anywidget.AnyWidget):
             "nonfinite" | "linked", ...]}``, applied as CSS classes without re-layout
             (``linked``: in a joint graph, the nodes linked to the selected one).
         units: ``{node: title of what draws it}`` (a collapsed module's box, or itself).
+            The browser is sent it whole only now and then, and ``units_delta`` (the
+            entries that differ from what it was last sent) on other changes: expanding
+            one module of a 50,000-node graph moves a few hundred nodes, not 50,000.
         depth / expanded / collapsed: how modules are collapsed; clicking a box expands
             it, double-clicking a module's frame collapses it.
         inspector, rows, status, error: what the side panel, table, status line and error
-            area show. render_ms: the browser's last layout + paint time.
+            area show (the table: the first :data:`TABLE_ROWS` rows; ``rows_total``: how
+            many there are). render_ms: the browser's last layout + paint time.
         index: ``[[name, target, module], ...]`` for every node: what search looks in.
 
     Examples:
@@ -50,11 +56,13 @@ class GraphView(anywidget.AnyWidget):
     selected = traitlets.Unicode("").tag(sync=True)
     node_states = traitlets.Dict().tag(sync=True)
     units = traitlets.Dict().tag(sync=True)
+    units_delta = traitlets.Dict().tag(sync=True)
     depth = traitlets.Int(None, allow_none=True).tag(sync=True)
     expanded = traitlets.List(traitlets.Unicode()).tag(sync=True)
     collapsed = traitlets.List(traitlets.Unicode()).tag(sync=True)
     inspector = traitlets.Dict().tag(sync=True)
     rows = traitlets.List().tag(sync=True)
+    rows_total = traitlets.Int(0).tag(sync=True)
     status = traitlets.Unicode("").tag(sync=True)
     error = traitlets.Unicode("").tag(sync=True)
     render_ms = traitlets.Float(0.0).tag(sync=True)
@@ -69,6 +77,8 @@ class GraphView(anywidget.AnyWidget):
             raise TypeError(
                 f"GraphView() got unexpected keyword arguments: {', '.join(sorted(unknown))}"
             )
+        self._units_sent: dict[str, str] = {}  # the units the browser was last sent whole
+        self._units_quiet = False
         super().__init__(**kwargs)
         self._obj = obj
         self._drawing = Drawing(obj, params=params, group=True)  # the drawing model, made once
@@ -82,6 +92,10 @@ class GraphView(anywidget.AnyWidget):
     # -- what to draw ---------------------------------------------------------------------
     def _redraw(self, _change: Any = None) -> None:
         """One view of the drawing per state change: DOT and units from one computation."""
+        with collector_paused():  # tens of thousands of small objects: see collector_paused
+            self._draw_view()
+
+    def _draw_view(self) -> None:
         try:
             view = self._drawing.view(
                 depth=self.depth,
@@ -94,13 +108,43 @@ class GraphView(anywidget.AnyWidget):
             self.error = f"could not draw the graph: {type(e).__name__}: {e}"
             return
         with self.hold_sync():  # one message: the browser never sees new units on an old SVG
-            self.units = payload["units"]
+            self._set_units(payload["units"])
             self.dot = payload["dot"]
             if not self.index:
                 self.index = payload["index"]  # every node, whatever the view folds
             if "rows" in payload:
                 own = getattr(type(self._obj), "_fxviz_rows", None)  # comparisons: both runs
-                self.rows = own(self._obj) if own is not None else payload["rows"]
+                self._show_rows(own(self._obj) if own is not None else payload["rows"])
+
+    def _show_rows(self, rows: list[dict[str, Any]]) -> None:
+        """Put ``rows`` in the table: the first :data:`TABLE_ROWS` (what the table shows;
+        search finds the others), and how many there are."""
+        self.rows_total = len(rows)
+        self.rows = rows[:TABLE_ROWS]
+
+    def _set_units(self, units: dict[str, str]) -> None:
+        """``units`` in Python; to the browser, only what changed since it was last sent
+        whole (the whole map again once the changes are a quarter of it)."""
+        sent = self._units_sent
+        delta = {k: v for k, v in units.items() if sent.get(k) != v} if sent else units
+        if sent and len(delta) * 4 <= len(units) and len(units) == len(sent):
+            self._units_quiet = True  # the browser reads units_delta over the old map
+            try:
+                self.units = units
+            finally:
+                self._units_quiet = False
+            self.units_delta = delta
+        else:
+            self._units_sent = units
+            self.units_delta = {}
+            self.units = units
+
+    def _should_send_property(self, key: str, value: Any) -> bool:
+        # ipywidgets asks this before sending a changed trait: a units change that
+        # units_delta carries stays in Python (a new page still gets both, whole)
+        if key == "units" and self._units_quiet:
+            return False
+        return super()._should_send_property(key, value)
 
     # -- browser events ----------------------------------------------------------------------
     def _on_message(self, _widget: Any, content: dict[str, Any], _buffers: Any) -> None:

@@ -253,6 +253,52 @@ INSPECTOR_SQUEEZED = """() => {
 }"""
 
 
+# Contrast ratio (WCAG) of an element's text against the first opaque background behind
+# it; for SVG text, its fill against the node's fill (a label) or the graph's page.
+CONTRAST = """(el) => {
+  const rgb = (c) => (c.match(/[\\d.]+/g) || []).map(Number);
+  const lum = ([r, g, b]) => { const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92
+    : ((v + 0.055) / 1.055) ** 2.4; }; return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b); };
+  let bg = null;
+  const start = el instanceof SVGElement ? el.closest('.fxviz-graph') : el; // the graph's page
+  for (let n = start; n && n.nodeType === 1; n = n.parentElement) {
+    const c = rgb(getComputedStyle(n).backgroundColor);
+    if (c.length === 3 || (c.length === 4 && c[3] > 0.5)) { bg = c; break; }
+  }
+  bg ??= [255, 255, 255];
+  const shape = el instanceof SVGElement && el.closest('g.node')?.querySelector('path, polygon, ellipse');
+  if (shape) { // a node's label sits on the node's fill, as faded as the node is
+    const s = getComputedStyle(shape);
+    const a = Number(s.fillOpacity) * Number(s.opacity);
+    bg = rgb(s.fill).slice(0, 3).map((v, i) => v * a + bg[i] * (1 - a));
+  }
+  const style = getComputedStyle(el);
+  const fg = rgb(el instanceof SVGElement ? style.fill : style.color);
+  const [a, b] = [lum(fg), lum(bg)].sort((x, y) => y - x);
+  return (a + 0.05) / (b + 0.05);
+}"""
+
+# The smallest gap, in CSS px, between an element's text and the inside of its border.
+TEXT_CLEARANCE = """(el) => {
+  const range = document.createRange();
+  range.selectNodeContents(el);
+  const t = range.getBoundingClientRect(), b = el.getBoundingClientRect(), s = getComputedStyle(el);
+  const w = (side) => parseFloat(s[`border${side}Width`]) || 0;
+  return Math.min(t.left - b.left - w('Left'), t.top - b.top - w('Top'),
+                  b.right - w('Right') - t.right, b.bottom - w('Bottom') - t.bottom);
+}"""
+
+
+def contrast(locator) -> float:
+    """WCAG contrast ratio of the element's text with what is behind it (4.5: readable)."""
+    return float(locator.evaluate(CONTRAST))
+
+
+def text_clearance(locator) -> float:
+    """The smallest gap between the element's text and its box's inner edge, in CSS px."""
+    return float(locator.evaluate(TEXT_CLEARANCE))
+
+
 @pytest.fixture
 def offline(browser):
     """A page with the network off; every request other than file:// is recorded."""

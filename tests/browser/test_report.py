@@ -14,10 +14,12 @@ from tests.browser.conftest import (
     INSPECTOR_SQUEEZED,
     LABELS_OUTSIDE,
     SMALLEST_LABEL_PX,
+    contrast,
     node,
     outline_style,
     screenshot,
     shown,
+    text_clearance,
 )
 
 pytestmark = pytest.mark.browser
@@ -94,6 +96,8 @@ def test_report_of_a_failed_run_and_hostile_names(offline, tmp_path):
         "document.querySelector('.fxviz-inspector .fxviz-title')?.textContent === 'view'"
     )
     assert page.evaluate(INSPECTOR_SQUEEZED) == []  # a hostile input name squeezes nothing
+    for line in (".fxviz-inspector .fxviz-node-error", ".fxviz-status"):  # never at an edge
+        assert text_clearance(page.locator(line)) >= 4, line
     assert alerts == []
     assert requests == []
     screenshot(page, page.locator("body"), "post-mortem.png")
@@ -224,6 +228,8 @@ def test_a_nan_break_opens_the_inspector_on_the_node_that_made_it(offline, tmp_p
     path = tmp_path / "nan.html"
     fxviz.report(fxviz.record(Risky(), torch.randn(4, 8)), path)
     _open(page, path)
+    for name in ("log", "mean", "output"):  # nothing has run: no node looks like NaN yet
+        _looks_unmarked(node(page, name))
     page.locator("button[data-action=break_nan]").click()
     page.locator("button[data-action=continue]").click()
     page.wait_for_function(
@@ -232,7 +238,17 @@ def test_a_nan_break_opens_the_inspector_on_the_node_that_made_it(offline, tmp_p
     assert page.locator(".fxviz-inspector .fxviz-title").inner_text() == "log"
     log = node(page, "log")
     assert shown(log.locator(".fxviz-marker-nonfinite"))
+    for name in ("mean", "output"):  # fed by the NaN, but not run yet at the break
+        _looks_unmarked(node(page, name))
     screenshot(page, page.locator("body"), "nan-break-report.png")
+
+
+def _looks_unmarked(g) -> None:
+    """The node shows no NaN/Inf or error: no red outline, no NaN tag, no warning line."""
+    stroke = [int(v) for v in re.findall(r"\d+", outline_style(g)["stroke"])[:3]]
+    assert not (stroke[0] > 150 and stroke[1] < 80 and stroke[2] < 80), stroke  # not red
+    assert g.locator(".fxviz-marker-nonfinite").count() == 0
+    assert not [t for t in g.locator("text").all_text_contents() if "⚠" in t]
 
 
 def test_hostile_node_names_get_their_states(offline, tmp_path):
@@ -286,3 +302,47 @@ def test_a_20000_node_flat_chain_draws_in_groups_that_open(offline, tmp_path):
     assert shown(node(page, "relu_9999"))
     page.locator(".fxviz-overview").click()
     page.wait_for_function("document.querySelectorAll('.fxviz-graph g.fx-module').length > 50")
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_the_report_follows_the_systems_light_or_dark_setting(offline, tmp_path, scheme):
+    page, _ = offline
+    page.emulate_media(color_scheme=scheme)
+    torch.manual_seed(0)
+    path = tmp_path / "theme.html"
+    fxviz.report(fxviz.record(TwoLayerNet(), torch.randn(8, 1000)), path, title="TwoLayerNet")
+    _open(page, path)
+    for _ in range(3):
+        page.locator("button[data-action=step]").click()
+    node(page, "linear1").click()
+    page.wait_for_function(
+        "document.querySelector('.fxviz-inspector .fxviz-title')?.textContent === 'linear1'"
+    )
+    backgrounds = [
+        page.locator(part).evaluate("e => getComputedStyle(e).backgroundColor")
+        for part in ("body", ".fxviz-graph")
+    ]
+    page_fill = page.locator(".fxviz-graph g.graph polygon").first.evaluate(
+        "e => getComputedStyle(e).fill"
+    )  # Graphviz's own white page under the graph
+    for colour in [*backgrounds, page_fill]:
+        assert (sum(map(int, re.findall(r"\d+", colour)[:3])) < 200) == (scheme == "dark"), colour
+    readable = {
+        "title": page.locator("header h1"),
+        "facts": page.locator("header p").first,
+        "status": page.locator(".fxviz-status"),
+        "button": page.locator("button[data-action=step]"),
+        "search": page.locator(".fxviz-search"),
+        "legend": page.locator(".fxviz-legend-head").first,
+        "inspector key": page.locator(".fxviz-inspector dt").first,
+        "inspector value": page.locator(".fxviz-inspector dd").first,
+        "table": page.locator(".fxviz-table td").first,
+        "edge label": page.locator(".fxviz-graph g.edge text").first,
+        "node label": node(page, "clamp").locator("text").first,
+    }
+    for what, locator in readable.items():
+        assert shown(locator), what
+        assert contrast(locator) >= 4.5, what
+    assert page.evaluate(LABELS_OUTSIDE) == []
+    if scheme == "dark":
+        screenshot(page, page.locator("body"), "report-dark.png")

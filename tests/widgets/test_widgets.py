@@ -196,3 +196,20 @@ def test_only_joint_views_mark_linked_nodes():
     view = fxviz.GraphView(fxviz.trace(TwoLayerNet()))
     view.selected = "clamp"
     assert view.node_states == {}
+
+
+def test_opening_one_module_sends_only_the_units_that_moved():
+    view = fxviz.show(_chain(20_000))
+    assert (len(view.rows), view.rows_total) == (1000, 20_002)  # the rows the table shows
+    sent: list[dict] = []
+    view.comm.send = lambda data=None, buffers=None, **_: sent.append(data["state"])  # type: ignore[method-assign]
+    base = dict(view.units)
+    view.handle({"type": "toggle_module", "unit": view.units["neg"]})
+    (state,) = [s for s in sent if "dot" in s]  # one message: the new DOT with what moved
+    assert "units" not in state
+    moved = state["units_delta"]
+    assert 100 <= len(moved) <= 400  # the opened group's nodes, not 20,000
+    assert {**base, **moved} == view.units  # what the browser pieces together is the truth
+    view.depth = None  # everything moves: the whole map again
+    assert sent[-1]["units"] == view.units
+    assert sent[-1]["units_delta"] == {}
