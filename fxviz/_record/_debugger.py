@@ -80,7 +80,7 @@ class Debugger:
         *inputs: Any,
         interpreter: type[torch.fx.Interpreter] | torch.fx.Interpreter | None = None,
         keep: Keep = "all",
-        stats: bool = True,
+        stats: bool | str = True,
         skip_fetches: bool = True,
         **kwargs: Any,
     ) -> None:
@@ -326,7 +326,7 @@ class Debugger:
         if not callable(predicate):
             raise TypeError(f"break_when takes a function of a NodeRecord, not {predicate!r}")
         name = getattr(predicate, "__name__", repr(predicate))
-        if not self._options["stats"] and self._options["keep"] == "stats":
+        if self._options["stats"] is False and self._options["keep"] == "stats":
             warnings.warn(
                 f"break_when({name}): with stats=False and keep='stats' a record has neither "
                 "statistics nor a value, so predicates such as fxviz.nonfinite never fire",

@@ -33,7 +33,7 @@ from fxviz._torch_compat import (
     storage_id,
 )
 
-__all__ = ["storage_key", "written_locations", "written_tensors"]
+__all__ = ["runs_unknown_code", "storage_key", "written_locations", "written_tensors"]
 
 _T = TypeVar("_T")
 Location = tuple[str, Any]  # ("arg", index) or ("kwarg", name)
@@ -87,6 +87,34 @@ def written_locations(node: torch.fx.Node, submodules: Mapping[str, Any]) -> tup
         if module is not None and vars(module).get("inplace") is True:
             found.append(("arg", 0))
     return tuple(dict.fromkeys(found))
+
+
+_KNOWN_MODULES = ("builtins", "_operator", "operator", "math")
+
+
+def runs_unknown_code(node: torch.fx.Node, submodules: Mapping[str, Any]) -> bool:
+    """Whether a node calls code fxviz does not know (a wrapped function of the user's, a
+    module of the user's that the trace kept whole), which could write into its inputs
+    where :func:`written_locations` cannot foresee it.
+
+    torch's own functions, ops, tensor methods and ``torch.nn`` modules write only where
+    their schema, name or ``inplace`` flag says.
+
+        >>> import torch, torch.fx
+        >>> gm = torch.fx.symbolic_trace(torch.nn.Sequential(torch.nn.ReLU()))
+        >>> [runs_unknown_code(n, dict(gm.named_modules())) for n in gm.graph.nodes]
+        [False, False, False]
+    """
+    target = node.target
+    if node.op == "call_function":
+        if isinstance(target, (OpOverload, OpOverloadPacket)):
+            return False
+        module = getattr(target, "__module__", None) or ""
+        return not (module in _KNOWN_MODULES or module == "torch" or module.startswith("torch."))
+    if node.op == "call_module":
+        module = type(submodules.get(str(target))).__module__
+        return not module.startswith("torch.nn.")
+    return False
 
 
 def written_tensors(
