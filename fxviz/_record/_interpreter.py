@@ -12,11 +12,12 @@ import torch
 import torch.fx
 
 from fxviz._capture import bind_inputs
+from fxviz._record._engine import record_compiled
 from fxviz._record._explain import describe_failure
 from fxviz._record._grads import Backward, GradientWatcher
 from fxviz._record._recorder import Keep, Recorder, check_keep
-from fxviz._record._stats import check_stats
 from fxviz._record._records import Recording
+from fxviz._record._stats import check_stats
 from fxviz._torch_compat import has_plain_codegen, input_spec_mismatch
 from fxviz.capture import trace
 from fxviz.errors import InputError, NodeError, RecordingInterrupted, node_error_type
@@ -326,6 +327,13 @@ def record(
     reject_specs(inputs, "fxviz.record")
     gm = trace(gm_or_module, *inputs, **kwargs)
     inputs = bind_inputs(gm, inputs, kwargs)
+    if interpreter is None and (backward is None or backward is False):
+        check_keep(keep)
+        check_stats(stats)
+        check_inputs(gm, inputs)
+        compiled = record_compiled(gm, inputs, keep=keep, stats=stats, progress=progress)
+        if compiled is not None:
+            return compiled
     instance = as_recording_interpreter(gm, interpreter, keep=keep, stats=stats)
     if isinstance(instance, torch.fx.Transformer):
         if backward is not None and backward is not False:

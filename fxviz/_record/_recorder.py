@@ -38,7 +38,7 @@ from fxviz._record._writes import (
 from fxviz._torch_compat import graph_tail, shares_storage, tree_map_only_tensors
 from fxviz.errors import FxvizWarning
 
-__all__ = ["Keep", "Recorder", "check_keep"]
+__all__ = ["Keep", "Recorder", "aliased_inputs", "check_keep", "tensor_inputs", "warn_unforeseen"]
 
 Keep = Literal["all", "stats"] | int
 _FREE_OPS = ("placeholder", "get_attr")  # their values exist anyway: never count them
@@ -120,7 +120,7 @@ class Recorder:
             if self.before_write is not None:
                 self.before_write(written)
             self._snapshot(written)
-        before = _versions(inputs, env)
+        before = tensor_inputs(inputs, [env.get(n) for n in inputs])
         if plan[4] and before and self.stats == "lazy":
             self.settle([t for _, t, _ in before])
         tail = self._graph_tail() if self._transformer else None
@@ -137,14 +137,16 @@ class Recorder:
         kept = self.keep == "all" or self._admit(node.op, value)
         entry = _Entry(node, value, kept, elapsed)
         if before:
-            entry.aliases = _aliased_inputs(value, before)
+            entry.aliases = aliased_inputs(value, before)
         self.summarize_ran(entry, value, before)
         for _, t, version in before:
             if t._version != version:
                 entry.mutates = tuple(
                     dict.fromkeys(n.name for n, t, v in before if t._version != v)
                 )
-                self._check_foreseen(node, writes, entry.mutates)
+                foreseen = written_tensors(node, writes, env)
+                values = {n.name: env.get(n) for n in inputs}
+                warn_unforeseen(node, foreseen, values, entry.mutates)
                 break
         if tail is not None:
             entry.produced = self._produced_since(tail)
@@ -360,26 +362,6 @@ class Recorder:
         entry.value, entry.kept = None, False
         self._dropped += 1
 
-    def _check_foreseen(
-        self, node: torch.fx.Node, writes: tuple[tuple[str, Any], ...], written: tuple[str, ...]
-    ) -> None:
-        """Warn when a node wrote in place somewhere ``written_locations`` did not foresee."""
-        env = self.interpreter.env
-        foreseen = {storage_key(t) for t in written_tensors(node, writes, env)}
-        by_name = {n.name: n for n in node.all_input_nodes}
-        for name in written:
-            keys = {storage_key(t) for t in _tensors(env.get(by_name[name]))}
-            if keys & foreseen:
-                continue
-            warnings.warn(
-                f"node {node.name!r} ({node.op} {target_text(node)}) wrote to {name!r} in "
-                "place in a way fxviz did not foresee, so kept values that share its memory "
-                "show it after that write (their statistics are from before). Please "
-                "report the op.",
-                FxvizWarning,
-                stacklevel=2,
-            )
-
     # -- Transformer: which new nodes each old node made ---------------------------------
     def _graph_tail(self) -> torch.fx.Node:
         """The last node of the new graph (its root sentinel while it is empty)."""
@@ -438,13 +420,12 @@ def _plan(node: torch.fx.Node, submodules: dict[str, Any]) -> tuple[Any, ...]:
     return (writes, tuple(node.all_input_nodes), node.args, node.target, unknown)
 
 
-def _versions(
-    inputs: tuple[torch.fx.Node, ...], env: dict[torch.fx.Node, Any]
+def tensor_inputs(
+    inputs: Sequence[torch.fx.Node], values: Sequence[Any]
 ) -> list[tuple[torch.fx.Node, torch.Tensor, int]]:
     """``(input, tensor, version)`` for the tensors a node reads, to spot in-place writes."""
     found = []
-    for n in inputs:
-        value = env.get(n)
+    for n, value in zip(inputs, values, strict=True):
         if isinstance(value, torch.Tensor):
             if not value.is_inference():  # inference tensors have no version counter
                 found.append((n, value, value._version))
@@ -465,7 +446,7 @@ def _copy_if_on(t: torch.Tensor, key: _Key) -> torch.Tensor:
     return copy.requires_grad_(True) if t.requires_grad else copy
 
 
-def _aliased_inputs(
+def aliased_inputs(
     value: Any, inputs: list[tuple[torch.fx.Node, torch.Tensor, int]]
 ) -> tuple[str, ...]:
     """Inputs whose storage a node's output shares: it is a view of them, or wrote into them."""
@@ -489,3 +470,25 @@ def _tensors(value: Any) -> list[torch.Tensor]:
     if isinstance(value, (tuple, list)):
         return [v for v in value if isinstance(v, torch.Tensor)]
     return []
+
+
+def warn_unforeseen(
+    node: torch.fx.Node,
+    foreseen: Sequence[torch.Tensor],
+    values: dict[str, Any],
+    written: tuple[str, ...],
+) -> None:
+    """Warn when a node wrote to inputs (``values`` by name) in place somewhere
+    ``written_locations`` did not foresee (``foreseen``: the tensors it did)."""
+    keys = {storage_key(t) for t in foreseen}
+    for name in written:
+        if {storage_key(t) for t in _tensors(values.get(name))} & keys:
+            continue
+        warnings.warn(
+            f"node {node.name!r} ({node.op} {target_text(node)}) wrote to {name!r} in "
+            "place in a way fxviz did not foresee, so kept values that share its memory "
+            "show it after that write (their statistics are from before). Please "
+            "report the op.",
+            FxvizWarning,
+            stacklevel=3,
+        )

@@ -33,7 +33,13 @@ from fxviz._torch_compat import (
     storage_id,
 )
 
-__all__ = ["runs_unknown_code", "storage_key", "written_locations", "written_tensors"]
+__all__ = [
+    "flat_tensors",
+    "runs_unknown_code",
+    "storage_key",
+    "written_locations",
+    "written_tensors",
+]
 
 _T = TypeVar("_T")
 Location = tuple[str, Any]  # ("arg", index) or ("kwarg", name)
@@ -128,15 +134,15 @@ def written_tensors(
         else:
             arg = node.kwargs.get(key)
         value = map_arg(arg, lambda n: env.get(n))
-        tensors.extend(_flat_tensors(value))
+        tensors.extend(flat_tensors(value))
     return tensors
 
 
-def _flat_tensors(value: Any) -> list[torch.Tensor]:
+def flat_tensors(value: Any) -> list[torch.Tensor]:
     if isinstance(value, torch.Tensor):
         return [value]
     if isinstance(value, (tuple, list)):
-        return [t for item in value for t in _flat_tensors(item)]
+        return [t for item in value for t in flat_tensors(item)]
     return []
 
 
