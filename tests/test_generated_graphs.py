@@ -518,6 +518,9 @@ def check_report(gm: torch.fx.GraphModule, inputs: list[torch.Tensor], title: st
         assert raw not in body
 
 
+pytestmark = pytest.mark.usefixtures("recording_engine")  # every test, on both engines
+
+
 # -- the tests ---------------------------------------------------------------------------
 @FAST
 @given(graphs())
