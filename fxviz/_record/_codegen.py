@@ -218,7 +218,11 @@ def compiled_for(
     if found is None or not found.matches(graph):
         if unsupported(graph) is not None:
             return None
-        found = cache[keep_values] = Compiled(graph, keep_values, submodules())
+        try:
+            found = Compiled(graph, keep_values, submodules())
+        except (SyntaxError, RecursionError, MemoryError):  # too big or too deep for Python
+            return None  # the interpreter runs any graph
+        cache[keep_values] = found
     return found
 
 

@@ -22,16 +22,9 @@ import torch
 import torch.fx
 
 from fxviz._record._codegen import Compiled, compiled_for
-from fxviz._record._recorder import (
-    Keep,
-    Recorder,
-    _Entry,
-    aliased_inputs,
-    tensor_inputs,
-    warn_unforeseen,
-)
+from fxviz._record._recorder import Keep, Recorder, _Entry
 from fxviz._record._records import Recording
-from fxviz._record._writes import flat_tensors
+from fxviz._record._writes import aliased_inputs, flat_tensors, tensor_inputs, warn_unforeseen
 from fxviz._torch_compat import is_alias_of
 from fxviz.errors import RecordingInterrupted
 

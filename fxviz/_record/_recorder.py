@@ -30,15 +30,18 @@ from fxviz._record._stats import (
 )
 from fxviz._record._summary import TensorSummary, iter_tensors, summarize
 from fxviz._record._writes import (
+    aliased_inputs,
     runs_unknown_code,
     storage_key,
+    tensor_inputs,
+    warn_unforeseen,
     written_locations,
     written_tensors,
 )
-from fxviz._torch_compat import graph_tail, shares_storage, tree_map_only_tensors
+from fxviz._torch_compat import graph_tail, tree_map_only_tensors
 from fxviz.errors import FxvizWarning
 
-__all__ = ["Keep", "Recorder", "aliased_inputs", "check_keep", "tensor_inputs", "warn_unforeseen"]
+__all__ = ["Keep", "Recorder", "check_keep"]
 
 Keep = Literal["all", "stats"] | int
 _FREE_OPS = ("placeholder", "get_attr")  # their values exist anyway: never count them
@@ -420,75 +423,9 @@ def _plan(node: torch.fx.Node, submodules: dict[str, Any]) -> tuple[Any, ...]:
     return (writes, tuple(node.all_input_nodes), node.args, node.target, unknown)
 
 
-def tensor_inputs(
-    inputs: Sequence[torch.fx.Node], values: Sequence[Any]
-) -> list[tuple[torch.fx.Node, torch.Tensor, int]]:
-    """``(input, tensor, version)`` for the tensors a node reads, to spot in-place writes."""
-    found = []
-    for n, value in zip(inputs, values, strict=True):
-        if isinstance(value, torch.Tensor):
-            if not value.is_inference():  # inference tensors have no version counter
-                found.append((n, value, value._version))
-        elif isinstance(value, (tuple, list)):
-            found.extend(
-                (n, t, t._version)
-                for t in value
-                if isinstance(t, torch.Tensor) and not t.is_inference()
-            )
-    return found
-
-
 def _copy_if_on(t: torch.Tensor, key: _Key) -> torch.Tensor:
     """A detached copy of ``t`` if it lives on storage ``key`` (keeping requires_grad)."""
     if storage_key(t) != key:
         return t
     copy = t.detach().clone()
     return copy.requires_grad_(True) if t.requires_grad else copy
-
-
-def aliased_inputs(
-    value: Any, inputs: list[tuple[torch.fx.Node, torch.Tensor, int]]
-) -> tuple[str, ...]:
-    """Inputs whose storage a node's output shares: it is a view of them, or wrote into them."""
-    outputs = _tensors(value)
-    if not outputs:
-        return ()
-    found: list[str] = []
-    for node, t, _ in inputs:
-        for out in outputs:
-            if shares_storage(out, t):
-                if node.name not in found:
-                    found.append(node.name)
-                break
-    return tuple(found)
-
-
-def _tensors(value: Any) -> list[torch.Tensor]:
-    """Tensors in a value and one level of tuple/list (what a node can write through)."""
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (tuple, list)):
-        return [v for v in value if isinstance(v, torch.Tensor)]
-    return []
-
-
-def warn_unforeseen(
-    node: torch.fx.Node,
-    foreseen: Sequence[torch.Tensor],
-    values: dict[str, Any],
-    written: tuple[str, ...],
-) -> None:
-    """Warn when a node wrote to inputs (``values`` by name) in place somewhere
-    ``written_locations`` did not foresee (``foreseen``: the tensors it did)."""
-    keys = {storage_key(t) for t in foreseen}
-    for name in written:
-        if {storage_key(t) for t in _tensors(values.get(name))} & keys:
-            continue
-        warnings.warn(
-            f"node {node.name!r} ({node.op} {target_text(node)}) wrote to {name!r} in "
-            "place in a way fxviz did not foresee, so kept values that share its memory "
-            "show it after that write (their statistics are from before). Please "
-            "report the op.",
-            FxvizWarning,
-            stacklevel=3,
-        )
