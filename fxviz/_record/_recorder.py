@@ -193,14 +193,35 @@ class Recorder:
                 bases.append((t, base.outputs[0], version))
         return view_summary(value, bases) if bases else None
 
-    def outputs(self, entry: _Entry) -> tuple[TensorSummary, ...]:
-        """The entry's summaries, taking pending statistics now."""
+    def outputs(self, entry: _Entry, *, derive: bool = True) -> tuple[TensorSummary, ...]:
+        """The entry's summaries, taking pending statistics now (from the value it views,
+        when it is a whole view of an input and ``derive``)."""
         if entry.outputs is None:
-            if entry.versions is not None:
-                entry.outputs = deferred_summary(entry.node.name, entry.value, entry.versions)
-            else:
+            if entry.versions is None:
                 entry.outputs = summarize(entry.value, False)
+            else:
+                derived = self._derive_kept(entry) if derive and entry.aliases else None
+                entry.outputs = derived or deferred_summary(
+                    entry.node.name, entry.value, entry.versions
+                )
         return entry.outputs
+
+    def _derive_kept(self, entry: _Entry) -> tuple[TensorSummary, ...] | None:
+        """Pending statistics of a kept view, from the kept inputs it views (measured
+        now if need be, but never derived in turn: no recursion down a chain of views)."""
+        value = entry.value
+        if not isinstance(value, torch.Tensor) or entry.versions != (value._version,):
+            return None
+        bases = []
+        for node in entry.node.all_input_nodes:
+            index = self._position.get(node)
+            base = None if index is None else self.entries[index]
+            if base is None or node.name not in entry.aliases or not base.kept:
+                continue
+            if isinstance(base.value, torch.Tensor) and not base.value.is_inference():
+                (summary,) = self.outputs(base, derive=False)
+                bases.append((base.value, summary, base.value._version))
+        return view_summary(value, bases) if bases else None
 
     def _append(self, entry: _Entry) -> None:
         self._position[entry.node] = len(self.entries)

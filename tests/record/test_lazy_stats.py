@@ -132,3 +132,16 @@ def test_a_partial_or_changed_view_is_measured_itself():
     v = base.view(-1)
     v.add_(1)
     assert _stats.view_summary(v, [(base, s, 0)]) is None  # written since
+
+
+def test_views_read_later_take_the_statistics_of_what_they_view():
+    def f(x):
+        y = x * 3
+        return y.view(4, 6).t().reshape(-1), y[:1]  # whole views, and a part
+
+    x = torch.randn(2, 12)
+    lazy, eager = fxviz.record(f, x), fxviz.record(f, x, stats="eager")
+    assert _summaries(lazy) == _summaries(eager)
+    for name in ("view", "t", "reshape"):
+        assert lazy[name].outputs[0].min == lazy["mul"].outputs[0].min
+    assert lazy["getitem"].outputs[0].numel == 12
