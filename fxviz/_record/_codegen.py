@@ -12,14 +12,29 @@ while the graph's nodes are the same objects with the same ``args``/``kwargs``/`
 
     >>> import torch
     >>> gm = torch.fx.symbolic_trace(lambda x: torch.relu(x).add_(1))
-    >>> print(compiled_for(gm.graph, keep_values=True).source)  # type: ignore[union-attr]  # doctest: +ELLIPSIS
+    >>> print(compiled_for(gm.graph, keep_values=True).source)  # type: ignore[union-attr]
     def fxviz_record(_fx_rt):
-    ...
-        # 'relu': relu = torch.relu(x)
+        _fx_ran, _fx_pre, _fx_post = _fx_rt.ran, _fx_rt.pre, _fx_rt.post
+        _fx_ph, _fx_fetch = _fx_rt.placeholder, _fx_rt.fetch_attr
+        # x: placeholder x
+        _fx_t = _fx_clock()
+        x = _fx_ph('x', _fx_k1)
+        _fx_ran(0, x, _fx_clock() - _fx_t, ())
+        # relu: call_function torch.relu
         _fx_t = _fx_clock()
         relu = _fx_f1(x)
         _fx_ran(1, relu, _fx_clock() - _fx_t, (x,))
-    ...
+        # add_: call_method add_
+        _fx_b = _fx_pre(2, (relu,), [relu])
+        _fx_t = _fx_clock()
+        add_ = relu.add_(1)
+        _fx_post(2, add_, _fx_clock() - _fx_t, (relu,), _fx_b)
+        # output: output output
+        _fx_t = _fx_clock()
+        output = add_
+        _fx_ran(3, output, _fx_clock() - _fx_t, (add_,))
+        return output, locals()
+    <BLANKLINE>
 """
 
 from __future__ import annotations
@@ -35,6 +50,7 @@ from typing import Any
 
 import torch.fx
 
+from fxviz._nodes import target_text
 from fxviz._record._writes import runs_unknown_code, written_locations
 
 __all__ = ["Compiled", "compiled_for"]
@@ -98,7 +114,7 @@ class Compiled:
             var = names[node]
             call = self._call(i, node, names)
             inputs = _tuple([names[n] for n in self.inputs[i]])
-            body.append(f"    # {node.name!r}: {_one_line(node.format_node())}")
+            body.append(f"    # {_one_line(f'{node.name}: {node.op} {target_text(node)}')}")
             checked = bool(self.writes[i]) or self.unknown[i]
             if checked:
                 written = self._written(i, node, names)
