@@ -283,6 +283,10 @@ def record(
 ) -> Recording:
     """Run a graph node by node and record what every node produced.
 
+    The graph runs as recording code generated for it (like ``GraphModule.forward``, made
+    once per graph), or through the recording interpreter when ``interpreter=`` or
+    ``backward=`` is given; the recording is the same either way.
+
     Args:
         gm_or_module: a ``GraphModule``, or anything :func:`fxviz.trace` accepts (traced
             first, with ``inputs`` as example inputs).
