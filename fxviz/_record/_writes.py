@@ -127,6 +127,8 @@ def runs_unknown_code(node: torch.fx.Node, submodules: Mapping[str, Any]) -> boo
     if node.op == "call_module":
         module = type(submodules.get(str(target))).__module__
         return not module.startswith("torch.nn.")
+    if node.op == "call_method":  # ``__iadd__`` and kin write without a trailing "_"
+        return str(target).startswith("__")
     return False
 
 

@@ -174,3 +174,16 @@ def test_node_names_that_are_no_python_names(name):
     rec = _record_on("compiled", gm, torch.tensor([-1.0, 2.0]))
     assert rec[name].value.tolist() == [0.0, 2.0]
     assert rec.output.tolist() == [-0.0, -2.0]
+
+
+def test_a_write_through_a_dunder_method_is_seen_by_both_engines():
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    y = graph.call_function(torch.mul, (x, 2))
+    z = graph.call_method("__iadd__", (y, 1))
+    graph.output(z)
+    gm = torch.fx.GraphModule(torch.nn.Module(), graph)
+    with pytest.warns(fxviz.FxvizWarning, match="did not foresee"):
+        rec = fxviz.record(gm, torch.ones(2))
+    assert rec[z.name].mutates == (y.name,)
+    assert rec[y.name].outputs[0].max == 2.0  # its statistics are from before the write
