@@ -26,6 +26,7 @@ from fxviz._record._interpreter import as_recording_interpreter, check_inputs, r
 from fxviz._record._random import RandomStream, may_draw_random
 from fxviz._record._recorder import Keep
 from fxviz._record._records import NodeRecord, Recording, unknown_node_message
+from fxviz._record._stats import StatsOption
 from fxviz._record._writes import storage_key
 from fxviz._torch_compat import store_node_value
 from fxviz.capture import trace
@@ -80,7 +81,7 @@ class Debugger:
         *inputs: Any,
         interpreter: type[torch.fx.Interpreter] | torch.fx.Interpreter | None = None,
         keep: Keep = "all",
-        stats: bool | str = True,
+        stats: StatsOption = True,
         skip_fetches: bool = True,
         **kwargs: Any,
     ) -> None:

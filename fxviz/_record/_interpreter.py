@@ -17,7 +17,7 @@ from fxviz._record._explain import describe_failure
 from fxviz._record._grads import Backward, GradientWatcher
 from fxviz._record._recorder import Keep, Recorder, check_keep
 from fxviz._record._records import Recording
-from fxviz._record._stats import check_stats
+from fxviz._record._stats import StatsOption, check_stats
 from fxviz._torch_compat import has_plain_codegen, input_spec_mismatch
 from fxviz.capture import trace
 from fxviz.errors import InputError, NodeError, RecordingInterrupted, node_error_type
@@ -76,7 +76,7 @@ class RecordingMixin:
     _fxviz_options: dict[str, Any] = {"keep": None, "stats": True}  # noqa: RUF012 (read-only default)
     _fxviz_gradients = False  # hook the outputs for record(..., backward=...)
 
-    def fxviz_configure(self, *, keep: Keep | None = None, stats: bool | str = True) -> None:
+    def fxviz_configure(self, *, keep: Keep | None = None, stats: StatsOption = True) -> None:
         """Set what later runs keep: ``keep="all" | "stats" | <bytes>`` (``None``: follow
         ``garbage_collect_values``); ``stats`` on (taken when first read), ``"eager"``
         (taken as each node runs) or off. The interpreter's own behaviour (its ``env``
@@ -211,7 +211,7 @@ class RecordingInterpreter(RecordingMixin, torch.fx.Interpreter):
         graph: torch.fx.Graph | None = None,
         *,
         keep: Keep | None = None,
-        stats: bool | str = True,
+        stats: StatsOption = True,
     ) -> None:
         super().__init__(module, garbage_collect_values=garbage_collect_values, graph=graph)
         self.fxviz_configure(keep=keep, stats=stats)
@@ -240,7 +240,7 @@ def as_recording_interpreter(
     interpreter: type[torch.fx.Interpreter] | torch.fx.Interpreter | None,
     *,
     keep: Keep,
-    stats: bool | str,
+    stats: StatsOption,
 ) -> Any:
     """An interpreter instance that records: fxviz's own, the user's class, or a copy of
     the user's instance (the original is left untouched).
@@ -276,7 +276,7 @@ def record(
     *inputs: Any,
     interpreter: type[torch.fx.Interpreter] | torch.fx.Interpreter | None = None,
     keep: Keep = "all",
-    stats: bool | str = True,
+    stats: StatsOption = True,
     progress: bool | None = None,
     backward: Backward = None,
     **kwargs: Any,

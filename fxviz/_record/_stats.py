@@ -31,6 +31,7 @@ from fxviz.errors import FxvizWarning
 
 __all__ = [
     "Stats",
+    "StatsOption",
     "cached_summary",
     "check_stats",
     "deferred_summary",
@@ -39,6 +40,7 @@ __all__ = [
 ]
 
 Stats = Literal["lazy", "eager", "off"]
+StatsOption = bool | Literal["eager"]  # what ``stats=`` accepts
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 # tensor -> (what it looked like, its summary); weakly keyed by identity (Tensor.__eq__ is
