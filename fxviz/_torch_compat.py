@@ -38,6 +38,7 @@ __all__ = [
     "graph_tail",
     "has_plain_codegen",
     "input_spec_mismatch",
+    "is_alias_of",
     "is_fake",
     "op_arguments",
     "op_name",
@@ -221,6 +222,11 @@ def store_node_value(interp: torch.fx.Interpreter, node: torch.fx.Node, value: A
     if interp.garbage_collect_values:
         for used in interp.user_to_last_uses.get(node, ()):
             interp.env.pop(used, None)
+
+
+# ``shares_storage`` without its guard, for the compiled recording engine's hot path, which
+# calls it only on plain tensors (checked on torch 2.4 - 2.13)
+is_alias_of = torch._C._is_alias_of  # pyright: ignore[reportAttributeAccessIssue]
 
 
 def shares_storage(a: torch.Tensor, b: torch.Tensor) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -86,3 +87,17 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if marker in item.keywords:
                 item.add_marker(skip)
+
+
+@pytest.fixture(params=["compiled", "interpreted"])
+def recording_engine(request: pytest.FixtureRequest) -> Any:
+    """Runs a test once on each engine of ``fxviz.record``: the generated code and the
+    recording interpreter (``fxviz._record._engine.ENGINE``, which the environment
+    variable ``FXVIZ_ENGINE`` sets outside the tests). Tests under ``tests/record`` use it
+    automatically; others ask for it with ``pytest.mark.usefixtures("recording_engine")``."""
+    from fxviz._record import _engine
+
+    saved = _engine.ENGINE
+    _engine.ENGINE = request.param
+    yield request.param
+    _engine.ENGINE = saved

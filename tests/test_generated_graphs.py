@@ -416,6 +416,11 @@ def check_recording(gm: torch.fx.GraphModule, inputs: list[torch.Tensor]) -> Non
     assert same(again.output, expected), "a second recording differs"
     light = run_seeded(lambda: fxviz.record(gm, *fresh(inputs), keep="stats"))
     assert same(light.output, expected), "keep='stats' changed the output"
+    eager = run_seeded(lambda: fxviz.record(gm, *fresh(inputs), stats="eager"))
+    for name in rec:  # statistics taken when first read == taken as each node ran
+        lazy = [s.to_dict() for s in rec[name].outputs]
+        assert lazy == [s.to_dict() for s in eager[name].outputs], name
+        assert lazy == [s.to_dict() for s in light[name].outputs], name
     for node in gm.graph.nodes:
         if node.op == "output":
             continue
@@ -511,6 +516,9 @@ def check_report(gm: torch.fx.GraphModule, inputs: list[torch.Tensor], title: st
     body = page.split("<script>")[0]
     for raw in ("\u202e", "<script>alert", "<b>bold"):
         assert raw not in body
+
+
+pytestmark = pytest.mark.usefixtures("recording_engine")  # every test, on both engines
 
 
 # -- the tests ---------------------------------------------------------------------------

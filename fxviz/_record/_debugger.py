@@ -26,6 +26,7 @@ from fxviz._record._interpreter import as_recording_interpreter, check_inputs, r
 from fxviz._record._random import RandomStream, may_draw_random
 from fxviz._record._recorder import Keep
 from fxviz._record._records import NodeRecord, Recording, unknown_node_message
+from fxviz._record._stats import StatsOption
 from fxviz._record._writes import storage_key
 from fxviz._torch_compat import store_node_value
 from fxviz.capture import trace
@@ -80,7 +81,7 @@ class Debugger:
         *inputs: Any,
         interpreter: type[torch.fx.Interpreter] | torch.fx.Interpreter | None = None,
         keep: Keep = "all",
-        stats: bool = True,
+        stats: StatsOption = True,
         skip_fetches: bool = True,
         **kwargs: Any,
     ) -> None:
@@ -326,7 +327,7 @@ class Debugger:
         if not callable(predicate):
             raise TypeError(f"break_when takes a function of a NodeRecord, not {predicate!r}")
         name = getattr(predicate, "__name__", repr(predicate))
-        if not self._options["stats"] and self._options["keep"] == "stats":
+        if self._options["stats"] is False and self._options["keep"] == "stats":
             warnings.warn(
                 f"break_when({name}): with stats=False and keep='stats' a record has neither "
                 "statistics nor a value, so predicates such as fxviz.nonfinite never fire",

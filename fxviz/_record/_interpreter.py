@@ -12,10 +12,12 @@ import torch
 import torch.fx
 
 from fxviz._capture import bind_inputs
+from fxviz._record._engine import record_compiled
 from fxviz._record._explain import describe_failure
 from fxviz._record._grads import Backward, GradientWatcher
 from fxviz._record._recorder import Keep, Recorder, check_keep
 from fxviz._record._records import Recording
+from fxviz._record._stats import StatsOption, check_stats
 from fxviz._torch_compat import has_plain_codegen, input_spec_mismatch
 from fxviz.capture import trace
 from fxviz.errors import InputError, NodeError, RecordingInterrupted, node_error_type
@@ -74,12 +76,14 @@ class RecordingMixin:
     _fxviz_options: dict[str, Any] = {"keep": None, "stats": True}  # noqa: RUF012 (read-only default)
     _fxviz_gradients = False  # hook the outputs for record(..., backward=...)
 
-    def fxviz_configure(self, *, keep: Keep | None = None, stats: bool = True) -> None:
+    def fxviz_configure(self, *, keep: Keep | None = None, stats: StatsOption = True) -> None:
         """Set what later runs keep: ``keep="all" | "stats" | <bytes>`` (``None``: follow
-        ``garbage_collect_values``); ``stats`` on/off. The interpreter's own behaviour
-        (its ``env`` included) is not changed."""
+        ``garbage_collect_values``); ``stats`` on (taken when first read), ``"eager"``
+        (taken as each node runs) or off. The interpreter's own behaviour (its ``env``
+        included) is not changed."""
         if keep is not None:
             check_keep(keep)
+        check_stats(stats)
         self._fxviz_options = {"keep": keep, "stats": stats}
 
     def fxviz_start(self) -> Recorder:
@@ -94,7 +98,7 @@ class RecordingMixin:
         recorder = Recorder(self, keep=keep, stats=self._fxviz_options["stats"])
         recorder.next_run_node = super().run_node  # type: ignore[misc]  # bound once a run
         if self._fxviz_gradients:
-            recorder.grads = GradientWatcher(recorder, stats=recorder.stats)
+            recorder.grads = GradientWatcher(recorder, stats=recorder.stats != "off")
             recorder.grads.watch_parameters(self.module)  # type: ignore[attr-defined]
         self._fxviz_recorder = recorder
         return recorder
@@ -187,7 +191,9 @@ class RecordingInterpreter(RecordingMixin, torch.fx.Interpreter):
         keep: ``"all"`` keeps every value in the recording, ``"stats"`` statistics only,
             an ``int`` values up to that many bytes; default: ``"stats"`` when
             ``garbage_collect_values`` else ``"all"``. It never changes ``env``.
-        stats: take statistics (min/max/mean/std/NaN counts) of every output.
+        stats: take statistics (min/max/mean/std/NaN counts) of every output: ``True``
+            when first read (kept values) or when a value is dropped, ``"eager"`` as each
+            node runs, ``False`` never.
 
     Examples:
         >>> import torch, fxviz
@@ -205,7 +211,7 @@ class RecordingInterpreter(RecordingMixin, torch.fx.Interpreter):
         graph: torch.fx.Graph | None = None,
         *,
         keep: Keep | None = None,
-        stats: bool = True,
+        stats: StatsOption = True,
     ) -> None:
         super().__init__(module, garbage_collect_values=garbage_collect_values, graph=graph)
         self.fxviz_configure(keep=keep, stats=stats)
@@ -234,7 +240,7 @@ def as_recording_interpreter(
     interpreter: type[torch.fx.Interpreter] | torch.fx.Interpreter | None,
     *,
     keep: Keep,
-    stats: bool,
+    stats: StatsOption,
 ) -> Any:
     """An interpreter instance that records: fxviz's own, the user's class, or a copy of
     the user's instance (the original is left untouched).
@@ -270,12 +276,16 @@ def record(
     *inputs: Any,
     interpreter: type[torch.fx.Interpreter] | torch.fx.Interpreter | None = None,
     keep: Keep = "all",
-    stats: bool = True,
+    stats: StatsOption = True,
     progress: bool | None = None,
     backward: Backward = None,
     **kwargs: Any,
 ) -> Recording:
     """Run a graph node by node and record what every node produced.
+
+    The graph runs as recording code generated for it (like ``GraphModule.forward``, made
+    once per graph), or through the recording interpreter when ``interpreter=`` or
+    ``backward=`` is given; the recording is the same either way.
 
     Args:
         gm_or_module: a ``GraphModule``, or anything :func:`fxviz.trace` accepts (traced
@@ -288,7 +298,11 @@ def record(
             record's ``produced`` names the new nodes made from it.
         keep: ``"all"`` keeps every value; ``"stats"`` only statistics; an ``int`` keeps
             values up to that many bytes, then drops values (keeping statistics) and warns.
-        stats: take statistics of every output (off: shapes, dtypes and timing only).
+        stats: take statistics of every output (``False``: shapes, dtypes and timing
+            only). ``True`` takes them when a record is first read, or as the node runs
+            when its value is not kept; ``"eager"`` always as the node runs (the same
+            numbers; only when they are computed differs). Inputs, parameters and buffers
+            are measured as the graph runs, once per version of each tensor.
         progress: show a progress bar (``None``: only when the run takes over a second).
         backward: also run the backward pass and record every gradient: ``True``
             differentiates the sum of the output, a callable ``output -> scalar loss`` that
@@ -317,6 +331,13 @@ def record(
     reject_specs(inputs, "fxviz.record")
     gm = trace(gm_or_module, *inputs, **kwargs)
     inputs = bind_inputs(gm, inputs, kwargs)
+    if interpreter is None and (backward is None or backward is False):
+        check_keep(keep)
+        check_stats(stats)
+        check_inputs(gm, inputs)
+        compiled = record_compiled(gm, inputs, keep=keep, stats=stats, progress=progress)
+        if compiled is not None:
+            return compiled
     instance = as_recording_interpreter(gm, interpreter, keep=keep, stats=stats)
     if isinstance(instance, torch.fx.Transformer):
         if backward is not None and backward is not False:

@@ -1,9 +1,10 @@
 """The per-run bookkeeping behind a recording.
 
-The hot path (``Recorder.run_node``) does only what cannot wait: time the node, take its
-statistics, keep or drop its value, and copy values that an in-place write is about to
-change. Everything else in a :class:`NodeRecord` (readable target, module path, aliases,
-summaries of kept values) is built the first time someone looks at that record.
+The hot path (``Recorder.run_node``) does only what cannot wait: time the node, keep or
+drop its value (taking its statistics when it is dropped), and copy values that an
+in-place write is about to change. Everything else in a :class:`NodeRecord` (readable
+target, module path, statistics of kept values, see ``_stats``) is built the first time
+someone looks at that record.
 """
 
 from __future__ import annotations
@@ -20,9 +21,24 @@ import torch.fx
 from fxviz._nodes import module_path, source_line, target_text
 from fxviz._record._grads import GradientWatcher
 from fxviz._record._records import NodeRecord, Recording, StoredValue
+from fxviz._record._stats import (
+    cached_summary,
+    check_stats,
+    deferred_summary,
+    note_versions,
+    view_summary,
+)
 from fxviz._record._summary import TensorSummary, iter_tensors, summarize
-from fxviz._record._writes import storage_key, written_locations, written_tensors
-from fxviz._torch_compat import graph_tail, shares_storage, tree_map_only_tensors
+from fxviz._record._writes import (
+    aliased_inputs,
+    runs_unknown_code,
+    storage_key,
+    tensor_inputs,
+    warn_unforeseen,
+    written_locations,
+    written_tensors,
+)
+from fxviz._torch_compat import graph_tail, tree_map_only_tensors
 from fxviz.errors import FxvizWarning
 
 __all__ = ["Keep", "Recorder", "check_keep"]
@@ -51,6 +67,8 @@ class _Entry(StoredValue):
     # Class-level defaults: the hot path sets only what differs from them.
     error: BaseException | None = None
     outputs: tuple[TensorSummary, ...] | None = None  # None: summarise the kept value
+    versions: tuple[int, ...] | None = None  # statistics pending: its versions then
+    stamp: int | None = None  # a bare tensor summarised as it ran: its version then
     mutates: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
     produced: tuple[str, ...] = ()
@@ -68,10 +86,10 @@ class _Entry(StoredValue):
 class Recorder:
     """Records each node an interpreter runs; used by ``RecordingMixin`` and ``Debugger``."""
 
-    def __init__(self, interpreter: Any, *, keep: Keep = "all", stats: bool = True) -> None:
+    def __init__(self, interpreter: Any, *, keep: Keep = "all", stats: Any = True) -> None:
         self.interpreter = interpreter
         self.keep = check_keep(keep)
-        self.stats = stats
+        self.stats = check_stats(stats)
         self.entries: list[_Entry] = []
         self.output: Any = None
         self.complete = False
@@ -105,7 +123,9 @@ class Recorder:
             if self.before_write is not None:
                 self.before_write(written)
             self._snapshot(written)
-        before = _versions(inputs, env)
+        before = tensor_inputs(inputs, [env.get(n) for n in inputs])
+        if plan[4] and before and self.stats == "lazy":
+            self.settle([t for _, t, _ in before])
         tail = self._graph_tail() if self._transformer else None
         start = time.perf_counter()
         try:
@@ -119,16 +139,17 @@ class Recorder:
         elapsed = time.perf_counter() - start
         kept = self.keep == "all" or self._admit(node.op, value)
         entry = _Entry(node, value, kept, elapsed)
-        if self.stats or not kept:
-            entry.outputs = summarize(value, self.stats)
         if before:
-            entry.aliases = _aliased_inputs(value, before)
+            entry.aliases = aliased_inputs(value, before)
+        self.summarize_ran(entry, value, before)
         for _, t, version in before:
             if t._version != version:
                 entry.mutates = tuple(
                     dict.fromkeys(n.name for n, t, v in before if t._version != v)
                 )
-                self._check_foreseen(node, writes, entry.mutates)
+                foreseen = written_tensors(node, writes, env)
+                values = {n.name: env.get(n) for n in inputs}
+                warn_unforeseen(node, foreseen, values, entry.mutates)
                 break
         if tail is not None:
             entry.produced = self._produced_since(tail)
@@ -136,6 +157,71 @@ class Recorder:
             self.grads.watch(node.name, value)
         self._append(entry)
         return value
+
+    def summarize_ran(self, entry: _Entry, value: Any, before: list[Any]) -> None:
+        """Take the statistics that cannot wait: of a value about to be dropped, of one
+        that outlives the run (inputs, parameters: cached), or all with ``stats="eager"``;
+        the others are taken when first read. A view of a summarised value takes its
+        statistics from it."""
+        stats = self.stats
+        if stats == "off":
+            if not entry.kept:
+                entry.outputs = summarize(value, False)
+            return
+        op = entry.node.op
+        if op in _FREE_OPS:
+            entry.outputs = cached_summary(value)
+        elif entry.aliases and (derived := self._derive(value, before)) is not None:
+            entry.outputs = derived
+        elif stats == "lazy" and entry.kept and (versions := note_versions(value)) is not None:
+            entry.versions = versions
+            return
+        else:
+            entry.outputs = summarize(value, True)
+        if isinstance(value, torch.Tensor) and not value.is_inference():
+            entry.stamp = value._version
+
+    def _derive(self, value: Any, before: list[Any]) -> tuple[TensorSummary, ...] | None:
+        """Statistics of a view from those of the input it views, when both are whole."""
+        if not isinstance(value, torch.Tensor):
+            return None
+        bases = []
+        for node, t, version in before:
+            index = self._position.get(node)
+            base = None if index is None else self.entries[index]
+            if base is not None and base.stamp == version and base.outputs:
+                bases.append((t, base.outputs[0], version))
+        return view_summary(value, bases) if bases else None
+
+    def outputs(self, entry: _Entry, *, derive: bool = True) -> tuple[TensorSummary, ...]:
+        """The entry's summaries, taking pending statistics now (from the value it views,
+        when it is a whole view of an input and ``derive``)."""
+        if entry.outputs is None:
+            if entry.versions is None:
+                entry.outputs = summarize(entry.value, False)
+            else:
+                derived = self._derive_kept(entry) if derive and entry.aliases else None
+                entry.outputs = derived or deferred_summary(
+                    entry.node.name, entry.value, entry.versions
+                )
+        return entry.outputs
+
+    def _derive_kept(self, entry: _Entry) -> tuple[TensorSummary, ...] | None:
+        """Pending statistics of a kept view, from the kept inputs it views (measured
+        now if need be, but never derived in turn: no recursion down a chain of views)."""
+        value = entry.value
+        if not isinstance(value, torch.Tensor) or entry.versions != (value._version,):
+            return None
+        bases = []
+        for node in entry.node.all_input_nodes:
+            index = self._position.get(node)
+            base = None if index is None else self.entries[index]
+            if base is None or node.name not in entry.aliases or not base.kept:
+                continue
+            if isinstance(base.value, torch.Tensor) and not base.value.is_inference():
+                (summary,) = self.outputs(base, derive=False)
+                bases.append((base.value, summary, base.value._version))
+        return view_summary(value, bases) if bases else None
 
     def _append(self, entry: _Entry) -> None:
         self._position[entry.node] = len(self.entries)
@@ -187,8 +273,7 @@ class Recorder:
 
     def _build(self, index: int, entry: _Entry) -> NodeRecord:
         node = entry.node
-        if entry.outputs is None:
-            entry.outputs = summarize(entry.value, False)
+        outputs = self.outputs(entry)
         inputs = node.all_input_nodes
         firsts = [self._first_output(n) for n in inputs]
         return NodeRecord(
@@ -200,7 +285,7 @@ class Recorder:
             inputs=tuple(n.name for n in inputs),
             input_shapes=tuple(s.shape if s else None for s in firsts),
             input_dtypes=tuple(s.dtype if s else None for s in firsts),
-            outputs=entry.outputs,
+            outputs=outputs,
             time_s=entry.elapsed,
             error=entry.error,
             stored=entry,
@@ -216,8 +301,9 @@ class Recorder:
         if index is None:
             return None
         entry = self.entries[index]
-        if entry.outputs is None:
-            entry.outputs = summarize(entry.value, False)
+        if entry.outputs is None:  # shapes only: its statistics may still wait
+            first = next(iter_tensors(entry.value), None)
+            return None if first is None else summarize(first[1], False)[0]
         return entry.outputs[0] if entry.outputs else None
 
     # -- memory: budget, aliasing and copies before in-place writes ----------------------
@@ -257,6 +343,17 @@ class Recorder:
                 self._owners.setdefault(key, []).append(index)
         self._indexed = max(self._indexed, upto)
 
+    def settle(self, tensors: Sequence[torch.Tensor]) -> None:
+        """Take the pending statistics of kept values that share memory with ``tensors``:
+        the next node runs code fxviz does not know, which could write into them."""
+        keys = {key for t in tensors if (key := storage_key(t)) is not None}
+        self._index_kept(len(self.entries))
+        for key in keys:
+            for index in self._owners.get(key, ()):
+                entry = self.entries[index]
+                if entry.outputs is None and entry.versions is not None:
+                    self.outputs(entry)
+
     def _snapshot(self, tensors: Sequence[torch.Tensor]) -> None:
         """Copy the kept values that the next node is about to overwrite, before it does."""
         keys = {key for t in tensors if (key := storage_key(t)) is not None}
@@ -269,8 +366,7 @@ class Recorder:
                 if key in entry.snapshotted or not entry.kept:
                     continue
                 entry.snapshotted |= {key}
-                if entry.outputs is None:  # summarise it as it is, before the write
-                    entry.outputs = summarize(entry.value, False)
+                self.outputs(entry)  # summarise it as it is, before the write
                 copy = tree_map_only_tensors(lambda t, key=key: _copy_if_on(t, key), entry.value)
                 if isinstance(self.keep, int):
                     pairs = zip(iter_tensors(copy), iter_tensors(entry.value), strict=True)
@@ -289,26 +385,6 @@ class Recorder:
                 self._kept_bytes -= self._storage_bytes.pop(key, 0)
         entry.value, entry.kept = None, False
         self._dropped += 1
-
-    def _check_foreseen(
-        self, node: torch.fx.Node, writes: tuple[tuple[str, Any], ...], written: tuple[str, ...]
-    ) -> None:
-        """Warn when a node wrote in place somewhere ``written_locations`` did not foresee."""
-        env = self.interpreter.env
-        foreseen = {storage_key(t) for t in written_tensors(node, writes, env)}
-        by_name = {n.name: n for n in node.all_input_nodes}
-        for name in written:
-            keys = {storage_key(t) for t in _tensors(env.get(by_name[name]))}
-            if keys & foreseen:
-                continue
-            warnings.warn(
-                f"node {node.name!r} ({node.op} {target_text(node)}) wrote to {name!r} in "
-                "place in a way fxviz did not foresee, so kept values that share its memory "
-                "show it after that write (their statistics are from before). Please "
-                "report the op.",
-                FxvizWarning,
-                stacklevel=2,
-            )
 
     # -- Transformer: which new nodes each old node made ---------------------------------
     def _graph_tail(self) -> torch.fx.Node:
@@ -360,29 +436,12 @@ def _plans_of(graph: torch.fx.Graph) -> dict[torch.fx.Node, tuple[Any, ...]]:
 
 
 def _plan(node: torch.fx.Node, submodules: dict[str, Any]) -> tuple[Any, ...]:
-    """``(writes, inputs, args, target)``: valid while ``node.args`` and ``node.target`` stay
-    the same objects (torch.fx replaces ``args`` and ``kwargs`` together on every edit)."""
+    """``(writes, inputs, args, target, unknown)``: valid while ``node.args`` and
+    ``node.target`` stay the same objects (torch.fx replaces ``args`` and ``kwargs``
+    together on every edit)."""
     writes = written_locations(node, submodules)
-    return (writes, tuple(node.all_input_nodes), node.args, node.target)
-
-
-def _versions(
-    inputs: tuple[torch.fx.Node, ...], env: dict[torch.fx.Node, Any]
-) -> list[tuple[torch.fx.Node, torch.Tensor, int]]:
-    """``(input, tensor, version)`` for the tensors a node reads, to spot in-place writes."""
-    found = []
-    for n in inputs:
-        value = env.get(n)
-        if isinstance(value, torch.Tensor):
-            if not value.is_inference():  # inference tensors have no version counter
-                found.append((n, value, value._version))
-        elif isinstance(value, (tuple, list)):
-            found.extend(
-                (n, t, t._version)
-                for t in value
-                if isinstance(t, torch.Tensor) and not t.is_inference()
-            )
-    return found
+    unknown = runs_unknown_code(node, submodules)
+    return (writes, tuple(node.all_input_nodes), node.args, node.target, unknown)
 
 
 def _copy_if_on(t: torch.Tensor, key: _Key) -> torch.Tensor:
@@ -391,29 +450,3 @@ def _copy_if_on(t: torch.Tensor, key: _Key) -> torch.Tensor:
         return t
     copy = t.detach().clone()
     return copy.requires_grad_(True) if t.requires_grad else copy
-
-
-def _aliased_inputs(
-    value: Any, inputs: list[tuple[torch.fx.Node, torch.Tensor, int]]
-) -> tuple[str, ...]:
-    """Inputs whose storage a node's output shares: it is a view of them, or wrote into them."""
-    outputs = _tensors(value)
-    if not outputs:
-        return ()
-    found: list[str] = []
-    for node, t, _ in inputs:
-        for out in outputs:
-            if shares_storage(out, t):
-                if node.name not in found:
-                    found.append(node.name)
-                break
-    return tuple(found)
-
-
-def _tensors(value: Any) -> list[torch.Tensor]:
-    """Tensors in a value and one level of tuple/list (what a node can write through)."""
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (tuple, list)):
-        return [v for v in value if isinstance(v, torch.Tensor)]
-    return []

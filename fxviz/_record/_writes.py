@@ -17,23 +17,36 @@ import contextlib
 import functools
 import inspect
 import operator
+import warnings
 import weakref
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import torch
 import torch.fx
 from torch.fx.node import map_arg
 
+from fxviz._nodes import target_text
 from fxviz._torch_compat import (
     OpOverload,
     OpOverloadPacket,
     op_name,
     op_written_arguments,
+    shares_storage,
     storage_id,
 )
+from fxviz.errors import FxvizWarning
 
-__all__ = ["storage_key", "written_locations", "written_tensors"]
+__all__ = [
+    "aliased_inputs",
+    "flat_tensors",
+    "runs_unknown_code",
+    "storage_key",
+    "tensor_inputs",
+    "warn_unforeseen",
+    "written_locations",
+    "written_tensors",
+]
 
 _T = TypeVar("_T")
 Location = tuple[str, Any]  # ("arg", index) or ("kwarg", name)
@@ -89,6 +102,36 @@ def written_locations(node: torch.fx.Node, submodules: Mapping[str, Any]) -> tup
     return tuple(dict.fromkeys(found))
 
 
+_KNOWN_MODULES = ("builtins", "_operator", "operator", "math")
+
+
+def runs_unknown_code(node: torch.fx.Node, submodules: Mapping[str, Any]) -> bool:
+    """Whether a node calls code fxviz does not know (a wrapped function of the user's, a
+    module of the user's that the trace kept whole), which could write into its inputs
+    where :func:`written_locations` cannot foresee it.
+
+    torch's own functions, ops, tensor methods and ``torch.nn`` modules write only where
+    their schema, name or ``inplace`` flag says.
+
+        >>> import torch, torch.fx
+        >>> gm = torch.fx.symbolic_trace(torch.nn.Sequential(torch.nn.ReLU()))
+        >>> [runs_unknown_code(n, dict(gm.named_modules())) for n in gm.graph.nodes]
+        [False, False, False]
+    """
+    target = node.target
+    if node.op == "call_function":
+        if isinstance(target, (OpOverload, OpOverloadPacket)):
+            return False
+        module = getattr(target, "__module__", None) or ""
+        return not (module in _KNOWN_MODULES or module == "torch" or module.startswith("torch."))
+    if node.op == "call_module":
+        module = type(submodules.get(str(target))).__module__
+        return not module.startswith("torch.nn.")
+    if node.op == "call_method":  # ``__iadd__`` and kin write without a trailing "_"
+        return str(target).startswith("__")
+    return False
+
+
 def written_tensors(
     node: torch.fx.Node, locations: Iterable[Location], env: Mapping[torch.fx.Node, Any]
 ) -> list[torch.Tensor]:
@@ -100,15 +143,15 @@ def written_tensors(
         else:
             arg = node.kwargs.get(key)
         value = map_arg(arg, lambda n: env.get(n))
-        tensors.extend(_flat_tensors(value))
+        tensors.extend(flat_tensors(value))
     return tensors
 
 
-def _flat_tensors(value: Any) -> list[torch.Tensor]:
+def flat_tensors(value: Any) -> list[torch.Tensor]:
     if isinstance(value, torch.Tensor):
         return [value]
     if isinstance(value, (tuple, list)):
-        return [t for item in value for t in _flat_tensors(item)]
+        return [t for item in value for t in flat_tensors(item)]
     return []
 
 
@@ -226,3 +269,69 @@ def storage_key(t: torch.Tensor) -> int | None:
     if type(t) not in _PLAIN_TENSORS or t.is_meta or t.layout != torch.strided:
         return None
     return storage_id(t)
+
+
+def tensor_inputs(
+    inputs: Sequence[torch.fx.Node], values: Sequence[Any]
+) -> list[tuple[torch.fx.Node, torch.Tensor, int]]:
+    """``(input, tensor, version)`` for the tensors a node reads, to spot in-place writes."""
+    found = []
+    for n, value in zip(inputs, values, strict=True):
+        if isinstance(value, torch.Tensor):
+            if not value.is_inference():  # inference tensors have no version counter
+                found.append((n, value, value._version))
+        elif isinstance(value, (tuple, list)):
+            found.extend(
+                (n, t, t._version)
+                for t in value
+                if isinstance(t, torch.Tensor) and not t.is_inference()
+            )
+    return found
+
+
+def aliased_inputs(
+    value: Any, inputs: list[tuple[torch.fx.Node, torch.Tensor, int]]
+) -> tuple[str, ...]:
+    """Inputs whose storage a node's output shares: it is a view of them, or wrote into them."""
+    outputs = _tensors(value)
+    if not outputs:
+        return ()
+    found: list[str] = []
+    for node, t, _ in inputs:
+        for out in outputs:
+            if shares_storage(out, t):
+                if node.name not in found:
+                    found.append(node.name)
+                break
+    return tuple(found)
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    """Tensors in a value and one level of tuple/list (what a node can write through)."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [v for v in value if isinstance(v, torch.Tensor)]
+    return []
+
+
+def warn_unforeseen(
+    node: torch.fx.Node,
+    foreseen: Sequence[torch.Tensor],
+    values: dict[str, Any],
+    written: tuple[str, ...],
+) -> None:
+    """Warn when a node wrote to inputs (``values`` by name) in place somewhere
+    ``written_locations`` did not foresee (``foreseen``: the tensors it did)."""
+    keys = {storage_key(t) for t in foreseen}
+    for name in written:
+        if {storage_key(t) for t in _tensors(values.get(name))} & keys:
+            continue
+        warnings.warn(
+            f"node {node.name!r} ({node.op} {target_text(node)}) wrote to {name!r} in "
+            "place in a way fxviz did not foresee, so kept values that share its memory "
+            "show it after that write (their statistics are from before). Please "
+            "report the op.",
+            FxvizWarning,
+            stacklevel=3,
+        )

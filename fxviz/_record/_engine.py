@@ -1,0 +1,249 @@
+"""The compiled recording engine: ``fxviz.record`` runs the graph's generated code
+(``_codegen``) and gets the same :class:`Recording` as through ``RecordingInterpreter``.
+
+One contract, two engines. The interpreted one (``RecordingMixin``) composes with any
+``torch.fx.Interpreter`` and steps node by node (the Debugger); this one costs about what
+``GraphModule.forward`` costs. Both fill the same :class:`Recorder`: entries, the memory
+budget, snapshots before in-place writes, pending statistics. The generated code calls
+back here once a node (``ran``), or twice for a node that may write in place (``pre`` and
+``post``: snapshots and version checks as ``Recorder.run_node`` does them).
+
+``ENGINE`` (from the environment variable ``FXVIZ_ENGINE``, ``"compiled"`` by default)
+selects the engine of ``fxviz.record``; the tests run every recording test on both.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import torch
+import torch.fx
+
+from fxviz._record._codegen import Compiled, compiled_for
+from fxviz._record._recorder import Keep, Recorder, _Entry
+from fxviz._record._records import Recording
+from fxviz._record._writes import aliased_inputs, flat_tensors, tensor_inputs, warn_unforeseen
+from fxviz._torch_compat import is_alias_of
+from fxviz.errors import RecordingInterrupted
+
+__all__ = ["ENGINE", "record_compiled"]
+
+ENGINE = os.environ.get("FXVIZ_ENGINE", "compiled")
+
+_TENSOR = torch.Tensor
+_PARAMETER = torch.nn.Parameter
+_CONTAINERS = (torch.Tensor, tuple, list)
+
+
+class _Run:
+    """One run of generated code: what ``Interpreter`` would hold (``module``, ``env``,
+    ``args_iter``), the :class:`Recorder`, and the callbacks the code makes."""
+
+    placeholder_impl = torch.fx.Interpreter.placeholder
+    _fetch_attr = torch.fx.Interpreter.fetch_attr
+
+    def __init__(self, gm: torch.fx.GraphModule, compiled: Compiled, keep: Keep, stats: Any):
+        self.module = gm
+        self.graph: torch.fx.Graph = gm.graph
+        self.compiled = compiled
+        self.env: dict[torch.fx.Node, Any] = {}
+        self.args_iter: Any = iter(())
+        self.fxviz_progress: Any = None
+        self.recorder = Recorder(self, keep=keep, stats=stats)
+        self._keep_all = self.recorder.keep == "all"
+        self._lazy = self.recorder.stats == "lazy"
+        self._off = self.recorder.stats == "off" and self._keep_all
+        self._ticked = 0
+        self._progress: bool | None = False
+        self._show_at = 0.0
+        self._foreseen: list[torch.Tensor] = []
+
+    def run_node(self, node: torch.fx.Node) -> Any:
+        raise NotImplementedError("the compiled engine runs the graph's code, not node by node")
+
+    def placeholder(self, target: str, args: tuple[Any, ...]) -> Any:
+        return self.placeholder_impl(target, args, {})
+
+    def fetch_attr(self, target: str, atoms: tuple[str, ...]) -> Any:
+        """``Interpreter.fetch_attr(target)`` (``atoms``: its parts), a third of the cost:
+        one ``getattr`` a part where it checks ``hasattr`` first."""
+        found = self.module
+        try:
+            for atom in atoms:
+                found = getattr(found, atom)
+        except AttributeError:
+            return self._fetch_attr(target)  # its error, exactly
+        return found
+
+    # -- called by the generated code ----------------------------------------------------
+    def ran(self, i: int, value: Any, elapsed: float, inputs: tuple[Any, ...]) -> None:
+        """Record node ``i``, which cannot write in place (no version checks needed)."""
+        compiled, recorder = self.compiled, self.recorder
+        node = compiled.nodes[i]
+        kept = self._keep_all or recorder._admit(node.op, value)
+        entry = _Entry(node, value, kept, elapsed)
+        # The common case, inlined (the same result as the general one below, for less):
+        # one plain tensor out, plain tensors or scalars in, none of which it views, and
+        # statistics that wait (or none): nothing to do but note its version.
+        plain = type(value) is _TENSOR and compiled.plain[i]
+        if plain:
+            for t in inputs:
+                kind = type(t)
+                if kind is _TENSOR or kind is _PARAMETER:
+                    if is_alias_of(value, t):
+                        plain = False
+                        break
+                elif isinstance(t, _CONTAINERS):
+                    plain = False
+                    break
+        if plain and kept and self._lazy:
+            try:
+                entry.versions = (value._version,)
+            except RuntimeError:  # an inference tensor has no version: summarise it now
+                plain = False
+        if not plain or not (self._off or (kept and self._lazy)):
+            before = tensor_inputs(compiled.inputs[i], inputs) if inputs else []
+            if before:
+                entry.aliases = aliased_inputs(value, before)
+            recorder.summarize_ran(entry, value, before)
+        recorder._position[node] = len(recorder.entries)
+        recorder.entries.append(entry)
+
+    def tick(self, count: int) -> None:
+        """Advance the progress bar (the generated code calls this every few nodes); with
+        ``progress=None``, make it once the run has taken a second."""
+        self._ticked += count
+        bar = self.fxviz_progress
+        if bar is None and self._progress is None and time.perf_counter() > self._show_at:
+            bar = self._show(count=self._ticked)
+        elif bar is not None:
+            bar.update(count)
+
+    def _show(self, count: int = 0) -> Any:
+        from tqdm.auto import tqdm
+
+        total = len(self.compiled.nodes)
+        self.fxviz_progress = tqdm(total=total, desc="fxviz record", unit="node", initial=count)
+        return self.fxviz_progress
+
+    def pre(self, i: int, inputs: tuple[Any, ...], written: list[Any] | None) -> list[Any]:
+        """Before node ``i`` may write in place: copy kept values it is foreseen to write,
+        take pending statistics of inputs that unknown code gets, note versions."""
+        recorder = self.recorder
+        self._foreseen = flat_tensors(written) if written is not None else []
+        if self._foreseen:
+            recorder._snapshot(self._foreseen)
+        before = tensor_inputs(self.compiled.inputs[i], inputs)
+        if self.compiled.unknown[i] and before and recorder.stats == "lazy":
+            recorder.settle([t for _, t, _ in before])
+        return before
+
+    def post(
+        self, i: int, value: Any, elapsed: float, inputs: tuple[Any, ...], before: list[Any]
+    ) -> None:
+        """Record node ``i`` after ``pre``: which inputs it wrote, warn where unforeseen."""
+        compiled, recorder = self.compiled, self.recorder
+        node = compiled.nodes[i]
+        kept = self._keep_all or recorder._admit(node.op, value)
+        entry = _Entry(node, value, kept, elapsed)
+        if before:
+            entry.aliases = aliased_inputs(value, before)
+        recorder.summarize_ran(entry, value, before)
+        for _, t, version in before:
+            if t._version != version:
+                entry.mutates = tuple(
+                    dict.fromkeys(n.name for n, t, v in before if t._version != v)
+                )
+                values = {n.name: v for n, v in zip(compiled.inputs[i], inputs, strict=True)}
+                warn_unforeseen(node, self._foreseen, values, entry.mutates)
+                break
+        recorder._position[node] = len(recorder.entries)
+        recorder.entries.append(entry)
+
+    # -- the run -------------------------------------------------------------------------
+    def run(self, inputs: tuple[Any, ...], progress: bool | None = False) -> Any:
+        """Run the graph on ``inputs`` and record it; ``progress`` as for ``fxviz.record``."""
+        self._progress = progress
+        self._show_at = time.perf_counter() + 1.0
+        if progress:
+            self._show()
+        try:
+            return self._run(inputs)
+        finally:
+            if self.fxviz_progress is not None:
+                self.fxviz_progress.close()
+
+    def _run(self, inputs: tuple[Any, ...]) -> Any:
+        self.args_iter = iter(self.graph.process_inputs(*inputs))
+        try:
+            output, frame_locals = self.compiled.function(self)
+        except KeyboardInterrupt as interrupt:
+            self._failed(interrupt)
+            raise RecordingInterrupted(
+                f"interrupted after {len(self.recorder.entries)} nodes; the partial "
+                "recording is on this exception's .recording",
+                recording=self.recorder.recording(),
+            ) from interrupt
+        except Exception as error:
+            node_failed = self._failed(error)
+            if not node_failed:
+                raise  # fxviz's own recording code failed: never disguise it
+            from fxviz._record._interpreter import wrap_node_failure
+
+            wrapped = wrap_node_failure(self.recorder, error, self.module)
+            if wrapped is None:
+                raise
+            raise wrapped from error
+        self.env = self._env(frame_locals)
+        self.tick(len(self.recorder.entries) - self._ticked)
+        self.recorder.finish(self.graph.process_outputs(output))
+        return output
+
+    def _failed(self, error: BaseException) -> bool:
+        """Record the node that raised ``error`` (``True``), or ``False`` when the error
+        came from outside a node's own call; fill ``env`` as the run left it."""
+        tb = error.__traceback__
+        code = self.compiled.function.__code__
+        while tb is not None and tb.tb_frame.f_code is not code:
+            tb = tb.tb_next
+        if tb is None:
+            return False
+        frame_locals = dict(tb.tb_frame.f_locals)
+        self.env = self._env(frame_locals)
+        index = self.compiled.call_lines.get(tb.tb_lineno)
+        if index is None or not isinstance(error, Exception):
+            return False
+        elapsed = time.perf_counter() - frame_locals["_fx_t"]
+        entry = _Entry(self.compiled.nodes[index], None, False, elapsed)
+        entry.error = error
+        entry.outputs = ()
+        self.recorder._append(entry)
+        return True
+
+    def _env(self, frame_locals: dict[str, Any]) -> dict[torch.fx.Node, Any]:
+        names = self.compiled.names
+        return {n: frame_locals[names[n]] for n in self.compiled.nodes if names[n] in frame_locals}
+
+
+def record_compiled(
+    gm: torch.fx.GraphModule,
+    inputs: tuple[Any, ...],
+    *,
+    keep: Keep,
+    stats: Any,
+    progress: bool | None,
+) -> Recording | None:
+    """Record ``gm(*inputs)`` with generated code; ``None`` when this graph needs the
+    interpreted engine (the caller then uses it)."""
+    if ENGINE != "compiled":
+        return None
+    compiled = compiled_for(
+        gm.graph, keep_values=keep == "all", submodules=lambda: dict(gm.named_modules())
+    )
+    if compiled is None:
+        return None
+    run = _Run(gm, compiled, keep, stats)
+    run.run(inputs, progress)
+    return run.recorder.recording()

@@ -1,0 +1,179 @@
+"""When a node's statistics are taken: on first read, during the run, from a cache, or
+from the record of the value it is a view of.
+
+Statistics of a kept value can wait until someone reads them: later in-place writes in the
+graph are snapshotted first (and the statistics taken then), so nothing changes the value
+under them. Two things could: the user, after the run (an optimizer step, ``x.add_(1)`` on
+an input or on ``rec.output``), and a write fxviz did not foresee. Each tensor's version
+counter, noted when its node ran, tells: a value whose counter moved is not summarised
+from what it holds now (its record says so, with a warning). Inputs, parameters and
+buffers, which live on after the run, are summarised during it, from a cache keyed by
+tensor and version so that unchanged weights are measured once for every run.
+
+    >>> import torch
+    >>> w = torch.nn.Parameter(torch.ones(3))
+    >>> cached_summary(w)[0].mean, cached_summary(w) is cached_summary(w)
+    (1.0, True)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from typing import Any, Literal
+
+import torch
+from torch.utils.weak import WeakIdKeyDictionary
+
+from fxviz._record._summary import TensorSummary, iter_tensors, summarize
+from fxviz._torch_compat import shares_storage
+from fxviz.errors import FxvizWarning
+
+__all__ = [
+    "Stats",
+    "StatsOption",
+    "cached_summary",
+    "check_stats",
+    "deferred_summary",
+    "note_versions",
+    "view_summary",
+]
+
+Stats = Literal["lazy", "eager", "off"]
+StatsOption = bool | Literal["eager"]  # what ``stats=`` accepts
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+# tensor -> (what it looked like, its summary); weakly keyed by identity (Tensor.__eq__ is
+# elementwise, so a WeakKeyDictionary would compare tensors), and the summaries hold no
+# tensor: the cache never keeps a parameter alive.
+_CACHE: Any = WeakIdKeyDictionary()
+
+
+def check_stats(stats: Any) -> Stats:
+    """``True`` (statistics, taken when first read), ``"eager"`` (taken as each node runs)
+    or ``False`` (none).
+
+    >>> check_stats(True), check_stats("eager"), check_stats(False)
+    ('lazy', 'eager', 'off')
+    """
+    if stats is True:
+        return "lazy"
+    if stats is False:
+        return "off"
+    if stats == "eager":
+        return "eager"
+    raise ValueError(f"stats must be True, False or 'eager', not {stats!r}")
+
+
+def note_versions(value: Any) -> tuple[int, ...] | None:
+    """The version counters of the tensors in ``value``, or ``None`` when a later change
+    could go unseen (an inference tensor has no counter; a subclass may hide its data):
+    such values are summarised at once."""
+    versions = []
+    for _, t in iter_tensors(value):
+        if type(t) not in _PLAIN or t.is_inference():
+            return None
+        versions.append(t._version)
+    return tuple(versions)
+
+
+def deferred_summary(name: str, value: Any, versions: tuple[int, ...]) -> tuple[TensorSummary, ...]:
+    """Statistics of a kept ``value`` read after its node ran, if it is unchanged since
+    (``versions`` as :func:`note_versions` gave them); else shapes only, and a warning."""
+    tensors = [t for _, t in iter_tensors(value)]
+    if all(t._version == v for t, v in zip(tensors, versions, strict=True)):
+        return summarize(value, True)
+    warnings.warn(
+        f"the value of node {name!r} was changed in place after it ran (after the run, or "
+        "by a write fxviz did not foresee), so its statistics cannot be taken from it any "
+        "more; its record has shapes only. Record with stats='eager' to take statistics "
+        "while the graph runs.",
+        FxvizWarning,
+        stacklevel=4,
+    )
+    return summarize(value, False)
+
+
+def cached_summary(value: Any) -> tuple[TensorSummary, ...]:
+    """:func:`summarize` for a bare tensor that outlives runs (a parameter, a buffer, an
+    input), measured once per version of it."""
+    if type(value) not in _PLAIN or value.is_inference():
+        return summarize(value, True)
+    key = (
+        value._version,
+        value.data_ptr(),
+        value.shape,
+        value.stride(),
+        value.dtype,
+        value.device,
+        value.requires_grad,
+    )
+    found = _CACHE.get(value)
+    if found is not None and found[0] == key:
+        return found[1]
+    summary = summarize(value, True)
+    _CACHE[value] = (key, summary)
+    return summary
+
+
+def view_summary(
+    value: Any, bases: list[tuple[torch.Tensor, TensorSummary, int]]
+) -> tuple[TensorSummary, ...] | None:
+    """The summary of ``value`` when each of its tensors covers exactly the same elements
+    as one of ``bases`` (``(tensor, its summary, its version then)``): a ``view``,
+    ``reshape``, ``transpose``, ``permute`` or ``detach`` of a summarised value has its
+    statistics, so they are not measured again. ``None`` when one tensor is not such a view.
+
+    >>> x = torch.arange(6.0).reshape(2, 3)
+    >>> (s,) = summarize(x)
+    >>> view_summary(x.t(), [(x, s, x._version)])[0].shape
+    (3, 2)
+    """
+    found = []
+    for path, t in iter_tensors(value):
+        match = next((s for b, s, v in bases if _same_elements(t, b, v)), None)
+        if match is None or match.min is None:
+            return None
+        (own,) = summarize(t, False)
+        found.append(
+            dataclasses.replace(
+                match,
+                path=path,
+                shape=own.shape,
+                stride=own.stride,
+                requires_grad=own.requires_grad,
+            )
+        )
+    return tuple(found)
+
+
+def _same_elements(t: torch.Tensor, base: torch.Tensor, version: int) -> bool:
+    """Whether ``t`` holds exactly ``base``'s elements, unchanged since ``version``:
+    same memory span, each element once."""
+    return (
+        type(t) in _PLAIN
+        and type(base) in _PLAIN
+        and t.dtype == base.dtype
+        and t.numel() == base.numel()
+        and t.storage_offset() == base.storage_offset()
+        and t.device == base.device
+        and t.layout == torch.strided
+        and not t.is_inference()
+        and t._version == version
+        and shares_storage(t, base)
+        and _dense(t)
+        and _dense(base)
+    )
+
+
+def _dense(t: torch.Tensor) -> bool:
+    """Whether ``t``'s elements fill one span of memory, each once (any order)."""
+    if t.is_contiguous():
+        return True
+    expected = 1
+    pairs = sorted((st, sz) for st, sz in zip(t.stride(), t.shape, strict=True) if sz != 1)
+    for stride, size in pairs:
+        if stride != expected:
+            return False
+        expected *= size
+    return True

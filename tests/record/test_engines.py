@@ -1,0 +1,189 @@
+"""Two engines, one contract: ``fxviz.record`` through generated code gives the recording
+that the recording interpreter gives, and the generated code is kept on the graph only
+while the graph stays the same."""
+
+from __future__ import annotations
+
+import gc
+import traceback
+import warnings
+import weakref
+from typing import Any
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import fxviz
+from fxviz._record import _codegen, _engine
+from tests.test_generated_graphs import FAST, fresh, graphs, run_seeded, same
+
+
+def _record_on(engine: str, *args: Any, **kwargs: Any) -> Any:
+    """The recording (or the NodeError) of ``fxviz.record`` on ``engine``; the warnings
+    it gave are on ``_record_on.warned``."""
+    saved = _engine.ENGINE
+    _engine.ENGINE = engine
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            return run_seeded(lambda: fxviz.record(*args, **kwargs))
+    except fxviz.NodeError as error:
+        return error
+    finally:
+        _engine.ENGINE = saved
+        _record_on.warned = [str(w.message) for w in caught]  # type: ignore[attr-defined]
+
+
+def _record_view(rec: fxviz.Recording) -> dict[str, Any]:
+    """Everything a recording holds except timings."""
+    nodes = []
+    for r in rec.values():
+        data = r.to_dict()
+        data.pop("time_s")
+        nodes.append(data)
+    return {
+        "nodes": nodes,
+        "complete": rec.complete,
+        "error": None if rec.error is None else (type(rec.error), str(rec.error)),
+        "env": sorted(n.name for n in rec.env),
+    }
+
+
+def assert_same_recording(a: fxviz.Recording, b: fxviz.Recording) -> None:
+    assert _record_view(a) == _record_view(b)
+    for name in a:
+        assert a[name].kept == b[name].kept, name
+        assert same(a[name].value, b[name].value), name
+    assert same(a.output, b.output)
+    env_b = {n.name: v for n, v in b.env.items()}
+    for node, value in a.env.items():
+        assert same(value, env_b[node.name]), node.name
+
+
+@FAST
+@given(graphs(), st.sampled_from(["all", "stats", 64]), st.sampled_from([True, False, "eager"]))
+def test_both_engines_record_the_same_on_generated_graphs(case, keep, stats):
+    gm, inputs = case
+    compiled = _record_on("compiled", gm, *fresh(inputs), keep=keep, stats=stats, progress=False)
+    warned = _record_on.warned  # type: ignore[attr-defined]
+    interpreted = _record_on("interpreted", gm, *fresh(inputs), keep=keep, stats=stats)
+    assert warned == _record_on.warned  # type: ignore[attr-defined]
+    assert_same_recording(compiled, interpreted)
+
+
+def _failing(x: torch.Tensor) -> Any:
+    y = torch.relu(x).view(2, 2)
+    y.add_(1)
+    return y @ torch.ones(3, 3)  # a shape error
+
+
+def test_a_failing_node_raises_the_same_error_with_the_same_partial_recording():
+    gm = fxviz.trace(_failing, torch.ones(4))
+    compiled = _record_on("compiled", gm, torch.ones(4))
+    interpreted = _record_on("interpreted", gm, torch.ones(4))
+    assert isinstance(compiled, fxviz.NodeError)
+    assert isinstance(compiled, RuntimeError)
+    assert type(compiled) is type(interpreted)
+    assert str(compiled) == str(interpreted)
+    assert_same_recording(compiled.recording, interpreted.recording)
+    assert compiled.recording["add_"].mutates == ("view",)
+    # the traceback shows the generated line that ran the node
+    text = "".join(traceback.format_exception(compiled.__cause__))
+    assert "<fxviz-record-" in text
+    assert "matmul = _fx_f" in text
+
+
+def test_the_generated_code_is_kept_on_the_graph_until_the_graph_changes():
+    gm = fxviz.trace(lambda x: torch.relu(x) + 1, torch.ones(2))
+    first = _codegen.compiled_for(gm.graph, keep_values=True)
+    assert _codegen.compiled_for(gm.graph, keep_values=True) is first
+    add = next(n for n in gm.graph.nodes if n.name == "add")
+    add.args = (add.args[0], 5)  # an edit: the code is generated again
+    gm.recompile()
+    second = _codegen.compiled_for(gm.graph, keep_values=True)
+    assert second is not first
+    assert "add = _fx_f2(relu, 5)" in second.source
+    assert fxviz.record(gm, torch.ones(2)).output.tolist() == [6.0, 6.0]
+    with gm.graph.inserting_after(add):
+        neg = gm.graph.call_function(torch.neg, (add,))
+    add.replace_all_uses_with(neg, delete_user_cb=lambda user: user is not neg)
+    gm.recompile()
+    assert fxviz.record(gm, torch.ones(2)).output.tolist() == [-6.0, -6.0]
+
+
+def test_the_generated_code_dies_with_its_graph():
+    gm = fxviz.trace(torch.nn.Linear(3, 2))
+    fxviz.record(gm, torch.ones(1, 3))
+    graph = weakref.ref(gm.graph)
+    function = weakref.ref(_codegen.compiled_for(gm.graph, keep_values=True).function)  # type: ignore[union-attr]
+    del gm
+    gc.collect()
+    assert graph() is None
+    assert function() is None
+
+
+def test_custom_interpreters_and_gradients_keep_the_interpreted_engine():
+    class Double(torch.fx.Interpreter):
+        def call_function(self, target, args, kwargs):
+            return super().call_function(target, args, kwargs) * 2
+
+    gm = fxviz.trace(lambda x: x + 1, torch.ones(1))
+    gm.graph.__dict__.pop("_fxviz_compiled", None)
+    assert fxviz.record(gm, torch.ones(1), interpreter=Double)["add"].value.item() == 4.0
+    rec = fxviz.record(torch.nn.Linear(2, 1), torch.ones(1, 2), backward=True)
+    assert rec["linear"].grad is not None
+    assert "_fxviz_compiled" not in vars(gm.graph)
+
+
+@settings(FAST, max_examples=10)
+@given(st.integers(1, 3))
+def test_progress_bar_counts_every_node(steps):
+    gm = fxviz.trace(torch.nn.Sequential(*[torch.nn.ReLU() for _ in range(70 * steps)]))
+    saved = _engine.ENGINE
+    _engine.ENGINE = "compiled"
+    try:
+        counted: list[int] = []
+        from tqdm.auto import tqdm
+
+        original = tqdm.update
+
+        def update(self: Any, n: int = 1) -> Any:
+            counted.append(n)
+            return original(self, n)
+
+        tqdm.update = update  # type: ignore[method-assign]
+        try:
+            fxviz.record(gm, torch.ones(1), progress=True)
+        finally:
+            tqdm.update = original  # type: ignore[method-assign]
+    finally:
+        _engine.ENGINE = saved
+    assert sum(counted) == len(gm.graph.nodes)
+
+
+@pytest.mark.parametrize("name", ['say "hi"', "new\nline", "class", "_fx_v0", "ünï"])
+def test_node_names_that_are_no_python_names(name):
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    node = graph.call_function(torch.relu, (x,))
+    node.name = name
+    graph.output(graph.call_method("neg", (node,)))
+    gm = torch.fx.GraphModule(torch.nn.Module(), graph)
+    rec = _record_on("compiled", gm, torch.tensor([-1.0, 2.0]))
+    assert rec[name].value.tolist() == [0.0, 2.0]
+    assert rec.output.tolist() == [-0.0, -2.0]
+
+
+def test_a_write_through_a_dunder_method_is_seen_by_both_engines():
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    y = graph.call_function(torch.mul, (x, 2))
+    z = graph.call_method("__iadd__", (y, 1))
+    graph.output(z)
+    gm = torch.fx.GraphModule(torch.nn.Module(), graph)
+    with pytest.warns(fxviz.FxvizWarning, match="did not foresee"):
+        rec = fxviz.record(gm, torch.ones(2))
+    assert rec[z.name].mutates == (y.name,)
+    assert rec[y.name].outputs[0].max == 2.0  # its statistics are from before the write
