@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import time
 import warnings
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, overload
 
@@ -98,7 +99,10 @@ class Recorder:
         self._plans = _plans_of(self.interpreter.graph)
         self._owners: dict[_Key, list[int]] = {}  # memory -> kept entries on it
         self._indexed = 0  # entries before this one are in _owners
-        self._kept_storages: set[_Key] = set()
+        # memory the kept values live on, each with a weak reference to a tensor on it: a
+        # storage freed later (its value swapped for a copy before a write) may have its
+        # address, and so its key, reused by a new tensor, which must then be paid for
+        self._kept_storages: dict[_Key, weakref.ref[torch.Tensor]] = {}
         self._kept_bytes = 0
         self._storage_bytes: dict[_Key, int] = {}
         self._dropped = 0
@@ -313,12 +317,12 @@ class Recorder:
             return False
         if op in _FREE_OPS:
             return True
-        cost, keys = 0, set()
+        cost, keys = 0, {}
         for _, t in iter_tensors(value):
             key = storage_key(t)
-            if key is None or key in self._kept_storages or key in keys:
+            if key is None or key in keys or self._still_kept(key):
                 continue
-            keys.add(key)
+            keys[key] = weakref.ref(t)
             nbytes = t.untyped_storage().nbytes()
             self._storage_bytes[key] = nbytes
             cost += nbytes
@@ -328,6 +332,10 @@ class Recorder:
         self._kept_bytes += cost
         self._kept_storages.update(keys)
         return True
+
+    def _still_kept(self, key: _Key) -> bool:
+        held = self._kept_storages.get(key)
+        return held is not None and held() is not None
 
     def _index_kept(self, upto: int) -> None:
         """Note which memory the kept values of entries before ``upto`` live on."""
@@ -381,7 +389,7 @@ class Recorder:
         """Drop a kept value that no longer fits the budget, and give its bytes back."""
         for key in entry.keys or ():
             if key in self._kept_storages and len(self._owners.get(key, ())) <= 1:
-                self._kept_storages.discard(key)
+                del self._kept_storages[key]
                 self._kept_bytes -= self._storage_bytes.pop(key, 0)
         entry.value, entry.kept = None, False
         self._dropped += 1
