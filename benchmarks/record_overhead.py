@@ -8,7 +8,11 @@ every variant alike, it times:
     Interpreter, env kept        the same with garbage_collect_values=False (every value kept,
                                  as fxviz.record keeps them)
     record, stats off            fxviz.record(gm, x, stats=False)
-    record                       fxviz.record(gm, x)
+    record                       fxviz.record(gm, x) (statistics taken when first read)
+    record, stats read           the same, then every record's statistics read (what the
+                                 lazy statistics cost once someone looks at all of them)
+    record, interpreted          fxviz.record(gm, x, interpreter=torch.fx.Interpreter):
+                                 the recording interpreter instead of generated code
     record, keep="stats"         fxviz.record(gm, x, keep="stats") (statistics, no values)
     Debugger, stats off          fxviz.Debugger(gm, x, stats=False).step(len(gm.graph.nodes))
     Debugger to the end          fxviz.Debugger(gm, x).step(len(gm.graph.nodes))
@@ -86,12 +90,21 @@ def variants(
         "Interpreter, env kept": lambda: kept_env(gm).run(x),
         "record, stats off": lambda: fxviz.record(gm, x, stats=False),
         "record": lambda: fxviz.record(gm, x),
+        "record, stats read": lambda: read_statistics(fxviz.record(gm, x)),
+        "record, interpreted": lambda: fxviz.record(gm, x, interpreter=torch.fx.Interpreter),
         'record, keep="stats"': lambda: fxviz.record(gm, x, keep="stats"),
     }
     if debugger:
         timed["Debugger, stats off"] = step_to_the_end(stats=False)
         timed["Debugger to the end"] = step_to_the_end(stats=True)
     return timed
+
+
+def read_statistics(rec: fxviz.Recording) -> fxviz.Recording:
+    """Read every record's output statistics (each is measured on this first read)."""
+    for r in rec.values():
+        _ = r.outputs
+    return rec
 
 
 def kept_env(gm: torch.fx.GraphModule) -> torch.fx.Interpreter:
