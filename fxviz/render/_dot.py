@@ -73,16 +73,15 @@ def render(
     for n in draw.nodes:
         if unit[n.id] is None:
             tree.add(n.module, ("node", n))
-    for box in boxes.values():
-        tree.add(_parent(box.path), ("box", box))
-    for n in draw.nodes:
         if n.cluster:
             tree.extra[n.id] = n.cluster
+    for box in boxes.values():
+        tree.add(_parent(box.path), ("box", box))
     statements = _Statements(draw, overlays, max_label, stubs)
     tree.emit(dot, statements, draw)
 
     seen: set[tuple[str, str]] = set()
-    kinds = {n.id: n for n in draw.nodes}
+    kinds = {n.id: n for n in draw.nodes} if label_edges else {}  # sources of labels
     for edge in draw.edges:
         src, dst = where.get(edge.src, edge.src), where.get(edge.dst, edge.dst)
         if src == dst:
@@ -118,15 +117,14 @@ def _natural(path: str) -> list[tuple[int, int | str]]:
 def _stubbed_inputs(draw: DrawGraph, where: dict[str, str], fanout: int) -> set[str]:
     """Inputs used by many places (a causal mask, shared weights): drawn as a small copy
     beside each user, because one node with edges to every layer makes ``dot`` explode."""
+    if not fanout:
+        return set()
+    inputs = {n.id for n in draw.nodes if n.kind in _INPUT_KINDS}  # a few of 50,000 nodes
     users: dict[str, set[str]] = collections.defaultdict(set)
     for edge in draw.edges:
-        users[edge.src].add(where.get(edge.dst, edge.dst))
-    kinds = {n.id: n.kind for n in draw.nodes}
-    return {
-        src
-        for src, dsts in users.items()
-        if kinds.get(src) in _INPUT_KINDS and fanout and len(dsts) > fanout
-    }
+        if edge.src in inputs:
+            users[edge.src].add(where.get(edge.dst, edge.dst))
+    return {src for src, dsts in users.items() if len(dsts) > fanout}
 
 
 def _edge_attrs(edge: DrawEdge, source: DrawNode | None, label: bool) -> dict[str, str]:

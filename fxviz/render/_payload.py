@@ -82,18 +82,21 @@ def graph_payload(
     records: list[NodeRecord] | None = None,
     *,
     include_rows: bool = True,
+    include_index: bool = True,
 ) -> dict[str, Any]:
     """The payload of one view of ``drawing`` (see the module docstring); a view that
-    already shows the table may leave ``rows`` out (``include_rows=False``)."""
+    already shows the table may leave ``rows`` out (``include_rows=False``), and one that
+    sends search's index when it is asked for, ``index`` (``include_index=False``)."""
     payload: dict[str, Any] = {
         "payload_version": PAYLOAD_VERSION,
         "model": drawing.graph.name,
         "dot": view.dot,
         "depth": view.depth,
         "units": view.units,
-        "index": drawing.index(),
         "node_states": {},
     }
+    if include_index:
+        payload["index"] = drawing.index()
     if include_rows:
         payload["rows"] = node_rows(drawing, records)
     return payload
