@@ -276,6 +276,8 @@ def _group_level(
     groups: int,
     made: set[str],
 ) -> None:
+    if len(members) <= limit:  # no level below can hold more than ``limit`` either
+        return
     keys = [paths[i][level] if len(paths[i]) > level else "\0" + names[i] for i in members]
     order = list(dict.fromkeys(keys))
     if len(order) > limit:

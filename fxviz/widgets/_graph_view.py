@@ -11,7 +11,7 @@ from fxviz._static import widget_css, widget_esm
 from fxviz.render._api import Drawing, collector_paused
 from fxviz.render._collapse import BIG_GRAPH, cluster_path, unit_path
 from fxviz.render._fold import Params
-from fxviz.render._payload import graph_payload
+from fxviz.render._payload import graph_payload, node_rows_page
 
 __all__ = ["BIG_GRAPH", "TABLE_ROWS", "GraphView"]
 
@@ -109,23 +109,25 @@ class GraphView(anywidget.AnyWidget):
                 collapse=self.collapsed,
                 legend=False,  # the widget draws its legend in HTML, beside the graph
             )
-            payload = graph_payload(
-                self._drawing, view, include_rows=not self.rows, include_index=False
-            )
+            payload = graph_payload(self._drawing, view, include_rows=False, include_index=False)
         except Exception as e:  # never a blank view: say what failed
             self.error = f"could not draw the graph: {type(e).__name__}: {e}"
             return
         with self.hold_sync():  # one message: the browser never sees new units on an old SVG
             self._set_units(payload["units"])
             self.dot = payload["dot"]
-            if "rows" in payload:
+            if not self.rows:
                 own = getattr(type(self._obj), "_fxviz_rows", None)  # comparisons: both runs
-                self._show_rows(own(self._obj) if own is not None else payload["rows"])
+                if own is not None:
+                    self._show_rows(own(self._obj))
+                else:
+                    self._show_rows(*node_rows_page(self._drawing, limit=TABLE_ROWS))
 
-    def _show_rows(self, rows: list[dict[str, Any]]) -> None:
+    def _show_rows(self, rows: list[dict[str, Any]], total: int | None = None) -> None:
         """Put ``rows`` in the table: the first :data:`TABLE_ROWS` (what the table shows;
-        search finds the others), and how many there are."""
-        self.rows_total = len(rows)
+        search finds the others), and how many there are (``total``: when ``rows`` holds
+        only the first ones)."""
+        self.rows_total = len(rows) if total is None else total
         self.rows = rows[:TABLE_ROWS]
 
     def _set_units(self, units: dict[str, str]) -> None:
