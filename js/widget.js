@@ -117,6 +117,9 @@ function render({ model, el }) {
   let matches = [];
   let matchIndex = -1;
   let layoutRun = 0;
+  let painted = false;
+  let indexAsked = false;
+  let indexTimedOut = false; // no kernel answering (a saved widget): search the drawn titles
 
   const showError = (text) => { errors.textContent = text || ""; errors.style.display = text ? "block" : "none"; };
   showError("");
@@ -181,6 +184,9 @@ function render({ model, el }) {
     requestAnimationFrame(() => setTimeout(() => {
       model.set(T.renderMs, performance.now() - started);
       model.save_changes();
+      // the kernel holds the units back until the first view is on screen (megabytes at
+      // 50,000 nodes that the first paint need not wait for): ask for them now
+      if (!painted) { painted = true; send({ type: "painted" }); }
     }, 0));
   }
 
@@ -387,21 +393,44 @@ function render({ model, el }) {
     select(matches[matchIndex]);
     focusOn(unitOf(matches[matchIndex]), READABLE_ZOOM);
   }
+  // Search's index (every node) comes from the kernel when search is first used: at
+  // 50,000 nodes it is megabytes that opening the graph need not wait for.
+  function askIndex() {
+    if (indexAsked || (model.get(T.index) || []).length) return;
+    indexAsked = true;
+    send({ type: "index" });
+    setTimeout(() => {
+      if ((model.get(T.index) || []).length) return;
+      indexTimedOut = true;
+      updateMatches();
+    }, 5000);
+  }
   function updateMatches() {
     const query = search.value;
-    if (!entries.length || entries.stale) entries = searchIndex(model.get(T.index), byTitle.keys());
+    const index = model.get(T.index) || [];
+    if (query.trim() && !index.length && !indexAsked) askIndex();
+    if (query.trim() && !index.length && indexAsked && !indexTimedOut) {
+      matches = [];
+      count.textContent = "searching…"; // updateMatches runs again when the index arrives
+      return;
+    }
+    if (!entries.length || entries.stale) entries = searchIndex(index, byTitle.keys());
     matches = findNodes(entries, query);
     matchIndex = -1;
     count.textContent = query.trim() ? `${matches.length} match${matches.length === 1 ? "" : "es"}` : "";
+    markMatches();
+    if (matches.length) focusOn(unitOf(matches[0]), null, { always: false }); // bring it into view
+  }
+  function markMatches() {
     for (const g of byTitle.values()) g.classList.remove(MATCH);
     for (const name of matches) byTitle.get(unitOf(name))?.classList.add(MATCH);
-    if (matches.length) focusOn(unitOf(matches[0]), null, { always: false }); // bring it into view
   }
   search.addEventListener("keydown", (event) => {
     event.stopPropagation();
     if (event.key === "Enter") jump(event.shiftKey ? -1 : 1);
   });
   search.addEventListener("input", updateMatches);
+  search.addEventListener("focus", askIndex); // fetched while the query is typed
   root.addEventListener("keydown", (event) => {
     if (event.target === search) return;
     const keys = { n: "step", b: "back", c: "continue" };
@@ -414,6 +443,8 @@ function render({ model, el }) {
   for (const trait of [T.rows, T.rowsTotal]) model.on(`change:${trait}`, () => { renderTable(); markTableSelection(); });
   model.on(`change:${T.error}`, () => showError(model.get(T.error)));
   model.on(`change:${T.index}`, () => { entries = []; updateMatches(); });
+  // units arrive after the first paint, and as deltas when a module opens or closes
+  for (const trait of [T.units, T.unitsDelta]) model.on(`change:${trait}`, () => { markMatches(); queueStates(); });
   // keep the node to run next in view (only panning when it is near an edge or outside)
   model.on(`change:${T.states}`, () => requestAnimationFrame(() => focusOn(currentTitle(), null, { always: false })));
   renderTable();

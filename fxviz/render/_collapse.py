@@ -100,7 +100,7 @@ def unit_path(
         return None
     if len(parts) < depth:
         return None
-    if not expand:  # the common case, once per module of a 50,000-node graph
+    if not expand or not _under(module, expand):  # most modules of a 50,000-node graph
         return ".".join(parts[:depth])
     cut = depth
     while cut <= len(parts) and (
@@ -110,6 +110,13 @@ def unit_path(
     if cut > len(parts):
         return None
     return ".".join(parts[:cut])
+
+
+def _under(module: str, paths: frozenset[str]) -> bool:
+    """Whether ``module`` (or its path without call numbers) starts with one of ``paths``
+    as text: a cheap test that none of them is a prefix of it when False."""
+    plain = real_path(module) if "@" in module else module
+    return any(module.startswith(p) or plain.startswith(p) for p in paths)
 
 
 @dataclasses.dataclass
@@ -146,10 +153,10 @@ def fold(
     if depth is not None and depth < 1:
         raise ValueError(f"depth must be >= 1 (or None for no collapsing), not {depth}")
     by_module = {m: unit_path(m, depth, expand, collapse) for m in {n.module for n in draw.nodes}}
-    box_of = {n.id: by_module[n.module] for n in draw.nodes}  # once per module, not per node
+    box_of: dict[str, str | None] = {}
     boxes: dict[str, Box] = {}
-    for n in draw.nodes:
-        path = box_of[n.id]
+    for n in draw.nodes:  # one pass: a 50,000-node graph is folded at each expansion
+        path = box_of[n.id] = by_module[n.module]
         if path is not None:
             box = boxes.get(path)
             if box is None:
@@ -159,7 +166,8 @@ def fold(
         if len(box.members) == 1:
             box_of[box.members[0].id] = None
             del boxes[path]
-    where = {n.id: boxes[p].id if (p := box_of[n.id]) is not None else n.id for n in draw.nodes}
+    ids = {p: box.id for p, box in boxes.items()}
+    where = {i: i if p is None else ids[p] for i, p in box_of.items()}
     return Folding(boxes, where, box_of)
 
 
@@ -268,6 +276,8 @@ def _group_level(
     groups: int,
     made: set[str],
 ) -> None:
+    if len(members) <= limit:  # no level below can hold more than ``limit`` either
+        return
     keys = [paths[i][level] if len(paths[i]) > level else "\0" + names[i] for i in members]
     order = list(dict.fromkeys(keys))
     if len(order) > limit:

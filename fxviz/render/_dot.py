@@ -73,16 +73,15 @@ def render(
     for n in draw.nodes:
         if unit[n.id] is None:
             tree.add(n.module, ("node", n))
-    for box in boxes.values():
-        tree.add(_parent(box.path), ("box", box))
-    for n in draw.nodes:
         if n.cluster:
             tree.extra[n.id] = n.cluster
+    for box in boxes.values():
+        tree.add(_parent(box.path), ("box", box))
     statements = _Statements(draw, overlays, max_label, stubs)
     tree.emit(dot, statements, draw)
 
     seen: set[tuple[str, str]] = set()
-    kinds = {n.id: n for n in draw.nodes}
+    kinds = {n.id: n for n in draw.nodes} if label_edges else {}  # sources of labels
     for edge in draw.edges:
         src, dst = where.get(edge.src, edge.src), where.get(edge.dst, edge.dst)
         if src == dst:
@@ -118,15 +117,25 @@ def _natural(path: str) -> list[tuple[int, int | str]]:
 def _stubbed_inputs(draw: DrawGraph, where: dict[str, str], fanout: int) -> set[str]:
     """Inputs used by many places (a causal mask, shared weights): drawn as a small copy
     beside each user, because one node with edges to every layer makes ``dot`` explode."""
+    if not fanout:
+        return set()
     users: dict[str, set[str]] = collections.defaultdict(set)
-    for edge in draw.edges:
+    for edge in _input_edges(draw):
         users[edge.src].add(where.get(edge.dst, edge.dst))
-    kinds = {n.id: n.kind for n in draw.nodes}
-    return {
-        src
-        for src, dsts in users.items()
-        if kinds.get(src) in _INPUT_KINDS and fanout and len(dsts) > fanout
-    }
+    return {src for src, dsts in users.items() if len(dsts) > fanout}
+
+
+def _input_edges(draw: DrawGraph) -> list[DrawEdge]:
+    """The edges leaving inputs (placeholders, fetches): a few of a 50,000-node graph's
+    edges, found once per graph rather than at each view (kept on ``draw``, with the
+    edge list they were read from, so a changed list is read again)."""
+    cached = draw.__dict__.get("_fxviz_input_edges")
+    if cached is not None and cached[0] is draw.edges and cached[1] == len(draw.edges):
+        return cached[2]
+    inputs = {n.id for n in draw.nodes if n.kind in _INPUT_KINDS}
+    found = [e for e in draw.edges if e.src in inputs]
+    draw.__dict__["_fxviz_input_edges"] = (draw.edges, len(draw.edges), found)
+    return found
 
 
 def _edge_attrs(edge: DrawEdge, source: DrawNode | None, label: bool) -> dict[str, str]:
@@ -242,10 +251,12 @@ class _Tree:
 
     def emit(self, dot: graphviz.Digraph, out: _Statements, draw: DrawGraph) -> None:
         self._emit_level(dot, "", out, draw)
+        if not out.stubs:
+            return
         # stubs sit next to their users: in the same cluster is not needed for layout
         by_id = {n.id: n for n in draw.nodes}
         users: dict[str, set[str]] = collections.defaultdict(set)
-        for edge in draw.edges:
+        for edge in _input_edges(draw):
             if edge.src in out.stubs:
                 users[edge.src].add(edge.dst)
         done: set[str] = set()

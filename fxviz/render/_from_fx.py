@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -76,11 +77,11 @@ def draw_fx(
             target = texts[node.op, node.target] = target_text(node)
         title = targets.get(node.name) or _title(node, modules, kind, target)
         lines = [shape] if shape else []
-        fetched = [
+        fetched = tuple(
             (_fetch_name(f, targets), _shape_text(f, records.get(f.name), gm))
             for f in node.all_input_nodes
             if f in folded
-        ]
+        )
         if fetched:
             lines.append(_fetched_line(fetched))
         drawn = DrawNode(
@@ -96,7 +97,7 @@ def draw_fx(
             out_label=shape.split(" ")[0] if shape else "",
             record=record,
             align=_align_keys(node, seen_targets, target),
-            folded=tuple(fetched),
+            folded=fetched,
         )
         # made when read (the DOT of a drawn node, the inspector): most nodes of a big
         # graph sit in collapsed boxes, and the text of each costs more than the node
@@ -135,7 +136,7 @@ def _fetch_name(node: torch.fx.Node, targets: Mapping[str, str]) -> str:
     return targets.get(node.name) or (str(node.target) if node.op == "get_attr" else node.name)
 
 
-def _fetched_line(fetched: list[tuple[str, str]]) -> str:
+def _fetched_line(fetched: tuple[tuple[str, str], ...]) -> str:
     """``+ weight 64×64 · bias 64``: the folded inputs by their last name and shape."""
     return "+ " + " · ".join(
         f"{name.rsplit('.', 1)[-1]} {shape.split(' ')[0]}".strip() for name, shape in fetched
@@ -232,24 +233,37 @@ def _tooltip_of(
     title: str,
     shape: str,
     record: NodeRecord | None,
-    fetched: list[tuple[str, str]],
+    fetched: tuple[tuple[str, str], ...],
     targets: Mapping[str, str],
     target: str,
 ) -> Callable[[], str]:
     """What makes the node's tooltip: its op, target, arguments, module, output and
-    statistics, the parameters folded into it and its source line."""
+    statistics, the parameters folded into it and its source line. A ``partial``, not a
+    closure: two objects a node where a closure's cells made ten, and every one of them
+    is walked by the cycle collector once the drawing of a 50,000-node graph is made."""
+    return functools.partial(
+        _make_tooltip, node, kind, title, shape, record, fetched, targets, target
+    )
 
-    def make() -> str:
-        tooltip = _tooltip(node, title, shape, record, target)
-        if kind in ("parameter", "buffer", "constant") and node.name in targets:
-            tooltip = f"{kind} {targets[node.name]}\n{tooltip}"
-        if fetched:
-            tooltip += "\nparameters and buffers:" + "".join(
-                f"\n  {n}: {shape or '?'}" for n, shape in fetched
-            )
-        return tooltip
 
-    return make
+def _make_tooltip(
+    node: torch.fx.Node,
+    kind: str,
+    title: str,
+    shape: str,
+    record: NodeRecord | None,
+    fetched: tuple[tuple[str, str], ...],
+    targets: Mapping[str, str],
+    target: str,
+) -> str:
+    tooltip = _tooltip(node, title, shape, record, target)
+    if kind in ("parameter", "buffer", "constant") and node.name in targets:
+        tooltip = f"{kind} {targets[node.name]}\n{tooltip}"
+    if fetched:
+        tooltip += "\nparameters and buffers:" + "".join(
+            f"\n  {n}: {shape or '?'}" for n, shape in fetched
+        )
+    return tooltip
 
 
 def _tooltip(

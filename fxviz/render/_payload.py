@@ -55,6 +55,7 @@ __all__ = [
     "debugger_states",
     "graph_payload",
     "node_rows",
+    "node_rows_page",
     "replay_payload",
 ]
 
@@ -65,15 +66,31 @@ BREAKPOINTS_SUFFIX = " · breakpoints: {breakpoints}"  # appended to a status li
 def node_rows(drawing: Drawing, records: list[NodeRecord] | None = None) -> list[dict[str, Any]]:
     """The table's rows: from the records when the graph ran (every node run, parameter
     fetches folded out of the drawing included), else from the drawing."""
-    if records is not None:
-        return table_rows(records)
-    ran = drawing.records() or [n.record for n in drawing.graph.nodes if n.record is not None]
-    if ran:
-        return table_rows(ran)
-    return [
-        {"name": n.name, "op": n.kind, "target": n.title, "shape": n.out_label}
-        for n in drawing.graph.nodes
-    ]
+    return node_rows_page(drawing, records)[0]
+
+
+def node_rows_page(
+    drawing: Drawing, records: list[NodeRecord] | None = None, limit: int | None = None
+) -> tuple[list[dict[str, Any]], int]:
+    """The first ``limit`` rows of :func:`node_rows` (all with ``None``) and how many
+    there are: a widget's table shows 1,000 of a 50,000-node graph's rows.
+
+    >>> import torch, fxviz
+    >>> from fxviz.render._api import Drawing
+    >>> rows, total = node_rows_page(Drawing(fxviz.trace(torch.nn.Linear(4, 2))), limit=1)
+    >>> [row["name"] for row in rows], total
+    (['input_1'], 3)
+    """
+    nodes = drawing.graph.nodes
+    if records is None:
+        records = drawing.records() or [n.record for n in nodes if n.record is not None]
+        if not records:  # the graph did not run: the drawing's nodes
+            rows = [
+                {"name": n.name, "op": n.kind, "target": n.title, "shape": n.out_label}
+                for n in nodes[:limit]
+            ]
+            return rows, len(nodes)
+    return table_rows(records[:limit]), len(records)
 
 
 def graph_payload(
@@ -82,18 +99,21 @@ def graph_payload(
     records: list[NodeRecord] | None = None,
     *,
     include_rows: bool = True,
+    include_index: bool = True,
 ) -> dict[str, Any]:
     """The payload of one view of ``drawing`` (see the module docstring); a view that
-    already shows the table may leave ``rows`` out (``include_rows=False``)."""
+    already shows the table may leave ``rows`` out (``include_rows=False``), and one that
+    sends search's index when it is asked for, ``index`` (``include_index=False``)."""
     payload: dict[str, Any] = {
         "payload_version": PAYLOAD_VERSION,
         "model": drawing.graph.name,
         "dot": view.dot,
         "depth": view.depth,
         "units": view.units,
-        "index": drawing.index(),
         "node_states": {},
     }
+    if include_index:
+        payload["index"] = drawing.index()
     if include_rows:
         payload["rows"] = node_rows(drawing, records)
     return payload

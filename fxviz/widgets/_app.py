@@ -8,8 +8,8 @@ from fxviz._record import Debugger, nonfinite
 from fxviz.errors import FxvizError, first_line
 from fxviz.render._fold import Params
 from fxviz.render._inspect import inspector_data
-from fxviz.render._payload import BREAKPOINTS_SUFFIX, debugger_states, node_rows
-from fxviz.widgets._graph_view import GraphView
+from fxviz.render._payload import BREAKPOINTS_SUFFIX, debugger_states, node_rows_page
+from fxviz.widgets._graph_view import TABLE_ROWS, GraphView
 
 __all__ = ["DebuggerApp"]
 
@@ -89,7 +89,7 @@ class DebuggerApp(GraphView):
         self.node_states = debugger_states(dbg)
         breakpoints = ", ".join(dbg.breakpoints) or "none"
         self.status = dbg.status + BREAKPOINTS_SUFFIX.format(breakpoints=breakpoints)
-        self._show_rows(node_rows(self._drawing, recording.records()))
+        self._show_rows(*node_rows_page(self._drawing, recording.records(), limit=TABLE_ROWS))
         if self.selected:
             self._show(self.selected)
         elif (culprit := _stopped_after(dbg)) is not None:

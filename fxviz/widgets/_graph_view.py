@@ -11,7 +11,7 @@ from fxviz._static import widget_css, widget_esm
 from fxviz.render._api import Drawing, collector_paused
 from fxviz.render._collapse import BIG_GRAPH, cluster_path, unit_path
 from fxviz.render._fold import Params
-from fxviz.render._payload import graph_payload
+from fxviz.render._payload import graph_payload, node_rows_page
 
 __all__ = ["BIG_GRAPH", "TABLE_ROWS", "GraphView"]
 
@@ -37,6 +37,11 @@ class GraphView(anywidget.AnyWidget):
             area show (the table: the first :data:`TABLE_ROWS` rows; ``rows_total``: how
             many there are). render_ms: the browser's last layout + paint time.
         index: ``[[name, target, module], ...]`` for every node: what search looks in.
+            Empty until the browser asks (``{"type": "index"}``, on first use of search):
+            at 50,000 nodes it is megabytes the first paint need not wait for.
+
+    ``units`` too reaches the browser only once it has painted the first view (it asks
+    with ``{"type": "painted"}``); in Python it is always up to date.
 
     Examples:
         >>> import torch, fxviz
@@ -79,6 +84,7 @@ class GraphView(anywidget.AnyWidget):
             )
         self._units_sent: dict[str, str] = {}  # the units the browser was last sent whole
         self._units_quiet = False
+        self._units_held = True  # until the browser has painted: see _on_painted
         super().__init__(**kwargs)
         self._obj = obj
         self._drawing = Drawing(obj, params=params, group=True)  # the drawing model, made once
@@ -103,28 +109,33 @@ class GraphView(anywidget.AnyWidget):
                 collapse=self.collapsed,
                 legend=False,  # the widget draws its legend in HTML, beside the graph
             )
-            payload = graph_payload(self._drawing, view, include_rows=not self.rows)
+            payload = graph_payload(self._drawing, view, include_rows=False, include_index=False)
         except Exception as e:  # never a blank view: say what failed
             self.error = f"could not draw the graph: {type(e).__name__}: {e}"
             return
         with self.hold_sync():  # one message: the browser never sees new units on an old SVG
             self._set_units(payload["units"])
             self.dot = payload["dot"]
-            if not self.index:
-                self.index = payload["index"]  # every node, whatever the view folds
-            if "rows" in payload:
+            if not self.rows:
                 own = getattr(type(self._obj), "_fxviz_rows", None)  # comparisons: both runs
-                self._show_rows(own(self._obj) if own is not None else payload["rows"])
+                if own is not None:
+                    self._show_rows(own(self._obj))
+                else:
+                    self._show_rows(*node_rows_page(self._drawing, limit=TABLE_ROWS))
 
-    def _show_rows(self, rows: list[dict[str, Any]]) -> None:
+    def _show_rows(self, rows: list[dict[str, Any]], total: int | None = None) -> None:
         """Put ``rows`` in the table: the first :data:`TABLE_ROWS` (what the table shows;
-        search finds the others), and how many there are."""
-        self.rows_total = len(rows)
+        search finds the others), and how many there are (``total``: when ``rows`` holds
+        only the first ones)."""
+        self.rows_total = len(rows) if total is None else total
         self.rows = rows[:TABLE_ROWS]
 
     def _set_units(self, units: dict[str, str]) -> None:
         """``units`` in Python; to the browser, only what changed since it was last sent
         whole (the whole map again once the changes are a quarter of it)."""
+        if self._units_held:  # nothing sent yet: the whole map goes after the first paint
+            self.units = units
+            return
         sent = self._units_sent
         delta = {k: v for k, v in units.items() if sent.get(k) != v} if sent else units
         if sent and len(delta) * 4 <= len(units) and len(units) == len(sent):
@@ -139,10 +150,21 @@ class GraphView(anywidget.AnyWidget):
             self.units_delta = {}
             self.units = units
 
+    def _on_painted(self) -> None:
+        """The browser shows its first view: now send it the units, whole."""
+        if not self._units_held:
+            return
+        self._units_held = False
+        self._units_sent = self.units
+        self.units_delta = {}
+        self.send_state(["units", "units_delta"])
+
     def _should_send_property(self, key: str, value: Any) -> bool:
         # ipywidgets asks this before sending a changed trait: a units change that
         # units_delta carries stays in Python (a new page still gets both, whole)
         if key == "units" and self._units_quiet:
+            return False
+        if key in ("units", "units_delta") and self._units_held:
             return False
         return super()._should_send_property(key, value)
 
@@ -156,7 +178,13 @@ class GraphView(anywidget.AnyWidget):
     def handle(self, content: dict[str, Any]) -> None:
         """Act on one message from the browser (also callable from Python, for tests)."""
         kind = content.get("type")
-        if kind == "toggle_module":
+        if kind == "index":  # search's first use: every node, whatever the view folds
+            if not self.index:
+                with collector_paused():
+                    self.index = self._drawing.index()
+        elif kind == "painted":
+            self._on_painted()
+        elif kind == "toggle_module":
             self._toggle(content.get("unit", ""))
         elif kind == "collapse_cluster":
             self._collapse(content.get("cluster", ""))

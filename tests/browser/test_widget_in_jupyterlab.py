@@ -225,4 +225,11 @@ def test_a_20000_node_flat_chain_opens_in_groups_in_jupyterlab(browser, lab):
     _node(page, "neg_1").wait_for()
     assert shown(_node(page, "neg_1"))
     assert page.evaluate(LABELS_OUTSIDE) == []
+    # search's index comes from the kernel on first use; the units came after the first
+    # paint: a node deep inside a closed group is found, and its group lights up
+    page.locator(".fxviz-search").fill("relu_9999")
+    page.wait_for_function(
+        "document.querySelector('.fxviz-match-count')?.textContent === '1 match'"
+    )
+    assert page.locator(".fxviz-graph g.fxviz-match.fx-module").count() == 1
     page.close()

@@ -134,6 +134,8 @@ def test_a_flat_20000_node_chain_opens_in_groups_that_expand():
     drawn = [name for name, unit in view.units.items() if unit == name]
     assert "neg" in drawn
     assert 100 <= len(drawn) <= 400
+    assert view.index == []  # megabytes: sent when search is first used, not at opening
+    view.handle({"type": "index"})  # what the page sends then
     assert ["neg_1", "torch.neg", view._draw.nodes[2].module] in view.index  # search sees all
     assert len(view.index) == 20_002
 
@@ -143,6 +145,7 @@ def test_search_index_and_the_nan_culprit_in_the_inspector():
         return torch.log(x * 2).mean()
 
     app = fxviz.debug(f, torch.tensor([1.0, -1.0]))
+    app.handle({"type": "index"})
     assert [row[0] for row in app.index] == ["x", "mul", "log", "mean", "output"]
     app.handle({"type": "break_nan"})
     app.handle({"type": "continue"})
@@ -203,6 +206,16 @@ def test_opening_one_module_sends_only_the_units_that_moved():
     assert (len(view.rows), view.rows_total) == (1000, 20_002)  # the rows the table shows
     sent: list[dict] = []
     view.comm.send = lambda data=None, buffers=None, **_: sent.append(data["state"])  # type: ignore[method-assign]
+    opening = view.depth
+    view.depth = None  # before the first paint: a new DOT, and still no units
+    assert sent
+    assert all("units" not in s and "units_delta" not in s for s in sent)
+    view.depth = opening
+    sent.clear()
+    view.handle({"type": "painted"})  # the page shows its first view: the units, whole
+    assert sent == [{"units": view.units, "units_delta": {}}]
+    view.handle({"type": "painted"})  # once
+    assert len(sent) == 1
     base = dict(view.units)
     view.handle({"type": "toggle_module", "unit": view.units["neg"]})
     (state,) = [s for s in sent if "dot" in s]  # one message: the new DOT with what moved
