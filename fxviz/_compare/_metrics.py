@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from fxviz._record._summary import _dense
+from fxviz._record._moments import flat_dense, permuted_dense
 
 __all__ = ["Metrics", "measure", "memory_key", "one_thread"]
 
@@ -98,7 +98,7 @@ def _flat(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]
     copy, when they share a dense layout (a transposed view in both runs), else copied in
     logical order."""
     if a.stride() == b.stride():
-        return _dense(a), _dense(b)
+        return flat_dense(a), flat_dense(b)
     return a.reshape(-1), b.reshape(-1)
 
 
@@ -198,19 +198,7 @@ def memory_key(x: torch.Tensor, y: torch.Tensor) -> tuple[Any, ...] | None:
         return None
     spans = []
     for t in (x, y):
-        if not _dense_layout(t):
+        if not permuted_dense(t):
             return None
         spans.append((t.untyped_storage().data_ptr(), t.storage_offset(), t.numel(), t.dtype))
     return (*spans, x.device)
-
-
-def _dense_layout(t: torch.Tensor) -> bool:
-    """Whether ``t``'s elements fill a contiguous stretch of memory (in any order)."""
-    expected = 1
-    for stride, size in sorted(
-        (st, sz) for st, sz in zip(t.stride(), t.shape, strict=True) if sz != 1
-    ):
-        if stride != expected:
-            return False
-        expected *= size
-    return True

@@ -24,7 +24,7 @@ import torch.fx
 from fxviz._record._codegen import Compiled, compiled_for
 from fxviz._record._recorder import Keep, Recorder, _Entry
 from fxviz._record._records import Recording
-from fxviz._record._writes import aliased_inputs, flat_tensors, tensor_inputs, warn_unforeseen
+from fxviz._record._writes import aliased_inputs, flat_tensors, tensor_inputs
 from fxviz._torch_compat import is_alias_of
 from fxviz.errors import RecordingInterrupted
 
@@ -146,19 +146,14 @@ class _Run:
         """Record node ``i`` after ``pre``: which inputs it wrote, warn where unforeseen."""
         compiled, recorder = self.compiled, self.recorder
         node = compiled.nodes[i]
-        kept = self._keep_all or recorder._admit(node.op, value)
-        entry = _Entry(node, value, kept, elapsed)
+        entry = recorder.entry_for(node, value, elapsed, before)
         if before:
-            entry.aliases = aliased_inputs(value, before)
-        recorder.summarize_ran(entry, value, before)
-        for _, t, version in before:
-            if t._version != version:
-                entry.mutates = tuple(
-                    dict.fromkeys(n.name for n, t, v in before if t._version != v)
-                )
-                values = {n.name: v for n, v in zip(compiled.inputs[i], inputs, strict=True)}
-                warn_unforeseen(node, self._foreseen, values, entry.mutates)
-                break
+            recorder.note_writes(
+                entry,
+                before,
+                foreseen=lambda: self._foreseen,
+                values=lambda: dict(zip((n.name for n in compiled.inputs[i]), inputs, strict=True)),
+            )
         recorder._position[node] = len(recorder.entries)
         recorder.entries.append(entry)
 

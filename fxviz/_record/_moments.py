@@ -39,7 +39,7 @@ _BRANCHY_MAX = 1 << 10
 def _statistics(t: torch.Tensor, zeros: bool = True) -> tuple[Any, ...]:
     """``(min, max, mean, std, absmax, nan, posinf, neginf, zeros)`` of a tensor (``zeros``
     ``None`` when not asked for: on the CPU, not counted)."""
-    x = _dense(t.detach())  # detached: no autograd graph is built, no no_grad() needed
+    x = flat_dense(t.detach())  # detached: no autograd graph is built, no no_grad() needed
     if x.dtype == torch.bool:
         x = x.view(torch.uint8)  # the same bytes, 0 and 1: no copy
     if not x.is_cpu:
@@ -206,17 +206,17 @@ def _device_statistics(x: torch.Tensor, zeros: bool) -> tuple[Any, ...]:
     return (mn, mx, mean, std, absmax, *_NO_NONFINITE, n_zeros)
 
 
-def _dense(x: torch.Tensor) -> torch.Tensor:
+def flat_dense(x: torch.Tensor) -> torch.Tensor:
     """``x`` as a flat tensor over the same memory when its layout allows (statistics do
     not depend on order, and reductions over permuted strides are slow); else a copy."""
     if x.is_contiguous():
         return x
-    if _permuted_dense(x):
+    if permuted_dense(x):
         return x.as_strided((x.numel(),), (1,))
     return x.contiguous()  # overlapping or gapped (expand, slicing): copy once
 
 
-def _permuted_dense(x: torch.Tensor) -> bool:
+def permuted_dense(x: torch.Tensor) -> bool:
     """Whether ``x`` covers a block of memory exactly once, in some order of its dims."""
     expected = 1
     for stride, size in sorted(

@@ -141,26 +141,51 @@ class Recorder:
             self._append(entry)
             raise
         elapsed = time.perf_counter() - start
-        kept = self.keep == "all" or self._admit(node.op, value)
-        entry = _Entry(node, value, kept, elapsed)
+        entry = self.entry_for(node, value, elapsed, before)
         if before:
-            entry.aliases = aliased_inputs(value, before)
-        self.summarize_ran(entry, value, before)
-        for _, t, version in before:
-            if t._version != version:
-                entry.mutates = tuple(
-                    dict.fromkeys(n.name for n, t, v in before if t._version != v)
-                )
-                foreseen = written_tensors(node, writes, env)
-                values = {n.name: env.get(n) for n in inputs}
-                warn_unforeseen(node, foreseen, values, entry.mutates)
-                break
+            self.note_writes(
+                entry,
+                before,
+                foreseen=lambda: written_tensors(node, writes, env),
+                values=lambda: {n.name: env.get(n) for n in inputs},
+            )
         if tail is not None:
             entry.produced = self._produced_since(tail)
         if self.grads is not None:
             self.grads.watch(node.name, value)
         self._append(entry)
         return value
+
+    def entry_for(
+        self, node: torch.fx.Node, value: Any, elapsed: float, before: list[Any]
+    ) -> _Entry:
+        """The entry of a node that ran: kept within the budget, its aliases, and the
+        statistics that cannot wait (``before``: its tensor inputs and their versions)."""
+        kept = self.keep == "all" or self._admit(node.op, value)
+        entry = _Entry(node, value, kept, elapsed)
+        if before:
+            entry.aliases = aliased_inputs(value, before)
+        self.summarize_ran(entry, value, before)
+        return entry
+
+    def note_writes(
+        self,
+        entry: _Entry,
+        before: list[Any],
+        *,
+        foreseen: Callable[[], Sequence[torch.Tensor]],
+        values: Callable[[], dict[str, Any]],
+    ) -> None:
+        """Note the inputs a node wrote in place (their version counters moved since
+        ``before``) and warn where ``foreseen()`` (what was expected) does not cover them;
+        ``values()``: the inputs by name."""
+        for _, t, version in before:
+            if t._version != version:
+                entry.mutates = tuple(
+                    dict.fromkeys(n.name for n, t, v in before if t._version != v)
+                )
+                warn_unforeseen(entry.node, foreseen(), values(), entry.mutates)
+                return
 
     def summarize_ran(self, entry: _Entry, value: Any, before: list[Any]) -> None:
         """Take the statistics that cannot wait: of a value about to be dropped, of one

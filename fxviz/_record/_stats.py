@@ -25,6 +25,7 @@ from typing import Any, Literal
 import torch
 from torch.utils.weak import WeakIdKeyDictionary
 
+from fxviz._record._moments import permuted_dense
 from fxviz._record._summary import TensorSummary, iter_tensors, summarize
 from fxviz._torch_compat import shares_storage
 from fxviz.errors import FxvizWarning
@@ -161,15 +162,9 @@ def _same_elements(t: torch.Tensor, base: torch.Tensor, version: int) -> bool:
         and not t.is_inference()
         and t._version == version
         and shares_storage(t, base)
-        and _dense(t)
-        and _dense(base)
+        and permuted_dense(t)
+        and permuted_dense(base)
     )
-
-
-def _dense(t: torch.Tensor) -> bool:
-    """Whether ``t``'s elements fill one span of memory, each once (any order)."""
-    if t.is_contiguous():
-        return True
     expected = 1
     pairs = sorted((st, sz) for st, sz in zip(t.stride(), t.shape, strict=True) if sz != 1)
     for stride, size in pairs:

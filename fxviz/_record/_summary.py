@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from fxviz._record._moments import _dense, _statistics  # noqa: F401 (_dense: _compare imports it from here)
+from fxviz._record._moments import _statistics
 
 __all__ = ["TensorSummary", "iter_tensors", "summarize"]
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -104,7 +104,11 @@ def draw_fx(
         nodes.append(
             defer(
                 drawn,
-                tooltip=_tooltip_of(node, kind, title, shape, record, fetched, targets, target),
+                # a partial, not a closure: two objects a node where a closure's cells make
+                # ten, each walked by the cycle collector once a 50k-node drawing exists
+                tooltip=functools.partial(
+                    _make_tooltip, node, kind, title, shape, record, fetched, targets, target
+                ),
             )
         )
         for source in node.all_input_nodes:
@@ -227,25 +231,6 @@ def _short(dtype: str) -> str:
     return _ABBREVIATIONS.get(dtype, dtype)
 
 
-def _tooltip_of(
-    node: torch.fx.Node,
-    kind: str,
-    title: str,
-    shape: str,
-    record: NodeRecord | None,
-    fetched: tuple[tuple[str, str], ...],
-    targets: Mapping[str, str],
-    target: str,
-) -> Callable[[], str]:
-    """What makes the node's tooltip: its op, target, arguments, module, output and
-    statistics, the parameters folded into it and its source line. A ``partial``, not a
-    closure: two objects a node where a closure's cells made ten, and every one of them
-    is walked by the cycle collector once the drawing of a 50,000-node graph is made."""
-    return functools.partial(
-        _make_tooltip, node, kind, title, shape, record, fetched, targets, target
-    )
-
-
 def _make_tooltip(
     node: torch.fx.Node,
     kind: str,
@@ -256,6 +241,8 @@ def _make_tooltip(
     targets: Mapping[str, str],
     target: str,
 ) -> str:
+    """A node's tooltip: its op, target, arguments, module, output and statistics, the
+    parameters folded into it and its source line."""
     tooltip = _tooltip(node, title, shape, record, target)
     if kind in ("parameter", "buffer", "constant") and node.name in targets:
         tooltip = f"{kind} {targets[node.name]}\n{tooltip}"
