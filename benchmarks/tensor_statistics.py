@@ -31,12 +31,12 @@ import torch.fx
 import fxviz
 from fxviz._record._moments import (
     _centered_mean_std,
-    _dense,
     _mean_std,
     _nonfinite_statistics,
     _read,
     _scaled_mean_std,
     _statistics,
+    flat_dense,
 )
 from fxviz._record._summary import _measure
 
@@ -47,7 +47,7 @@ import models
 def old_statistics(t: torch.Tensor) -> tuple[Any, ...]:
     """fxviz 0.x's statistics before chunking: four whole-tensor reductions (``aminmax``,
     ``sum``, ``vector_norm``, ``count_nonzero``) sharing the fallbacks of today's."""
-    x = _dense(t.detach())
+    x = flat_dense(t.detach())
     if x.dtype == torch.bool:
         x = x.to(torch.uint8)
     numel = x.numel()
