@@ -24,6 +24,7 @@ MAX_CLUSTER_CHILDREN = 500  # larger groups are split so no single layout is hug
 _INPUT_KINDS = ("placeholder", "get_attr", "parameter", "buffer", "constant")
 _FONT = "Helvetica,Arial,sans-serif"
 _WIDE_MARGIN = "0.24,0.08"  # inches, for nodes drawn with a badge or a thick outline
+_BOX3D_MARGIN = "0.17,0.05"  # a module call's box: its 3-D edge overlaps the label's margin
 
 
 def render(
@@ -184,6 +185,8 @@ class _Statements:
             attrs["penwidth"] = str(style.penwidth)
         if badges or style.penwidth:  # a thick outline (and a method's corner diagonals)
             attrs["margin"] = _WIDE_MARGIN  # would touch the text: a wider margin keeps it clear
+        elif shape == "box3d":
+            attrs["margin"] = _BOX3D_MARGIN  # its drawn depth takes room on the right
         graph.node(n.id, **attrs)
 
     def box(self, graph: graphviz.Digraph, box: Box) -> None:
