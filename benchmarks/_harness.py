@@ -62,6 +62,14 @@ def add_threads_option(parser: argparse.ArgumentParser, default: int) -> None:
     )  # fmt: skip
 
 
+def repeats_of(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """Timed runs asked for: ``--repeats``, or 3 with ``--quick`` (a smoke test)."""
+    repeats = 3 if args.quick else args.repeats
+    if repeats < 1:
+        parser.error("--repeats must be at least 1")
+    return repeats
+
+
 def set_threads(n: int) -> None:
     """Apply ``--threads`` (0 leaves torch's default)."""
     if n:

@@ -38,7 +38,7 @@ import fxviz
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # models.py sits next to this file
 import models
-from _harness import add_threads_option, set_threads, target, time_interleaved
+from _harness import add_threads_option, repeats_of, set_threads, target, time_interleaved
 
 # (variant, what it is compared with, largest ratio)
 TARGETS = (
@@ -123,9 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     add_threads_option(parser, default=0)
     args = parser.parse_args(argv)
     set_threads(args.threads)
-    repeats = 3 if args.quick else args.repeats
-    if repeats < 1:
-        parser.error("--repeats must be at least 1")
+    repeats = repeats_of(args, parser)
 
     torch.manual_seed(0)
     print(

@@ -53,7 +53,7 @@ from fxviz._capture import tensors_in
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # models.py sits next to this file
 import models
-from _harness import add_threads_option, set_threads, target, time_interleaved
+from _harness import add_threads_option, repeats_of, set_threads, target, time_interleaved
 
 # Targets: (variant, baseline, largest ratio), per workload; stepping: extra µs a node.
 RATIO_TARGETS = {
@@ -231,9 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.debug_child:
         debug_child(args.quick, args.dynamo_first)
         return 0
-    repeats = 3 if args.quick else args.repeats
-    if repeats < 1:
-        parser.error("--repeats must be at least 1")
+    repeats = repeats_of(args, parser)
 
     torch.manual_seed(0)
     print(

@@ -16,7 +16,6 @@ Run from the repository root:
 from __future__ import annotations
 
 import argparse
-import gc
 import math
 import statistics
 import sys
@@ -42,6 +41,7 @@ from fxviz._record._summary import _measure
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # models.py sits next to this file
 import models
+from _harness import add_threads_option, repeats_of, set_threads, target, time_interleaved
 
 
 def old_statistics(t: torch.Tensor) -> tuple[Any, ...]:
@@ -153,27 +153,6 @@ def measure(pool: list[torch.Tensor], repeats: int) -> tuple[list[float], list[f
     return times
 
 
-def time_interleaved(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, list[float]]:
-    """Seconds per call of each function, ``repeats`` rounds, interleaved, after a warm-up
-    (as record_overhead.py times; kept here so that this script stands alone)."""
-    for fn in fns.values():
-        fn()
-    times: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            gc.collect()  # each run starts with the same heap, outside the timing
-            start = time.perf_counter()
-            result = fn()
-            times[name].append(time.perf_counter() - start)
-            del result
-    return times
-
-
-def _target(label: str, target: str, measured: str, ok: bool) -> bool:
-    print(f"    {label:<19}{target:<17} measured {measured:>8}  {'met' if ok else 'NOT MET'}")
-    return ok
-
-
 def in_record(build: Callable[..., Any], quick: bool, repeats: int) -> dict[str, float]:
     """Medians (s) of one forward under torch.fx.Interpreter and under ``fxviz.record``
     without statistics and with ``keep="stats"`` (eager statistics, values dropped), the
@@ -216,14 +195,14 @@ def in_record(build: Callable[..., Any], quick: bool, repeats: int) -> dict[str,
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7, help="interleaved rounds per case")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     parser.add_argument(
         "--quick", action="store_true", help="three cases, tiny models, 3 rounds (smoke)"
     )
+    add_threads_option(parser, default=1)
     args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     torch.manual_seed(0)
-    repeats = 3 if args.quick else args.repeats
+    repeats = repeats_of(args, parser)
     print(
         f"fxviz {fxviz.__version__}, torch {torch.__version__}, {torch.get_num_threads()} "
         f"threads; µs per tensor, median of {repeats} interleaved rounds"
@@ -249,13 +228,13 @@ def main(argv: list[str] | None = None) -> int:
     print("\n  targets:")
     met = True
     for name, ratio in ratios.items():
-        met &= _target(f"{name} intermediates", "new <= old", f"{ratio:.2f}x", ratio <= 1.0)
+        met &= target(f"{name} intermediates", "new <= old", f"{ratio:.2f}x", ratio <= 1.0)
     for name, med in records.items():
         # what the statistics add to a forward, against the forward itself
         cost = (med['record, keep="stats", new statistics'] - med["record, stats off"]) / med[
             "Interpreter"
         ]
-        met &= _target(f"{name} statistics", "<= 0.50x Interp", f"{cost:.2f}x", cost <= 0.5)
+        met &= target(f"{name} statistics", "<= 0.50x Interp", f"{cost:.2f}x", cost <= 0.5)
     print("all targets met" if met else "some targets NOT met")
     return 0
 
