@@ -24,7 +24,7 @@ import torch.fx
 from fxviz._record._codegen import Compiled, compiled_for
 from fxviz._record._recorder import Keep, Recorder, _Entry
 from fxviz._record._records import Recording
-from fxviz._record._writes import aliased_inputs, flat_tensors, tensor_inputs
+from fxviz._record._writes import flat_tensors, tensor_inputs
 from fxviz._torch_compat import is_alias_of
 from fxviz.errors import RecordingInterrupted
 
@@ -105,9 +105,7 @@ class _Run:
                 plain = False
         if not plain or not (self._off or (kept and self._lazy)):
             before = tensor_inputs(compiled.inputs[i], inputs) if inputs else []
-            if before:
-                entry.aliases = aliased_inputs(value, before)
-            recorder.summarize_ran(entry, value, before)
+            recorder.describe(entry, value, before)
         recorder._position[node] = len(recorder.entries)
         recorder.entries.append(entry)
 

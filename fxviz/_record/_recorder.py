@@ -163,10 +163,15 @@ class Recorder:
         statistics that cannot wait (``before``: its tensor inputs and their versions)."""
         kept = self.keep == "all" or self._admit(node.op, value)
         entry = _Entry(node, value, kept, elapsed)
+        self.describe(entry, value, before)
+        return entry
+
+    def describe(self, entry: _Entry, value: Any, before: list[Any]) -> None:
+        """Note which inputs ``value`` shares memory with, and take the statistics that
+        cannot wait."""
         if before:
             entry.aliases = aliased_inputs(value, before)
         self.summarize_ran(entry, value, before)
-        return entry
 
     def note_writes(
         self,
