@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.fxviz-installed
 BUNDLE := fxviz/static/widget.js
 
-.PHONY: demo test test-slow screenshots lint lint-python lint-types lint-js docs format bench js clean
+.PHONY: demo test test-slow screenshots lint lint-python lint-imports lint-types lint-js docs format bench js clean
 
 $(BUNDLE): package.json package-lock.json $(wildcard js/*)
 	@command -v npm >/dev/null || { echo "npm is needed to build the fxviz front end (apt-get install nodejs npm)"; exit 1; }
@@ -40,8 +40,8 @@ screenshots: $(STAMP) $(BUNDLE)
 	$(BIN)/python -m pytest -m browser tests/browser
 	cp build/screenshots/*.png assets/
 
-# Lint builds no bundle and downloads no torch: ruff and pyright come from .venv when
-# `make test` made it, else from a small .venv-lint holding only those two. pyright checks
+# Lint builds no bundle and downloads no torch: ruff, pyright and import-linter come from
+# .venv when `make test` made it, else from a small .venv-lint holding only those three. pyright checks
 # against torch's own inline types, so it needs torch importable: without it (a fresh
 # machine before `make test`) the type check says so and is skipped, except under CI,
 # where it fails (.ci/run lints after testing, so CI always checks types).
@@ -51,18 +51,22 @@ NODE_STAMP := node_modules/.package-lock.json
 
 $(LINT_VENV)/.installed:
 	$(PYTHON) -m venv $(LINT_VENV)
-	$(LINT_VENV)/bin/python -m pip install --quiet "ruff>=0.6" "pyright>=1.1.400"
+	$(LINT_VENV)/bin/python -m pip install --quiet "ruff>=0.6" "pyright>=1.1.400" "import-linter>=2.1"
 	touch $@
 
 $(NODE_STAMP): package.json package-lock.json
 	@command -v npm >/dev/null || { echo "npm is needed for the JS lint (apt-get install nodejs npm)"; exit 1; }
 	npm ci --no-audit --no-fund --loglevel=error
 
-lint: lint-python lint-types lint-js
+lint: lint-python lint-imports lint-types lint-js
 
 lint-python: $(if $(wildcard $(BIN)/pyright),,$(LINT_VENV)/.installed)
 	$(LINT_BIN)/ruff check fxviz tests benchmarks
 	$(LINT_BIN)/ruff format --check fxviz tests benchmarks
+
+# The one-way layers of pyproject.toml's [tool.importlinter] (function-level imports too).
+lint-imports: $(if $(wildcard $(BIN)/pyright),,$(LINT_VENV)/.installed)
+	$(LINT_BIN)/lint-imports --no-cache
 
 lint-types: $(if $(wildcard $(BIN)/pyright),,$(LINT_VENV)/.installed)
 	@if $(LINT_BIN)/python -c "import torch" 2>/dev/null; then \

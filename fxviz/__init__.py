@@ -17,8 +17,11 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from fxviz import _wiring  # noqa: F401 (wires what lower layers call by name: _providers)
+from fxviz._version import __version__
 from fxviz.errors import (
     DebuggerError,
+    DrawingWarning,
     FxvizDeprecationWarning,
     FxvizError,
     FxvizWarning,
@@ -38,15 +41,13 @@ from fxviz.errors import (
     warn_deprecated as _warn_deprecated,
 )
 
-__version__ = "0.1.0"
-
 # Public name -> the private module that defines it (loaded on first attribute access).
 _LAZY: dict[str, str] = {
     "trace": "fxviz.capture",
     "Capture": "fxviz.capture",
     "GraphBreak": "fxviz.capture",
-    "JointGraph": "fxviz._joint",
-    "JointRecording": "fxviz._joint",
+    "JointGraph": "fxviz.capture",
+    "JointRecording": "fxviz._record",
     "Debugger": "fxviz._record",
     "NodeRecord": "fxviz._record",
     "Recording": "fxviz._record",
@@ -104,9 +105,9 @@ _DEPRECATED: dict[str, tuple[str, str, str]] = {
 if TYPE_CHECKING:  # static checkers and IDEs see the real objects
     from fxviz import overlays
     from fxviz._compare import Comparison, compare, compare_dtype, compare_pass
-    from fxviz._joint import JointGraph, JointRecording
     from fxviz._record import (
         Debugger,
+        JointRecording,
         NodeRecord,
         Recording,
         RecordingInterpreter,
@@ -126,7 +127,7 @@ if TYPE_CHECKING:  # static checkers and IDEs see the real objects
         shapes_diff,
         spec,
     )
-    from fxviz.capture import Capture, GraphBreak, trace
+    from fxviz.capture import Capture, GraphBreak, JointGraph, trace
     from fxviz.overlays import (
         Style,
         bytes_heat,
@@ -202,6 +203,7 @@ __all__ = [
     "Debugger",
     "DebuggerApp",
     "DebuggerError",
+    "DrawingWarning",
     "FxvizDeprecationWarning",
     "FxvizError",
     "FxvizWarning",

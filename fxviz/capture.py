@@ -24,16 +24,18 @@ import torch.fx
 from fxviz._capture import (
     Capture,
     GraphBreak,
+    JointGraph,
     bind_inputs,
     capture_dynamo,
     capture_real,
     is_user_file,
+    trace_joint,
     traced_forward,
 )
 from fxviz._torch_compat import positional_graph, thread_scoped_fx_patches
 from fxviz.errors import TraceError
 
-__all__ = ["Capture", "GraphBreak", "trace"]
+__all__ = ["Capture", "GraphBreak", "JointGraph", "trace"]
 
 Method = Literal["auto", "symbolic", "export", "dynamo", "real", "joint"]
 _AUTO_ORDER = ("symbolic", "export", "dynamo", "real")
@@ -88,9 +90,12 @@ def trace(
             f"unknown method: {method!r} (must be one of {['auto', *_CAPTURES, 'joint']})"
         )
     if method == "joint":
-        from fxviz._joint import trace_joint
-
-        return trace_joint(obj, *example_inputs)  # type: ignore[return-value]
+        if not example_inputs:
+            raise TraceError(
+                "method='joint' needs example inputs: fxviz.trace(model, x, method='joint')"
+            )
+        model = trace(obj, *example_inputs)
+        return trace_joint(obj, model, *example_inputs)  # type: ignore[return-value]
     if isinstance(obj, torch.fx.GraphModule):
         return obj
     if isinstance(obj, torch.export.ExportedProgram):

@@ -125,10 +125,11 @@ def _add_compare(commands: argparse._SubParsersAction) -> None:
 
 def _run_compare(args: argparse.Namespace) -> int:
     from fxviz._compare._commands import run_compare
+    from fxviz._report import report
 
     return run_compare(
         args.a, args.b, args.output,
-        metric=args.metric, sqnr_db=args.sqnr_db, rtol=args.rtol, atol=args.atol,
+        metric=args.metric, sqnr_db=args.sqnr_db, rtol=args.rtol, atol=args.atol, report=report,
     )  # fmt: skip
 
 
@@ -174,8 +175,9 @@ def _run(args: argparse.Namespace) -> int:
         return _run_compare(args)
     if args.command == "report" and args.target.endswith(".fxrec"):
         from fxviz._compare._commands import run_saved_report
+        from fxviz._report import report
 
-        return run_saved_report(args.target, args.output)
+        return run_saved_report(args.target, args.output, report=report)
     from fxviz._commands import run_report
 
     return run_report(args.target, args.input, args.mode, args.output)

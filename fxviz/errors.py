@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 __all__ = [
     "DebuggerError",
+    "DrawingWarning",
     "FxvizDeprecationWarning",
     "FxvizError",
     "FxvizWarning",
@@ -302,6 +303,17 @@ class FxvizDeprecationWarning(FxvizWarning, DeprecationWarning):
 
     >>> import warnings, fxviz
     >>> issubclass(fxviz.FxvizDeprecationWarning, DeprecationWarning)
+    True
+    """
+
+
+class DrawingWarning(FxvizWarning):
+    """An object drawn in a lesser way than asked: a type fxviz does not know, drawn
+    through its ``graph_module``, or one part of its view (an overlay, the table, the
+    inspector) that failed and was left out. The message says what to pass instead.
+
+    >>> import fxviz
+    >>> issubclass(fxviz.errors.DrawingWarning, fxviz.FxvizWarning)
     True
     """
 

@@ -92,9 +92,9 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(params=["compiled", "interpreted"])
 def recording_engine(request: pytest.FixtureRequest) -> Any:
     """Runs a test once on each engine of ``fxviz.record``: the generated code and the
-    recording interpreter (``fxviz._record._engine.ENGINE``, which the environment
-    variable ``FXVIZ_ENGINE`` sets outside the tests). Tests under ``tests/record`` use it
-    automatically; others ask for it with ``pytest.mark.usefixtures("recording_engine")``."""
+    recording interpreter (``fxviz._record._engine.ENGINE``, the engine ``record`` uses
+    when no ``engine=`` is passed). Tests under ``tests/record`` use it automatically;
+    others ask for it with ``pytest.mark.usefixtures("recording_engine")``."""
     from fxviz._record import _engine
 
     saved = _engine.ENGINE

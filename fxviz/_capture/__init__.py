@@ -1,8 +1,10 @@
 """Captures of one real run: Dynamo's graphs with their breaks, or one real trace."""
 
+from fxviz._capture._bind import bind_inputs
 from fxviz._capture._dynamo import capture_dynamo, is_user_file, traced_forward
 from fxviz._capture._frames import frame_capture
-from fxviz._capture._inputs import bind_inputs, describe_value, flatten_inputs
+from fxviz._capture._inputs import describe_value, flatten_inputs
+from fxviz._capture._joint import JointGraph, trace_joint
 from fxviz._capture._real import capture_real, tensors_in
 from fxviz._capture._stitch import Capture, GraphBreak, GraphCall
 
@@ -10,6 +12,7 @@ __all__ = [
     "Capture",
     "GraphBreak",
     "GraphCall",
+    "JointGraph",
     "bind_inputs",
     "capture_dynamo",
     "capture_real",
@@ -18,5 +21,6 @@ __all__ = [
     "frame_capture",
     "is_user_file",
     "tensors_in",
+    "trace_joint",
     "traced_forward",
 ]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from typing import Any
 
 from fxviz.errors import FxvizError
 
@@ -10,14 +12,22 @@ __all__ = ["run_compare", "run_saved_report"]
 
 
 def run_compare(
-    a: str, b: str, output: str, *, metric: str, sqnr_db: float, rtol: float, atol: float
+    a: str,
+    b: str,
+    output: str,
+    *,
+    metric: str,
+    sqnr_db: float,
+    rtol: float,
+    atol: float,
+    report: Callable[..., Any],
 ) -> int:
-    """Load two saved recordings, compare them, print the verdict and write a report.
+    """Load two saved recordings, compare them, print the verdict and write a report
+    (with ``report``: ``fxviz.report``, passed by the CLI, a higher layer).
 
     Exit code 0 when the runs agree, 1 when they diverge, 2 when a file cannot be read.
     """
     from fxviz._compare import compare
-    from fxviz._report import report
     from fxviz._saved import load
 
     try:
@@ -30,9 +40,8 @@ def run_compare(
     return 1 if cmp.first_divergence is not None else 0
 
 
-def run_saved_report(path: str, output: str) -> int:
-    """Write the replay report of a saved recording (no model needed)."""
-    from fxviz._report import report
+def run_saved_report(path: str, output: str, *, report: Callable[..., Any]) -> int:
+    """Write the replay report of a saved recording (no model needed) with ``report``."""
     from fxviz._saved import load
 
     try:

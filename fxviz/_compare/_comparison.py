@@ -174,30 +174,6 @@ class Comparison:
 
         return to_dot(self, **options)
 
-    # hooks read by fxviz.to_dot / fxviz.show / fxviz.report
-    def _fxviz_drawing(self) -> DrawGraph:
-        return self.drawing()
-
-    def _fxviz_overlays(self) -> list[Any]:
-        from fxviz.overlays import highlight_errors
-
-        return [highlight_errors, self.overlay()]
-
-    def _fxviz_inspector(self, name: str, max_preview: int = 64) -> dict[str, Any]:
-        from fxviz._compare._view import inspector
-
-        return inspector(self, name, max_preview)
-
-    def _fxviz_rows(self) -> list[dict[str, Any]]:
-        from fxviz._compare._view import table_rows
-
-        return table_rows(self)
-
-    def _fxviz_report(self, max_preview: int = 64) -> tuple[dict[str, Any], str]:
-        from fxviz._compare._view import report_data
-
-        return report_data(self, max_preview)
-
     def __repr__(self) -> str:
         return f"<fxviz.Comparison: {self.summary()}>"
 

@@ -6,15 +6,24 @@ import html
 import math
 from typing import TYPE_CHECKING, Any, cast
 
-from fxviz.render._overlays import Style
+from fxviz.render._overlays import Style, highlight_errors
+from fxviz.render._source import Source
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from fxviz._compare._comparison import Comparison, NodeComparison
-    from fxviz.render._model import DrawNode
+    from fxviz.render._fold import Params
+    from fxviz.render._model import DrawGraph, DrawNode
 
-__all__ = ["heat_overlay", "inspector", "report_data", "report_table", "table_rows"]
+__all__ = [
+    "ComparisonSource",
+    "heat_overlay",
+    "inspector",
+    "report_data",
+    "report_table",
+    "table_rows",
+]
 
 # agreement, from far above the threshold to far below it
 _SHADES = ("#ebfbee", "#d3f9d8", "#fff3bf", "#ffe066", "#ffc078", "#ff922b", "#fa5252")
@@ -177,7 +186,7 @@ def report_data(comparison: Comparison, max_preview: int = 64) -> tuple[dict[str
     from fxviz.render._api import Drawing
     from fxviz.render._payload import box_expansions, graph_payload
 
-    drawing = Drawing(comparison, group=True)  # the shaded drawing (_fxviz_drawing hooks)
+    drawing = Drawing(comparison, group=True)  # the shaded drawing (ComparisonSource)
     view = drawing.view(depth=drawing.opening_depth, legend=False)  # the page's HTML legend
     data = graph_payload(drawing, view, include_rows=False)
     data.update(
@@ -205,3 +214,26 @@ def _number(value: float | None, digits: int | None) -> float | str | None:
     if not math.isfinite(value):
         return str(value)
     return round(value, digits) if digits is not None else float(f"{value:.4g}")
+
+
+class ComparisonSource(Source):
+    """How fxviz draws a :class:`~fxviz.Comparison` (registered by ``fxviz._compare``):
+    both runs merged and shaded by agreement, both runs' rows, inspectors and page."""
+
+    def drawing(self, params: Params) -> DrawGraph:
+        return self.obj.drawing()
+
+    def overlays(self) -> list[Any]:
+        return [highlight_errors, self.obj.overlay()]
+
+    def graph_module(self) -> Any:
+        return None
+
+    def rows(self) -> list[dict[str, Any]] | None:
+        return table_rows(self.obj)
+
+    def inspector(self, name: str, max_preview: int = 64) -> dict[str, Any] | None:
+        return inspector(self.obj, name, max_preview)
+
+    def report(self, max_preview: int = 64) -> tuple[dict[str, Any], str] | None:
+        return report_data(self.obj, max_preview)

@@ -2,12 +2,15 @@
 
 from fxviz._record._debugger import Debugger
 from fxviz._record._interpreter import RecordingInterpreter, RecordingMixin, record, recording_class
+from fxviz._record._joint import JointRecording, JointRun
 from fxviz._record._predicates import dtype_changed, nonfinite
 from fxviz._record._records import NodeRecord, Recording
 from fxviz._record._summary import TensorSummary
 
 __all__ = [
     "Debugger",
+    "JointRecording",
+    "JointRun",
     "NodeRecord",
     "Recording",
     "RecordingInterpreter",

@@ -8,29 +8,46 @@ budget, snapshots before in-place writes, pending statistics. The generated code
 back here once a node (``ran``), or twice for a node that may write in place (``pre`` and
 ``post``: snapshots and version checks as ``Recorder.run_node`` does them).
 
-``ENGINE`` (from the environment variable ``FXVIZ_ENGINE``, ``"compiled"`` by default)
-selects the engine of ``fxviz.record``; the tests run every recording test on both.
+``fxviz.record(..., engine=)`` picks the engine explicitly; left out, it is ``ENGINE``
+(``"compiled"``), which the tests' ``recording_engine`` fixture switches to run every
+recording test on both. No environment variable is read.
 """
 
 from __future__ import annotations
 
-import os
 import time
-from typing import Any
+from typing import Any, Literal
 
 import torch
 import torch.fx
 
 from fxviz._record._codegen import Compiled, compiled_for
+from fxviz._record._explain import wrap_node_failure
 from fxviz._record._recorder import Keep, Recorder, _Entry
 from fxviz._record._records import Recording
 from fxviz._record._writes import flat_tensors, tensor_inputs
 from fxviz._torch_compat import is_alias_of
-from fxviz.errors import RecordingInterrupted
+from fxviz.errors import InputError, RecordingInterrupted
 
-__all__ = ["ENGINE", "record_compiled"]
+__all__ = ["ENGINE", "ENGINES", "Engine", "check_engine", "record_compiled"]
 
-ENGINE = os.environ.get("FXVIZ_ENGINE", "compiled")
+Engine = Literal["compiled", "interpreted"]
+ENGINES: tuple[Engine, ...] = ("compiled", "interpreted")
+ENGINE: Engine = "compiled"  # fxviz.record's engine when none is passed
+
+
+def check_engine(engine: str | None) -> Engine:
+    """``engine``, or the default :data:`ENGINE` for ``None``.
+
+    >>> check_engine(None), check_engine("interpreted")
+    ('compiled', 'interpreted')
+    """
+    if engine is None:
+        return ENGINE
+    if engine not in ENGINES:
+        raise InputError(f"unknown engine: {engine!r} (must be one of {list(ENGINES)})")
+    return engine  # type: ignore[return-value]
+
 
 _TENSOR = torch.Tensor
 _PARAMETER = torch.nn.Parameter
@@ -183,8 +200,6 @@ class _Run:
             node_failed = self._failed(error)
             if not node_failed:
                 raise  # fxviz's own recording code failed: never disguise it
-            from fxviz._record._interpreter import wrap_node_failure
-
             wrapped = wrap_node_failure(self.recorder, error, self.module)
             if wrapped is None:
                 raise
@@ -227,10 +242,11 @@ def record_compiled(
     keep: Keep,
     stats: Any,
     progress: bool | None,
+    engine: Engine = "compiled",
 ) -> Recording | None:
-    """Record ``gm(*inputs)`` with generated code; ``None`` when this graph needs the
-    interpreted engine (the caller then uses it)."""
-    if ENGINE != "compiled":
+    """Record ``gm(*inputs)`` with generated code; ``None`` when ``engine`` is
+    ``"interpreted"`` or this graph needs it (the caller then uses it)."""
+    if engine != "compiled":
         return None
     compiled = compiled_for(
         gm.graph, keep_values=keep == "all", submodules=lambda: dict(gm.named_modules())

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from fxviz._record._records import NodeRecord
 from fxviz._record._summary import dtype_name
-from fxviz.errors import first_line
+from fxviz.errors import NodeError, first_line, node_error_type
 
-__all__ = ["describe_failure", "describe_input"]
+if TYPE_CHECKING:
+    from fxviz._record._recorder import Recorder
+
+__all__ = ["describe_failure", "describe_input", "wrap_node_failure"]
 
 
 def describe_input(name: str, shape: Any, dtype: torch.dtype | None) -> str:
@@ -53,3 +57,33 @@ def _module_repr(root: torch.nn.Module, path: str) -> str:
         return "?"
     text = repr(sub).splitlines()[0]
     return text if len(text) <= 120 else text[:117] + "..."
+
+
+def wrap_node_failure(
+    recorder: Recorder, error: BaseException, module: torch.nn.Module
+) -> NodeError | None:
+    """The :class:`NodeError` for ``error`` if the node being recorded raised it (torch
+    may have turned a ``KeyError`` into a ``RuntimeError`` on the way), else ``None``.
+
+    Its class is also the original exception's (``NodeError[TypeError]``)."""
+    failed = recorder.records[-1] if recorder.entries else None
+    if failed is None or failed.error is None:
+        return None
+    original = failed.error
+    if error is not original and error.__cause__ is not original:
+        return None
+    cls = node_error_type(NodeError, type(original))
+    if not issubclass(cls, type(original)):  # no class can be both: raise the original
+        with contextlib.suppress(AttributeError):  # with the recording on it, if it can
+            original.recording = recorder.recording()  # type: ignore[attr-defined]
+            add_note = getattr(original, "add_note", None)  # Python 3.11+
+            if add_note is not None:
+                add_note(describe_failure(failed, module).splitlines()[0])
+        return None
+    wrapped = cls.__new__(cls, "")
+    # attributes the original carries (an OSError's errno, a custom error's fields)
+    vars(wrapped).update(getattr(original, "__dict__", {}))
+    NodeError.__init__(wrapped, describe_failure(failed, module), node=failed.name)
+    recorder.error = wrapped
+    wrapped.recording = recorder.recording()
+    return wrapped

@@ -12,15 +12,15 @@ import torch
 import torch.fx
 
 from fxviz._capture import bind_inputs
-from fxviz._record._engine import record_compiled
-from fxviz._record._explain import describe_failure
+from fxviz._record._engine import Engine, check_engine, record_compiled
+from fxviz._record._explain import wrap_node_failure
 from fxviz._record._grads import Backward, GradientWatcher
 from fxviz._record._recorder import Keep, Recorder, check_keep
 from fxviz._record._records import Recording
 from fxviz._record._stats import StatsOption, check_stats
 from fxviz._torch_compat import has_plain_codegen, input_spec_mismatch
 from fxviz.capture import trace
-from fxviz.errors import InputError, NodeError, RecordingInterrupted, node_error_type
+from fxviz.errors import InputError, RecordingInterrupted
 
 __all__ = [
     "RecordingInterpreter",
@@ -146,36 +146,6 @@ class RecordingMixin:
         return value
 
 
-def wrap_node_failure(
-    recorder: Recorder, error: BaseException, module: torch.nn.Module
-) -> NodeError | None:
-    """The :class:`NodeError` for ``error`` if the node being recorded raised it (torch
-    may have turned a ``KeyError`` into a ``RuntimeError`` on the way), else ``None``.
-
-    Its class is also the original exception's (``NodeError[TypeError]``)."""
-    failed = recorder.records[-1] if recorder.entries else None
-    if failed is None or failed.error is None:
-        return None
-    original = failed.error
-    if error is not original and error.__cause__ is not original:
-        return None
-    cls = node_error_type(NodeError, type(original))
-    if not issubclass(cls, type(original)):  # no class can be both: raise the original
-        with contextlib.suppress(AttributeError):  # with the recording on it, if it can
-            original.recording = recorder.recording()  # type: ignore[attr-defined]
-            add_note = getattr(original, "add_note", None)  # Python 3.11+
-            if add_note is not None:
-                add_note(describe_failure(failed, module).splitlines()[0])
-        return None
-    wrapped = cls.__new__(cls, "")
-    # attributes the original carries (an OSError's errno, a custom error's fields)
-    vars(wrapped).update(getattr(original, "__dict__", {}))
-    NodeError.__init__(wrapped, describe_failure(failed, module), node=failed.name)
-    recorder.error = wrapped
-    wrapped.recording = recorder.recording()
-    return wrapped
-
-
 class RecordingInterpreter(RecordingMixin, torch.fx.Interpreter):
     """A ``torch.fx.Interpreter`` that records every node it runs.
 
@@ -279,6 +249,7 @@ def record(
     stats: StatsOption = True,
     progress: bool | None = None,
     backward: Backward = None,
+    engine: Engine | None = None,
     **kwargs: Any,
 ) -> Recording:
     """Run a graph node by node and record what every node produced.
@@ -310,6 +281,10 @@ def record(
             then summarises the gradient with respect to that node's output (values kept
             under the same ``keep=`` budget) and ``rec.gradients`` lists them in backward
             order, parameters' included. Parameters' ``.grad`` is left untouched.
+        engine: ``"compiled"`` (the default: generated recording code, about the cost of
+            ``gm(*inputs)``) or ``"interpreted"`` (the recording interpreter, as the
+            Debugger runs). Both give the same recording; ``interpreter=`` and
+            ``backward=`` always use the interpreted one.
 
     Returns:
         A :class:`Recording`; ``rec.output`` is identical to ``gm(*inputs)``.
@@ -331,11 +306,20 @@ def record(
     reject_specs(inputs, "fxviz.record")
     gm = trace(gm_or_module, *inputs, **kwargs)
     inputs = bind_inputs(gm, inputs, kwargs)
-    if interpreter is None and (backward is None or backward is False):
+    chosen = check_engine(engine)
+    plain = interpreter is None and (backward is None or backward is False)
+    if engine == "compiled" and not plain:
+        raise InputError(
+            "engine='compiled' cannot run interpreter= or backward=: leave engine out "
+            "(they run on the interpreted engine)"
+        )
+    if plain:
         check_keep(keep)
         check_stats(stats)
         check_inputs(gm, inputs)
-        compiled = record_compiled(gm, inputs, keep=keep, stats=stats, progress=progress)
+        compiled = record_compiled(
+            gm, inputs, keep=keep, stats=stats, progress=progress, engine=chosen
+        )
         if compiled is not None:
             return compiled
     instance = as_recording_interpreter(gm, interpreter, keep=keep, stats=stats)

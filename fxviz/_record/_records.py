@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.fx
 
+from fxviz._providers import provider
 from fxviz._record._grads import Gradients, GradRecord, summary_norm
 from fxviz._record._summary import TensorSummary, dtype_name
 from fxviz.errors import UnknownNodeError
@@ -344,9 +345,7 @@ class Recording(Mapping[str, NodeRecord]):
         """
         import pandas as pd
 
-        from fxviz._shapes._flops import recording_flops  # a later layer: imported on use
-
-        flops = recording_flops(self)
+        flops = provider("recording.flops")(self)  # the shape pass's count (a higher layer)
         rows = []
         for r in self._records:
             first = r.outputs[0] if r.outputs else None
@@ -391,9 +390,7 @@ class Recording(Mapping[str, NodeRecord]):
         """Write this recording to one file (``run.fxrec``); ``fxviz.load(path)`` reads it
         back in any process, without the model. ``values=False`` saves the records only.
         Returns the path. See :func:`fxviz._saved.save` for the format."""
-        from fxviz._saved import save
-
-        return save(self, path, values=values)
+        return provider("recording.save")(self, path, values=values)
 
     def summary(self) -> str:
         """One line: nodes run, time, errors and non-finite values."""

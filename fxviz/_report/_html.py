@@ -16,13 +16,15 @@ from typing import Any
 
 import torch
 
+from fxviz._capture import Capture
 from fxviz._record._records import Recording
-from fxviz._shapes._report import ShapeReport
 from fxviz._static import static_file
+from fxviz._version import __version__
 from fxviz.render._api import Drawing
-from fxviz.render._diff import GraphDiff
 from fxviz.render._fold import Params
+from fxviz.render._inspect import inspector_data
 from fxviz.render._payload import box_expansions, graph_payload, replay_payload
+from fxviz.render._source import source_of
 from fxviz.render._style import visible
 
 __all__ = ["report"]
@@ -75,12 +77,13 @@ def report(
         >>> page.startswith("<!doctype html>") and "http" not in page.split("<script>")[0]
         True
     """
-    own = getattr(type(obj), "_fxviz_report", None)  # comparisons build their own page data
+    source = source_of(obj)
+    own = source.report(max_preview)  # comparisons and joint graphs make their own page
     if own is not None:
-        data, extra = own(obj, max_preview)
+        data, extra = own
     else:
         data = _data(obj, max_preview, params)
-        extra = _diff_table(obj) if isinstance(obj, GraphDiff) else ""
+        extra = source.report_extra()
     name = title or f"fxviz: {data['model']}"
     facts = "".join(f"<p>{html.escape(visible(line))}</p>" for line in _facts(obj, data, inputs))
     page = _PAGE.format(
@@ -100,21 +103,18 @@ def report(
 def _data(obj: Any, max_preview: int, params: Params = "fold") -> dict[str, Any]:
     """The page's data: the same payload the widget gets (:mod:`fxviz.render._payload`),
     plus every node's inspector and, for a recorded run, the Debugger's replay states."""
-    from fxviz._record import Debugger
-    from fxviz.render._inspect import inspector_data
-
-    recording = obj.recording if isinstance(obj, (Debugger, ShapeReport)) else obj
-    replay = isinstance(obj, (Recording, Debugger))
+    source = source_of(obj)
+    recording = source.recording()
+    skip_fetches = source.replay()
+    replay = skip_fetches is not None
     records = recording.records() if isinstance(recording, Recording) else None
-    drawing = Drawing(
-        obj.recording if isinstance(obj, Debugger) else obj, params=params, group=True
-    )
+    drawing = Drawing(source.shown(), params=params, group=True)
     if replay and records:  # each node is marked as the replay runs it, never before
         drawing.defaults = []  # (no NaN outline nor error on a node not run yet)
     view = drawing.view(depth=drawing.opening_depth, legend=False)  # drawn once; HTML legend
     data = graph_payload(drawing, view, records or None)
     data["expansions"] = box_expansions(drawing, view)  # a click on a box opens it offline
-    fx_nodes = _fx_nodes(obj)
+    fx_nodes = _fx_nodes(source.graph_module())
     by_name = dict(recording.items()) if isinstance(recording, Recording) else {}
     inspectors = {}
     for drawn in drawing.graph.nodes:
@@ -133,13 +133,11 @@ def _data(obj: Any, max_preview: int, params: Params = "fold") -> dict[str, Any]
         inspectors[name] = info
     data["inspectors"] = inspectors
     if replay and records:
-        skip_fetches = obj.skip_fetches if isinstance(obj, Debugger) else True
-        data["replay"] = replay_payload(recording, skip_fetches=skip_fetches)
+        data["replay"] = replay_payload(recording, skip_fetches=bool(skip_fetches))
     return data
 
 
-def _fx_nodes(obj: Any) -> dict[str, Any]:
-    gm = getattr(obj, "graph_module", obj)
+def _fx_nodes(gm: Any) -> dict[str, Any]:
     graph = getattr(gm, "graph", None)
     nodes = getattr(graph, "nodes", None)
     if nodes is None or not hasattr(nodes, "__iter__") or callable(nodes):
@@ -148,12 +146,10 @@ def _fx_nodes(obj: Any) -> dict[str, Any]:
 
 
 def _facts(obj: Any, data: dict[str, Any], inputs: Any) -> list[str]:
-    import fxviz
-
     made = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
     lines = [
         f"model: {data['model']} · {len(data['inspectors'])} nodes · made {made}",
-        f"fxviz {fxviz.__version__} · torch {torch.__version__} · Python {platform.python_version()}",
+        f"fxviz {__version__} · torch {torch.__version__} · Python {platform.python_version()}",
     ]
     shapes = _input_shapes(obj, inputs)
     if shapes:
@@ -175,8 +171,6 @@ def _input_text(record: Any) -> str:
 
 def _capture_facts(obj: Any) -> list[str]:
     """How the graph was captured, and for a capture of one run, every break."""
-    from fxviz._capture import Capture
-
     gm = getattr(obj, "graph_module", obj)
     method = getattr(gm, "meta", {}).get("fxviz_method") if gm is not None else None
     if not isinstance(gm, Capture):
@@ -197,13 +191,6 @@ def _input_shapes(obj: Any, inputs: Any) -> str:
     if inputs is not None:
         return ", ".join(f"{list(t.shape)}" for t in inputs if isinstance(t, torch.Tensor))
     return ""
-
-
-def _diff_table(diff: GraphDiff) -> str:
-    table = diff.table()
-    changed = table[table["status"] != "same"]
-    body = changed.to_html(index=False, escape=True, na_rep="", float_format=lambda v: f"{v:.3g}")
-    return f"<h2>What changed</h2><p>{html.escape(diff.summary())}</p>{body}"
 
 
 def _read(name: str) -> str:

@@ -3,6 +3,19 @@
 from fxviz._saved._graph import SavedGraph, SavedNode
 from fxviz._saved._load import LoadedRecording, SavedException, load
 from fxviz._saved._save import FORMAT, SUFFIX, VERSION, save
+from fxviz.render._fold import Params
+from fxviz.render._model import DrawGraph
+from fxviz.render._source import register
+from fxviz.render._sources import RecordingSource
+
+
+@register(LoadedRecording)
+class _LoadedSource(RecordingSource):
+    """A loaded recording draws from its saved drawing (the model is not needed)."""
+
+    def drawing(self, params: Params) -> DrawGraph:
+        return self.obj.graph_module.draw(self.obj)
+
 
 __all__ = [
     "FORMAT",

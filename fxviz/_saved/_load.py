@@ -160,9 +160,6 @@ class LoadedRecording(Recording):
     def output(self, value: Any) -> None:  # Recording.__init__ sets it; the file decides
         pass
 
-    def _fxviz_drawing(self) -> Any:
-        return cast(Any, self.graph_module).draw(self)
-
     def __repr__(self) -> str:
         return f"<fxviz.Recording of {self.graph_module.name} (loaded from {self.path.name}): {self.summary()}>"
 

@@ -30,6 +30,7 @@ import torch
 from fxviz._record._records import NodeRecord, Recording
 from fxviz._saved._graph import drawing_to_json
 from fxviz._saved._values import Blocks, encode_value
+from fxviz._version import __version__
 
 __all__ = ["FORMAT", "SUFFIX", "VERSION", "save"]
 
@@ -143,6 +144,4 @@ def _model_name(recording: Recording) -> str:
 
 
 def _fxviz_version() -> str:
-    import fxviz
-
-    return fxviz.__version__
+    return __version__

@@ -13,7 +13,7 @@ from fxviz._capture import bind_inputs
 from fxviz._record import RecordingInterpreter
 from fxviz._record._interpreter import check_inputs, progress_bar
 from fxviz._record._summary import iter_tensors
-from fxviz._shapes._flops import FlopCounter
+from fxviz._shapes._counting import FlopCounter
 from fxviz._shapes._report import ShapeReport
 from fxviz._shapes._spec import TensorSpec
 from fxviz._torch_compat import (

@@ -11,7 +11,7 @@ import torch.fx
 
 from fxviz._record._records import NodeRecord, Recording
 from fxviz._record._summary import TensorSummary, dtype_name
-from fxviz._shapes._flops import human_flops, module_totals
+from fxviz._shapes._counting import human_flops, module_totals
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -7,6 +7,9 @@ Overlay rules are public in :mod:`fxviz.overlays`; ``fxviz.render.errors`` and
 from typing import Any
 
 from fxviz.errors import RenderError, warn_deprecated
+
+# The sources of the types below this layer (higher layers register theirs on import).
+from fxviz.render import _joint_draw, _sources  # noqa: F401
 from fxviz.render._api import Drawing, View, draw, to_dot, to_svg
 from fxviz.render._diff import GraphDiff, diff
 from fxviz.render._grad_overlays import grad_norm_heat, grad_ratio, nonfinite_grads
@@ -21,6 +24,7 @@ from fxviz.render._overlays import (
     highlight_nonfinite,
     time_heat,
 )
+from fxviz.render._source import Source, register, source_of
 
 # Old name -> (its successor, the object): importable, with an FxvizDeprecationWarning.
 _DEPRECATED = {
@@ -45,6 +49,7 @@ __all__ = [
     "GraphDiff",
     "Overlay",
     "RenderError",
+    "Source",
     "Style",
     "View",
     "bytes_heat",
@@ -57,6 +62,8 @@ __all__ = [
     "highlight_errors",
     "highlight_nonfinite",
     "nonfinite_grads",
+    "register",
+    "source_of",
     "time_heat",
     "to_dot",
     "to_svg",

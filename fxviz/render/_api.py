@@ -16,19 +16,16 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import graphviz
-import torch
-import torch.fx
 
+from fxviz._capture import Capture, frame_capture
 from fxviz._record._records import NodeRecord, Recording
-from fxviz._shapes._report import ShapeReport
 from fxviz.errors import RenderError  # defined in errors.py, re-exported here
 from fxviz.render._collapse import fold, group_wide, module_members, opening_depth
 from fxviz.render._dot import render
 from fxviz.render._fold import Params
-from fxviz.render._from_fx import draw_fx
 from fxviz.render._model import DrawGraph
-from fxviz.render._overlays import Overlay, guarded, highlight_errors, highlight_nonfinite
-from fxviz.render._title import model_title
+from fxviz.render._overlays import Overlay, guarded
+from fxviz.render._source import Source, degrade, source_of
 
 __all__ = ["Drawing", "RenderError", "View", "collector_paused", "draw", "to_dot", "to_svg"]
 
@@ -67,20 +64,18 @@ class Drawing:
     def __init__(self, obj: Any, *, params: Params = "fold", group: bool = False) -> None:
         self.obj = obj
         self.params: Params = params
+        self.source: Source = source_of(obj)
         with collector_paused():
             graph = draw(obj, params=params)
             self.graph: DrawGraph = group_wide(graph) if group else graph
-        self.defaults: list[Overlay] = _default_overlays(obj)
+        self.defaults: list[Overlay] = degrade("default overlays", obj, self.source.overlays, [])
         self.opening_depth: int | None = opening_depth(self.graph)
         self._index: list[list[str]] | None = None
 
     def records(self) -> list[NodeRecord]:
         """Every record of the drawn run, parameter fetches folded out of the drawing
         included (``[]`` when the object did not run)."""
-        obj = self.obj
-        if isinstance(obj, ShapeReport):
-            obj = obj.recording
-        recording = _debugger_recording(obj) or obj
+        recording = self.source.recording()
         return recording.records() if isinstance(recording, Recording) else []
 
     def inside(self, path: str) -> Drawing:
@@ -88,6 +83,7 @@ class Drawing:
         overlays: one collapsed box opened on its own (a report's pre-drawn box)."""
         part = object.__new__(Drawing)
         part.obj, part.params, part.defaults = self.obj, self.params, self.defaults
+        part.source = self.source
         part.graph = module_members(self.graph, path)
         part.opening_depth = None
         part._index = None
@@ -141,51 +137,18 @@ def collector_paused() -> Iterator[None]:
 
 
 def draw(obj: Any, *, params: Params = "fold") -> DrawGraph:
-    """The drawing model of anything :func:`to_dot` accepts."""
+    """The drawing model of anything :func:`to_dot` accepts (see :mod:`fxviz.render._source`)."""
     if isinstance(obj, DrawGraph):
         return obj
-    drawing = _draw(obj, params)
-    from fxviz._capture import Capture, frame_capture
+    return _draw(source_of(obj), params)
 
-    captured = getattr(obj, "graph_module", obj)
+
+def _draw(source: Source, params: Params) -> DrawGraph:
+    drawing = source.drawing(params)
+    captured = source.graph_module()
     if isinstance(captured, Capture):  # graph calls as frames, breaks as markers
         frame_capture(drawing, captured)
     return drawing
-
-
-def _draw(obj: Any, params: Params) -> DrawGraph:
-    drawing = getattr(type(obj), "_fxviz_drawing", None)  # saved recordings, comparisons
-    if drawing is not None:
-        return drawing(obj)
-    if isinstance(obj, Recording):
-        return draw_fx(obj.graph_module, records=obj, params=params, name=model_title(obj))
-    if isinstance(obj, ShapeReport):
-        return draw_fx(
-            obj.graph_module, records=obj.recording, params=params, name=model_title(obj)
-        )
-    if isinstance(obj, torch.export.ExportedProgram):
-        return _draw_exported(obj, params)
-    if isinstance(obj, torch.fx.GraphModule):
-        return draw_fx(obj, params=params, name=model_title(obj))
-    from fxviz.render._diff import GraphDiff
-
-    if isinstance(obj, GraphDiff):
-        return obj.merged()
-    from fxviz.render import _torchscript
-
-    if _torchscript.is_torchscript(obj):
-        return _torchscript.draw_torchscript(obj)
-    debugger = _debugger_recording(obj)
-    if debugger is not None:
-        return draw_fx(obj.graph_module, records=debugger, params=params, name=model_title(obj))
-    own_drawing = getattr(type(obj), "_fxviz_draw_", None)  # JointGraph, JointRecording
-    if own_drawing is not None:
-        return own_drawing(obj)
-    raise RenderError(
-        f"cannot draw an object of type {type(obj).__name__}: pass a GraphModule, Recording, "
-        "ShapeReport, Debugger, ExportedProgram or TorchScript module/function/graph "
-        "(fxviz.trace(model) turns a module into a GraphModule)"
-    )
 
 
 def to_dot(
@@ -205,9 +168,11 @@ def to_dot(
     """The graph as DOT source (a ``graphviz.Digraph``; no ``dot`` binary needed).
 
     Args:
-        obj: a ``GraphModule``, ``Recording``, ``ShapeReport``, ``Debugger``,
-            ``ExportedProgram``, or a TorchScript ``ScriptModule``/``ScriptFunction``/
-            ``torch.Graph``.
+        obj: a ``GraphModule`` (or ``Capture``), ``Recording`` (live or loaded),
+            ``ShapeReport``, ``Debugger``, ``ExportedProgram``, ``JointGraph`` or its
+            recording, ``GraphDiff``, ``Comparison``, or a TorchScript ``ScriptModule``/
+            ``ScriptFunction``/``torch.Graph``: whatever has a registered source
+            (:mod:`fxviz.render._source`).
         depth: collapse every module deeper than this into one box (``None``: draw all
             nodes, grouped into nested module clusters).
         expand: module paths to open although ``depth`` would collapse them.
@@ -282,59 +247,9 @@ def to_svg(obj: Any, **options: Any) -> str:
         raise RenderError(f"dot could not lay out the graph: {e.stderr or e}") from e
 
 
-def _default_overlays(obj: Any) -> list[Overlay]:
-    from fxviz.render._diff import GraphDiff
-
-    own = getattr(type(obj), "_fxviz_overlays", None)  # comparisons
-    if own is not None:
-        return own(obj)
-    if isinstance(obj, GraphDiff):
-        return [obj.overlay()]
-    if isinstance(obj, (Recording, ShapeReport)) or _debugger_recording(obj) is not None:
-        overlays: list[Overlay] = [highlight_errors, highlight_nonfinite]
-        from fxviz._record import Debugger
-
-        if isinstance(obj, Debugger):
-            from fxviz.overlays import debugger_state
-
-            overlays.insert(0, debugger_state(obj.node_states()))
-        return overlays
-    return []
-
-
 def _as_list(overlay: Overlay | Sequence[Overlay] | None) -> list[Overlay]:
     if overlay is None:
         return []
     if callable(overlay):
         return [overlay]
     return list(overlay)
-
-
-def _debugger_recording(obj: Any) -> Recording | None:
-    from fxviz._record import Debugger
-
-    return obj.recording if isinstance(obj, Debugger) else None
-
-
-def _draw_exported(program: torch.export.ExportedProgram, params: Params) -> DrawGraph:
-    """The lifted graph, with parameters, buffers and constants told apart from user inputs."""
-    signature = program.graph_signature
-    kinds: dict[str, str] = {}
-    for name in signature.inputs_to_parameters:
-        kinds[name] = "parameter"
-    for name in signature.inputs_to_buffers:
-        kinds[name] = "buffer"
-    for name in getattr(signature, "inputs_to_lifted_tensor_constants", {}):
-        kinds[name] = "constant"
-    targets = {
-        **signature.inputs_to_parameters,
-        **signature.inputs_to_buffers,
-        **getattr(signature, "inputs_to_lifted_tensor_constants", {}),
-    }
-    return draw_fx(
-        program.graph_module,
-        kinds=kinds,
-        targets=targets,
-        name=model_title(program),
-        params=params,
-    )

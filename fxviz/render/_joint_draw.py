@@ -10,13 +10,32 @@ saved tensors between them.
 from __future__ import annotations
 
 import dataclasses
+import html
 from typing import Any, cast
 
+from fxviz._capture import JointGraph
+from fxviz._record._joint import JointRecording
+from fxviz._record._records import unknown_node_message
+from fxviz.errors import UnknownNodeError
+from fxviz.render._api import Drawing, to_dot
+from fxviz.render._fold import Params
 from fxviz.render._from_fx import draw_fx
+from fxviz.render._inspect import inspector_data
 from fxviz.render._model import DrawEdge, DrawGraph, DrawNode, dot_id
-from fxviz.render._overlays import Overlay, Style
+from fxviz.render._overlays import Overlay, Style, highlight_errors, highlight_nonfinite
+from fxviz.render._payload import graph_payload
+from fxviz.render._source import Source, register
 
-__all__ = ["draw_joint", "joint_report_data", "joint_selection", "linked_ids", "linked_nodes"]
+__all__ = [
+    "JointGraphSource",
+    "JointRecordingSource",
+    "draw_joint",
+    "joint_dot",
+    "joint_report_data",
+    "joint_selection",
+    "linked_ids",
+    "linked_nodes",
+]
 
 _SIDES = (("forward", "fw_"), ("backward", "bw_"))
 
@@ -108,9 +127,6 @@ def joint_dot(
     **options: Any,
 ) -> Any:  # fmt: skip
     """``graphviz.Digraph`` of both passes side by side (see :func:`fxviz.to_dot` options)."""
-    from fxviz.render._api import to_dot
-    from fxviz.render._overlays import highlight_errors, highlight_nonfinite
-
     overlays: list[Overlay] = (
         [highlight_errors, highlight_nonfinite] if recording is not None else []
     )
@@ -119,9 +135,6 @@ def joint_dot(
             raise ValueError(f"side must be 'forward' or 'backward', not {side!r}")
         gm = getattr(joint, side)
         if not any(n.name == selected for n in gm.graph.nodes):
-            from fxviz._record._records import unknown_node_message
-            from fxviz.errors import UnknownNodeError
-
             names = [n.name for n in gm.graph.nodes]
             raise UnknownNodeError(unknown_node_message(selected, names) + f" ({side})")
         overlays.append(joint_selection(joint, side, selected))
@@ -140,12 +153,6 @@ def joint_report_data(obj: Any, max_preview: int = 64) -> tuple[dict[str, Any], 
     Inspectors are keyed as the page's selection names a node: by name, or by drawing id
     (``fw_relu``) where both passes have a node of that name.
     """
-    import html
-
-    from fxviz.render._api import Drawing
-    from fxviz.render._inspect import inspector_data
-    from fxviz.render._payload import graph_payload
-
     joint = getattr(obj, "joint", obj)
     recording = obj if obj is not joint else None
     drawing = Drawing(obj)
@@ -195,3 +202,31 @@ def _link_fields(joint: Any, side: str, name: str) -> list[tuple[str, str]]:
     what = "saved tensor of" if name in joint.saved else "differentiates"
     source = joint.source(linked[0])
     return [(what, linked[0] + (f" (model node {source})" if source else ""))]
+
+
+@register(JointGraph)
+class JointGraphSource(Source):
+    """Both passes side by side; selecting a node marks its links on the other side."""
+
+    def drawing(self, params: Params) -> DrawGraph:
+        return draw_joint(self.obj)
+
+    def graph_module(self) -> Any:
+        return None
+
+    def linked(self, node_id: str) -> list[str] | None:
+        return linked_ids(self.obj, node_id)
+
+    def report(self, max_preview: int = 64) -> tuple[dict[str, Any], str] | None:
+        return joint_report_data(self.obj, max_preview)
+
+
+@register(JointRecording)
+class JointRecordingSource(JointGraphSource):
+    """A recorded joint run: both passes with shapes and statistics."""
+
+    def drawing(self, params: Params) -> DrawGraph:
+        return draw_joint(self.obj.joint, self.obj)
+
+    def linked(self, node_id: str) -> list[str] | None:
+        return linked_ids(self.obj.joint, node_id)

@@ -11,7 +11,9 @@ from fxviz._static import widget_css, widget_esm
 from fxviz.render._api import Drawing, collector_paused
 from fxviz.render._collapse import BIG_GRAPH, cluster_path, unit_path
 from fxviz.render._fold import Params
+from fxviz.render._inspect import inspector_data
 from fxviz.render._payload import graph_payload, node_rows_page
+from fxviz.render._source import degrade
 
 __all__ = ["BIG_GRAPH", "TABLE_ROWS", "GraphView"]
 
@@ -117,9 +119,10 @@ class GraphView(anywidget.AnyWidget):
             self._set_units(payload["units"])
             self.dot = payload["dot"]
             if not self.rows:
-                own = getattr(type(self._obj), "_fxviz_rows", None)  # comparisons: both runs
+                source = self._drawing.source
+                own = degrade("table", self._obj, source.rows, None)  # comparisons: both runs
                 if own is not None:
-                    self._show_rows(own(self._obj))
+                    self._show_rows(own)
                 else:
                     self._show_rows(*node_rows_page(self._drawing, limit=TABLE_ROWS))
 
@@ -232,22 +235,21 @@ class GraphView(anywidget.AnyWidget):
             self.collapse(path)
 
     def _on_select(self, change: Any) -> None:
-        from fxviz.render._inspect import inspector_data
-
         name = change["new"]
         node = self._selected_node(name)
-        linked = getattr(type(self._obj), "_fxviz_linked", None)  # joint graphs: both passes
+        source = self._drawing.source
+        linked = source.linked(node.id if node is not None else "")  # joint graphs
         if linked is not None:
-            self._show_linked(linked(self._obj, node.id) if node is not None else [])
+            self._show_linked(linked)
         if node is None:
             self.inspector = {}
             return
         name = node.name  # the browser may send a drawing id (``fw_relu``)
-        own = getattr(type(self._obj), "_fxviz_inspector", None)  # comparisons: both runs
+        own = source.inspector(name)  # comparisons: both runs
         if own is not None:
-            self.inspector = own(self._obj, name)
+            self.inspector = own
             return
-        fx_node = _fx_node(self._obj, name)
+        fx_node = _fx_node(source.graph_module(), name)
         self.inspector = inspector_data(name, fx_node, node.record, folded=node.folded)
 
     def _selected_node(self, name: str) -> Any:
@@ -269,8 +271,7 @@ class GraphView(anywidget.AnyWidget):
         return f"<fxviz.GraphView: {len(self._draw.nodes)} nodes, depth={self.depth}>"
 
 
-def _fx_node(obj: Any, name: str) -> Any:
-    gm = getattr(obj, "graph_module", obj)
+def _fx_node(gm: Any, name: str) -> Any:
     graph = getattr(gm, "graph", None)
     if graph is None or not hasattr(graph, "nodes"):
         return None

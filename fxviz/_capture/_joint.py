@@ -4,101 +4,37 @@
 (parameters, buffers and inputs in; outputs and the tensors saved for backward out), the
 backward graph (saved tensors and output gradients in; input gradients out), and links from
 each backward node to the forward node it differentiates (``seq_nr``) and from each forward
-node to the node of the traced model it came from (``from_node``).
+node to the node of the traced model it came from (``from_node``). Running it is the
+record layer's (:mod:`fxviz._record._joint`), drawing it the render layer's.
 
     >>> import torch, fxviz
     >>> model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Tanh())
     >>> joint = fxviz.trace(model, torch.randn(2, 4), method="joint")
     >>> joint.link("tanh_backward"), joint.source("tanh")
     ('tanh', '_1')
-    >>> jrec = joint.record(torch.randn(2, 4))
-    >>> sorted(jrec.grads)
-    ['0.bias', '0.weight']
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
 import torch
 import torch.fx
 
-from fxviz._record._grads import Backward
+from fxviz._providers import provider
 from fxviz._torch_compat import (
     ProvenanceInterpreter,
     aot_descriptor,
     aot_graphs,
     reparametrize,
     tree_leaves,
-    tree_rebuild,
     tree_structure,
 )
 from fxviz.errors import InputError, TraceError
 
-__all__ = ["JointGraph", "JointRecording", "JointRun", "trace_joint"]
-
-
-@dataclasses.dataclass
-class JointRun:
-    """One real run of a joint graph: what the forward returned and saved, what the
-    backward took and returned. ``grads`` maps each parameter (dotted name) or input
-    (``"input_0"``...) to its gradient (``None`` where it gets none)."""
-
-    outputs: list[Any]
-    saved: list[Any]
-    tangents: list[torch.Tensor]
-    grads: dict[str, torch.Tensor | None]
-    mutations: dict[str, torch.Tensor]
-
-
-@dataclasses.dataclass
-class JointRecording:
-    """``forward`` and ``backward`` :class:`fxviz.Recording` of one run, and the gradients."""
-
-    joint: JointGraph
-    forward: Any
-    backward: Any
-    grads: dict[str, torch.Tensor | None]
-
-    def first_nonfinite(self) -> tuple[str, str | None, str | None] | None:
-        """``(backward node, forward node, model node)`` of the first backward node whose
-        output held a NaN or Inf, or ``None``."""
-        bad = self.backward.first_nonfinite()
-        if bad is None:
-            return None
-        fw = self.joint.link(bad.name)
-        return bad.name, fw, self.joint.source(fw) if fw else None
-
-    def _fxviz_draw_(self) -> Any:  # what fxviz.to_dot and fxviz.show draw
-        from fxviz.render._joint_draw import draw_joint
-
-        return draw_joint(self.joint, self)
-
-    def to_dot(self, selected: str | None = None, side: str = "backward", **options: Any) -> Any:
-        """Both passes side by side, with shapes and statistics; see :meth:`JointGraph.to_dot`."""
-        from fxviz.render._joint_draw import joint_dot
-
-        return joint_dot(self.joint, self, selected, side, **options)
-
-    def report(self, path: Any = None, *, title: str | None = None) -> str | None:
-        """One offline HTML page with both passes side by side (returned when ``path`` is
-        ``None``); the same as ``fxviz.report(self, path)``."""
-        from fxviz._report import report
-
-        return report(self, path, title=title or "fxviz: forward and backward")
-
-    def _fxviz_report(self, max_preview: int = 64) -> tuple[dict[str, Any], str]:
-        from fxviz.render._joint_draw import joint_report_data
-
-        return joint_report_data(self, max_preview)
-
-    def _fxviz_linked(self, node_id: str) -> list[str]:  # the live widget's link highlight
-        from fxviz.render._joint_draw import linked_ids
-
-        return linked_ids(self.joint, node_id)
+__all__ = ["JointGraph", "trace_joint"]
 
 
 class JointGraph:
@@ -160,30 +96,42 @@ class JointGraph:
         sources = node.meta.get("from_node") if node is not None else None
         return sources[-1].name if sources else None
 
-    def _fxviz_draw_(self) -> Any:  # what fxviz.to_dot and fxviz.show draw
-        from fxviz.render._joint_draw import draw_joint
-
-        return draw_joint(self)
-
-    def _fxviz_linked(self, node_id: str) -> list[str]:  # the live widget's link highlight
-        from fxviz.render._joint_draw import linked_ids
-
-        return linked_ids(self, node_id)
-
-    def _fxviz_report(self, max_preview: int = 64) -> tuple[dict[str, Any], str]:
-        from fxviz.render._joint_draw import joint_report_data
-
-        return joint_report_data(self, max_preview)
-
+    # -- drawing and running: the record and render layers do these ---------------------
     def to_dot(self, selected: str | None = None, side: str = "backward", **options: Any) -> Any:
         """Forward and backward side by side as a ``graphviz.Digraph``. ``selected`` (a
         node of ``side``) is highlighted with the nodes linked to it on the other side;
         other options as for :func:`fxviz.to_dot`."""
-        from fxviz.render._joint_draw import joint_dot
+        return provider("joint.to_dot")(self, None, selected, side, **options)
 
-        return joint_dot(self, None, selected, side, **options)
+    def run(self, *inputs: Any, backward: Any = True) -> Any:
+        """Run the forward graph, then the backward graph on its saved tensors (a
+        ``JointRun``). ``backward`` is as for :func:`fxviz.record`: ``True`` (gradient of
+        the outputs' sum), a loss function ``outputs -> scalar``, or the output gradients
+        themselves. The model's buffers are not updated (the updates are in ``mutations``).
+        """
+        return provider("joint.run")(self, *inputs, backward=backward)
 
-    # -- running -------------------------------------------------------------------------
+    def backward_inputs(self, *inputs: Any, backward: Any = True) -> list[Any]:
+        """The backward graph's inputs for a real run: saved tensors, then tangents."""
+        return provider("joint.backward_inputs")(self, *inputs, backward=backward)
+
+    def record(
+        self, *inputs: Any, backward: Any = True, keep: Any = "all", stats: bool = True
+    ) -> Any:
+        """Record the forward graph, then the backward graph on the real saved tensors
+        (a ``JointRecording``); the same as ``fxviz.record(joint, *inputs)``."""
+        return provider("joint.record")(self, *inputs, backward=backward, keep=keep, stats=stats)
+
+    def debugger(self, *inputs: Any, backward: Any = True, **options: Any) -> Any:
+        """A :class:`fxviz.Debugger` over the backward graph, fed real saved tensors (the
+        same as ``fxviz.Debugger(joint, *inputs)``): breakpoints, NaN breaks,
+        post-mortem and time travel work as on any graph."""
+        return provider("joint.debugger")(self, *inputs, backward=backward, **options)
+
+    def tangents_for(self, outputs: list[Any], backward: Any) -> list[torch.Tensor]:
+        """The gradients of the outputs that the backward graph starts from."""
+        return provider("joint.tangents")(self, outputs, backward)
+
     def primals(self, *inputs: Any) -> list[Any]:
         """The forward graph's inputs: the model's current parameters and buffers, then ``inputs``."""
         state: dict[str, torch.Tensor] = dict(self.model.named_parameters(remove_duplicate=False))
@@ -196,76 +144,6 @@ class JointGraph:
                 f"this joint graph takes {expected} input tensor(s) but {len(flat)} were given"
             )
         return [state[n] for n in names] + flat
-
-    def run(self, *inputs: Any, backward: Backward = True) -> JointRun:
-        """Run the forward graph, then the backward graph on its saved tensors.
-
-        ``backward`` is as for :func:`fxviz.record`: ``True`` (gradient of the outputs'
-        sum), a loss function ``outputs -> scalar``, or the output gradients themselves.
-        The model's buffers are not updated (the updates are in ``mutations``).
-        """
-        fw_out = list(self.forward(*self.primals(*inputs)))
-        outputs, saved, mutations = self._split(fw_out)
-        tangents = self.tangents_for(outputs, backward)
-        bw_out = self.backward(*saved, *tangents)
-        return JointRun(outputs, saved, tangents, self._grads(bw_out), mutations)
-
-    def backward_inputs(self, *inputs: Any, backward: Backward = True) -> list[Any]:
-        """The backward graph's inputs for a real run: saved tensors, then tangents."""
-        run_forward = list(self.forward(*self.primals(*inputs)))
-        outputs, saved, _ = self._split(run_forward)
-        return [*saved, *self.tangents_for(outputs, backward)]
-
-    def record(
-        self, *inputs: Any, backward: Backward = True, keep: Any = "all", stats: bool = True
-    ) -> JointRecording:
-        """Record the forward graph, then the backward graph on the real saved tensors."""
-        from fxviz._record import record
-
-        fw_rec = record(self.forward, *self.primals(*inputs), keep="all", stats=stats)
-        outputs, saved, _ = self._split(list(fw_rec.output))
-        tangents = self.tangents_for(outputs, backward)
-        bw_rec = record(self.backward, *saved, *tangents, keep=keep, stats=stats)
-        return JointRecording(self, fw_rec, bw_rec, self._grads(bw_rec.output))
-
-    def debugger(self, *inputs: Any, backward: Backward = True, **options: Any) -> Any:
-        """A :class:`fxviz.Debugger` over the backward graph, fed real saved tensors:
-        breakpoints, NaN breaks, post-mortem and time travel work as on any graph."""
-        from fxviz._record import Debugger
-
-        return Debugger(self.backward, *self.backward_inputs(*inputs, backward=backward), **options)
-
-    def tangents_for(self, outputs: list[Any], backward: Backward) -> list[torch.Tensor]:
-        """The gradients of the outputs that the backward graph starts from."""
-        from fxviz._record._grads import backward_roots
-
-        if backward is None or backward is False:
-            raise InputError("a joint run needs backward=True, a loss function or gradients")
-        leaves = [
-            o.detach().requires_grad_(True)
-            if isinstance(o, torch.Tensor) and o.is_floating_point()
-            else o
-            for o in outputs
-        ]
-        wanted = [o for o in leaves if isinstance(o, torch.Tensor) and o.requires_grad]
-        structured = leaves
-        if self._output_structure is not None and callable(backward):
-            structured = tree_rebuild(leaves, self._output_structure)
-        roots, given = backward_roots(structured, backward)
-        if given is None:  # a loss function: its gradient with respect to each output
-            given = list(
-                torch.autograd.grad(roots, wanted, allow_unused=True, materialize_grads=True)
-            )
-        by_output = {id(t): g for t, g in zip(wanted, given, strict=True)}
-        placeholders = {n.name: n for n in self.backward.graph.find_nodes(op="placeholder")}
-        tangents = []
-        for name, index in zip(self.tangents, self._tangent_of, strict=True):
-            grad = by_output.get(id(leaves[index])) if index is not None else None
-            if grad is None:  # a tangent for something the loss does not reach
-                val = placeholders[name].meta["val"]
-                grad = torch.zeros(val.shape, dtype=val.dtype, device=val.device)
-            tangents.append(grad)
-        return tangents
 
     def _split(self, fw_out: list[Any]) -> tuple[list[Any], list[Any], dict[str, torch.Tensor]]:
         outputs: dict[int, Any] = {}
@@ -290,15 +168,9 @@ class JointGraph:
         )
 
 
-def trace_joint(obj: Any, *example_inputs: Any) -> JointGraph:
-    """AOTAutograd's forward and backward graphs of ``obj`` on ``example_inputs``."""
-    from fxviz.capture import trace
-
-    if not example_inputs:
-        raise TraceError(
-            "method='joint' needs example inputs: fxviz.trace(model, x, method='joint')"
-        )
-    model = trace(obj, *example_inputs)
+def trace_joint(obj: Any, model: torch.fx.GraphModule, *example_inputs: Any) -> JointGraph:
+    """AOTAutograd's forward and backward graphs of ``model`` (``obj`` traced) on
+    ``example_inputs``."""
     state: dict[str, torch.Tensor] = dict(model.named_parameters(remove_duplicate=False))
     state.update(model.named_buffers(remove_duplicate=False))
     names = list(state)
