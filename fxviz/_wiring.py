@@ -50,15 +50,15 @@ def _joint_backward_inputs(joint: Any, *inputs: Any, **options: Any) -> Any:
 
 
 def _joint_record(joint: Any, *inputs: Any, **options: Any) -> Any:
-    from fxviz._record._joint import record_joint
+    from fxviz._record import record
 
-    return record_joint(joint, *inputs, **options)
+    return record(joint, *inputs, **options)
 
 
 def _joint_debugger(joint: Any, *inputs: Any, **options: Any) -> Any:
-    from fxviz._record._joint import joint_debugger
+    from fxviz._record import Debugger
 
-    return joint_debugger(joint, *inputs, **options)
+    return Debugger(joint, *inputs, **options)
 
 
 def _joint_tangents(joint: Any, outputs: Any, backward: Any) -> Any:

@@ -32,6 +32,7 @@ from fxviz._capture import (
     trace_joint,
     traced_forward,
 )
+from fxviz._capture._subject import traceable
 from fxviz._torch_compat import positional_graph, thread_scoped_fx_patches
 from fxviz.errors import TraceError
 
@@ -85,6 +86,7 @@ def trace(
         >>> capture.meta["fxviz_method"], [b.reason for b in capture.breaks][:1]
         ('dynamo', ['generic_jump TensorVariable()'])
     """
+    obj = traceable(obj)  # a Debugger's graph, or a one-line refusal (_capture/_subject.py)
     if method not in ("auto", "joint", *_CAPTURES):
         raise ValueError(
             f"unknown method: {method!r} (must be one of {['auto', *_CAPTURES, 'joint']})"

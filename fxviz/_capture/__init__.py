@@ -7,6 +7,7 @@ from fxviz._capture._inputs import describe_value, flatten_inputs
 from fxviz._capture._joint import JointGraph, trace_joint
 from fxviz._capture._real import capture_real, tensors_in
 from fxviz._capture._stitch import Capture, GraphBreak, GraphCall
+from fxviz._capture._subject import refuse, register_traceable, traceable
 
 __all__ = [
     "Capture",
@@ -20,7 +21,10 @@ __all__ = [
     "flatten_inputs",
     "frame_capture",
     "is_user_file",
+    "refuse",
+    "register_traceable",
     "tensors_in",
     "trace_joint",
+    "traceable",
     "traced_forward",
 ]

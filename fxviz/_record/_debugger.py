@@ -12,7 +12,7 @@ from typing import Any
 import torch
 import torch.fx
 
-from fxviz._capture import bind_inputs
+from fxviz._capture import JointGraph, bind_inputs, register_traceable
 from fxviz._nodes import is_parameter_fetch
 from fxviz._record._breakpoints import (
     OPS,
@@ -23,6 +23,7 @@ from fxviz._record._breakpoints import (
 )
 from fxviz._record._explain import describe_failure
 from fxviz._record._interpreter import as_recording_interpreter, check_inputs, reject_specs
+from fxviz._record._joint import joint_backward_inputs
 from fxviz._record._random import RandomStream, may_draw_random
 from fxviz._record._recorder import Keep
 from fxviz._record._records import NodeRecord, Recording, unknown_node_message
@@ -54,7 +55,10 @@ class Debugger:
     first changed node; ``restart()`` then runs the graph as it is now.
 
     Args:
-        gm_or_module: a ``GraphModule`` or anything :func:`fxviz.trace` accepts.
+        gm_or_module: a ``GraphModule`` or anything :func:`fxviz.trace` accepts or returns
+            (a ``JointGraph``: its backward graph, fed the real saved tensors of a forward
+            run on ``inputs``; ``backward=`` as for :func:`fxviz.record`); a Debugger:
+            a new one over its graph.
         *inputs, **kwargs: the inputs, as for ``model(*inputs, **kwargs)``.
         interpreter: your own ``torch.fx.Interpreter`` subclass (or instance) to run with.
         keep, stats: as for :func:`fxviz.record`.
@@ -93,6 +97,10 @@ class Debugger:
                 "fxviz.record(gm, interpreter=...) and debug the module it returns."
             )
         reject_specs(inputs, "fxviz.Debugger")
+        if isinstance(gm_or_module, JointGraph):  # the backward pass, fed real saved tensors
+            backward = kwargs.pop("backward", True)
+            inputs = tuple(joint_backward_inputs(gm_or_module, *inputs, backward=backward))
+            gm_or_module = gm_or_module.backward
         self.graph_module = trace(gm_or_module, *inputs, **kwargs)
         inputs = bind_inputs(self.graph_module, inputs, kwargs)
         self.graph: torch.fx.Graph = self.graph_module.graph
@@ -567,6 +575,9 @@ class Debugger:
                 FxvizWarning,
                 stacklevel=3,
             )
+
+
+register_traceable(Debugger, lambda debugger: debugger.graph_module)  # every verb: its graph
 
 
 def _shape(node: torch.fx.Node) -> tuple[Any, ...]:

@@ -11,10 +11,11 @@ from typing import Any
 import torch
 import torch.fx
 
-from fxviz._capture import bind_inputs
+from fxviz._capture import JointGraph, bind_inputs
 from fxviz._record._engine import Engine, check_engine, record_compiled
 from fxviz._record._explain import wrap_node_failure
 from fxviz._record._grads import Backward, GradientWatcher
+from fxviz._record._joint import JointRecording, tangents_for
 from fxviz._record._recorder import Keep, Recorder, check_keep
 from fxviz._record._records import Recording
 from fxviz._record._stats import StatsOption, check_stats
@@ -260,7 +261,9 @@ def record(
 
     Args:
         gm_or_module: a ``GraphModule``, or anything :func:`fxviz.trace` accepts (traced
-            first, with ``inputs`` as example inputs).
+            first, with ``inputs`` as example inputs) or returns: a ``JointGraph`` gives
+            a ``JointRecording`` (the forward graph, then the backward graph on the real
+            saved tensors; ``backward`` defaults to ``True`` there).
         *inputs, **kwargs: the inputs, as for ``model(*inputs, **kwargs)`` (keyword
             inputs named like the options below go to fxviz, not to the model).
         interpreter: run through your own ``torch.fx.Interpreter`` subclass (a class, or
@@ -304,6 +307,11 @@ def record(
         True
     """
     reject_specs(inputs, "fxviz.record")
+    if isinstance(gm_or_module, JointGraph):
+        return _record_joint(  # type: ignore[return-value]  (a JointRecording)
+            gm_or_module, inputs, kwargs, backward=True if backward is None else backward,
+            interpreter=interpreter, keep=keep, stats=stats, progress=progress, engine=engine,
+        )  # fmt: skip
     gm = trace(gm_or_module, *inputs, **kwargs)
     inputs = bind_inputs(gm, inputs, kwargs)
     chosen = check_engine(engine)
@@ -333,6 +341,25 @@ def record(
     with progress_bar(instance, progress, "fxviz record"):
         instance.run(*inputs)
     return instance.recording
+
+
+def _record_joint(
+    joint: JointGraph,
+    inputs: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    *,
+    backward: Backward,
+    **options: Any,
+) -> JointRecording:
+    """Record the forward graph, then the backward graph on the real saved tensors."""
+    if kwargs:
+        raise InputError("a JointGraph takes its inputs positionally, as it was traced")
+    keep = options.pop("keep")
+    fw_rec = record(joint.forward, *joint.primals(*inputs), keep="all", **options)
+    outputs, saved, _ = joint._split(list(fw_rec.output))
+    tangents = tangents_for(joint, outputs, backward)
+    bw_rec = record(joint.backward, *saved, *tangents, keep=keep, **options)
+    return JointRecording(joint, fw_rec, bw_rec, joint._grads(bw_rec.output))
 
 
 @contextlib.contextmanager

@@ -17,10 +17,9 @@ from typing import Any
 import torch
 
 from fxviz._capture._joint import JointGraph
+from fxviz._capture._subject import refuse, register_traceable
 from fxviz._providers import provider
-from fxviz._record._debugger import Debugger
 from fxviz._record._grads import Backward, backward_roots
-from fxviz._record._interpreter import record
 from fxviz._torch_compat import tree_rebuild
 from fxviz.errors import InputError
 
@@ -28,8 +27,6 @@ __all__ = [
     "JointRecording",
     "JointRun",
     "joint_backward_inputs",
-    "joint_debugger",
-    "record_joint",
     "run_joint",
     "tangents_for",
 ]
@@ -76,6 +73,15 @@ class JointRecording:
         return provider("report")(self, path, title=title or "fxviz: forward and backward")
 
 
+register_traceable(
+    JointRecording,
+    refuse(
+        "a JointRecording is a finished run of both passes: pass jrec.joint to run it "
+        "again, or jrec.forward / jrec.backward (Recordings) to fxviz.compare"
+    ),
+)
+
+
 def run_joint(joint: JointGraph, *inputs: Any, backward: Backward = True) -> JointRun:
     """Run the forward graph, then the backward graph on its saved tensors."""
     fw_out = list(joint.forward(*joint.primals(*inputs)))
@@ -90,32 +96,6 @@ def joint_backward_inputs(joint: JointGraph, *inputs: Any, backward: Backward = 
     run_forward = list(joint.forward(*joint.primals(*inputs)))
     outputs, saved, _ = joint._split(run_forward)
     return [*saved, *tangents_for(joint, outputs, backward)]
-
-
-def record_joint(
-    joint: JointGraph,
-    *inputs: Any,
-    backward: Backward = True,
-    keep: Any = "all",
-    stats: Any = True,
-    **options: Any,
-) -> JointRecording:
-    """Record the forward graph, then the backward graph on the real saved tensors
-    (``options``: as for :func:`fxviz.record`, for both passes)."""
-    fw_rec = record(joint.forward, *joint.primals(*inputs), keep="all", stats=stats, **options)
-    outputs, saved, _ = joint._split(list(fw_rec.output))
-    tangents = tangents_for(joint, outputs, backward)
-    bw_rec = record(joint.backward, *saved, *tangents, keep=keep, stats=stats, **options)
-    return JointRecording(joint, fw_rec, bw_rec, joint._grads(bw_rec.output))
-
-
-def joint_debugger(
-    joint: JointGraph, *inputs: Any, backward: Backward = True, **options: Any
-) -> Debugger:
-    """A :class:`fxviz.Debugger` over the backward graph, fed real saved tensors."""
-    return Debugger(
-        joint.backward, *joint_backward_inputs(joint, *inputs, backward=backward), **options
-    )
 
 
 def tangents_for(joint: JointGraph, outputs: list[Any], backward: Backward) -> list[torch.Tensor]:

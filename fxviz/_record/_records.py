@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.fx
 
+from fxviz._capture._subject import refuse, register_traceable
 from fxviz._providers import provider
 from fxviz._record._grads import Gradients, GradRecord, summary_norm
 from fxviz._record._summary import TensorSummary, dtype_name
@@ -416,6 +417,15 @@ class Recording(Mapping[str, NodeRecord]):
         table = self.table().drop(columns=["index"])
         body = table.to_html(max_rows=80, float_format=lambda v: f"{v:.4g}", escape=True)
         return f"<div><p><b>fxviz.Recording</b>: {html.escape(self.summary())}</p>{body}</div>"
+
+
+register_traceable(
+    Recording,
+    refuse(
+        "a Recording is a finished run: pass rec.graph_module to run its graph again; "
+        "fxviz.show, report and compare take the recording itself"
+    ),
+)
 
 
 def unknown_node_message(name: Any, known: Iterable[str]) -> str:

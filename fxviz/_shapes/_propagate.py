@@ -9,11 +9,12 @@ from typing import Any, Literal
 import torch
 import torch.fx
 
-from fxviz._capture import bind_inputs
+from fxviz._capture import JointGraph, bind_inputs
 from fxviz._record import RecordingInterpreter
 from fxviz._record._interpreter import check_inputs, progress_bar
 from fxviz._record._summary import iter_tensors
 from fxviz._shapes._counting import FlopCounter
+from fxviz._shapes._joint_shapes import joint_shapes
 from fxviz._shapes._report import ShapeReport
 from fxviz._shapes._spec import TensorSpec
 from fxviz._torch_compat import (
@@ -105,7 +106,8 @@ def shapes(
     """Every node's output shapes and dtypes, as a :class:`ShapeReport`.
 
     Args:
-        gm_or_module: a ``GraphModule`` or anything :func:`fxviz.trace` accepts.
+        gm_or_module: a ``GraphModule`` or anything :func:`fxviz.trace` accepts or
+            returns (a ``JointGraph``: both passes, as a ``JointRecording`` of shapes).
         *inputs: tensors (real, fake or meta) or :func:`fxviz.spec` specs;
             ``**kwargs`` keyword inputs, as for ``model(*inputs, **kwargs)``.
         mode: ``"real"`` runs the graph; ``"fake"`` runs it on ``FakeTensor``s (parameters
@@ -134,6 +136,10 @@ def shapes(
         raise ValueError(f"unknown mode: {mode!r} (must be one of {list(_MODES)})")
     if device is not None and mode != "fake":
         raise ValueError("device= pretends a placement, so it needs mode='fake'")
+    if isinstance(gm_or_module, JointGraph):  # both passes
+        return joint_shapes(  # type: ignore[return-value]  (a JointRecording)
+            gm_or_module, inputs, shapes, mode=mode, device=device, progress=progress, flops=flops
+        )
     model = gm_or_module
     if mode == "real" and isinstance(model, torch.nn.Module) and _on_meta(model):
         raise FxvizError(

@@ -46,7 +46,9 @@ def _cycles(graph: grimp.ImportGraph) -> list[list[str]]:
                     counter += 1
                     stack.append(child)
                     on_stack.add(child)
-                    work.append((child, iter(sorted(graph.find_modules_directly_imported_by(child)))))
+                    work.append(
+                        (child, iter(sorted(graph.find_modules_directly_imported_by(child))))
+                    )
                 elif child in on_stack:
                     low[node] = min(low[node], index[child])
                 continue
@@ -110,7 +112,5 @@ def test_every_fxviz_module_has_a_layer():
         for layer in contract["layers"]
         for part in layer.replace(":", "|").split("|")
     }
-    children = {
-        m.split(".")[1] for m in _graph().modules if m.count(".") >= 1 and m != "fxviz"
-    }
+    children = {m.split(".")[1] for m in _graph().modules if m.count(".") >= 1 and m != "fxviz"}
     assert children <= named, f"modules with no layer: {sorted(children - named)}"
