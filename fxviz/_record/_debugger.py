@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-import difflib
 import html
-import warnings
-from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -15,34 +12,31 @@ import torch.fx
 from fxviz._capture import JointGraph, bind_inputs, register_traceable
 from fxviz._nodes import is_parameter_fetch
 from fxviz._record._breakpoints import (
-    OPS,
     Breakpoint,
     call_predicate,
-    never_matches,
-    target_matcher,
 )
+from fxviz._record._debugger_breaks import BreakpointCommands
+from fxviz._record._debugger_state import DebuggerState, node_state, status_line
 from fxviz._record._explain import describe_failure
 from fxviz._record._interpreter import as_recording_interpreter, check_inputs, reject_specs
 from fxviz._record._joint import joint_backward_inputs
 from fxviz._record._random import RandomStream, may_draw_random
 from fxviz._record._recorder import Keep
-from fxviz._record._records import NodeRecord, Recording, unknown_node_message
+from fxviz._record._records import NodeRecord, unknown_node_message
+from fxviz._record._restore import RestoreCommands, parameter_keys, tensor_version
 from fxviz._record._stats import StatsOption
-from fxviz._record._writes import storage_key
 from fxviz._torch_compat import store_node_value
 from fxviz.capture import trace
 from fxviz.errors import (
     DebuggerError,
-    FxvizWarning,
     RecordingInterrupted,
     UnknownNodeError,
-    first_line,
 )
 
 __all__ = ["Breakpoint", "Debugger", "node_state", "status_line"]
 
 
-class Debugger:
+class Debugger(DebuggerState, BreakpointCommands, RestoreCommands):
     """Run a graph one node at a time, with time travel, breakpoints and post-mortem.
 
     No threads of its own: each call runs nodes and returns. Going ``back`` moves a cursor
@@ -113,91 +107,9 @@ class Debugger:
         # buffers, and parameters the graph writes in place (copied just before).
         self._random = RandomStream()
         self._buffers = {name: b.detach().clone() for name, b in self.graph_module.named_buffers()}
-        self._parameters = _parameter_keys(self.graph_module)
+        self._parameters = parameter_keys(self.graph_module)
         self._parameter_copies: dict[str, torch.Tensor] = {}
         self._start()
-
-    # -- state ---------------------------------------------------------------------------
-    @property
-    def current(self) -> torch.fx.Node | None:
-        """The next node to run (or the node that raised); ``None`` when the graph is done."""
-        return self._nodes[self._pos] if self._pos < len(self._nodes) else None
-
-    @property
-    def done(self) -> bool:
-        """Whether the output node has run."""
-        return self._pos >= len(self._nodes)
-
-    @property
-    def error(self) -> BaseException | None:
-        """The exception raised by the current node (post-mortem), else ``None``."""
-        recorder = self._recorder
-        if self._pos < len(recorder.entries):
-            return recorder.entries[self._pos].error
-        return None
-
-    @property
-    def output(self) -> Any:
-        """What the graph returned, once done (identical to ``gm(*inputs)``), else ``None``."""
-        return self._output if self.done else None
-
-    @property
-    def recording(self) -> Recording:
-        """Everything recorded up to the cursor (the failing node included)."""
-        upto = self._pos + (1 if self.error is not None else 0)
-        return self._recorder.recording(upto=upto)
-
-    @property
-    def interpreter(self) -> torch.fx.Interpreter:
-        """The recording interpreter that runs the nodes."""
-        return self._interp
-
-    @property
-    def position(self) -> int:
-        """How many nodes have run up to the cursor."""
-        return self._pos
-
-    @property
-    def stop_reason(self) -> str:
-        """Why the debugger last stopped: ``start``, ``step``, ``back``, ``breakpoint``,
-        a predicate's name, ``error``, ``end`` or ``interrupted``."""
-        return self._reason
-
-    @property
-    def status(self) -> str:
-        """One line: where it stopped and why, e.g. ``stopped at 'linear2' (breakpoint) — 3/5 nodes``."""
-        names = [n.name for n in self._nodes]
-        return status_line(names, self._pos, self._reason, self.error)
-
-    def node_states(self) -> dict[str, list[str]]:
-        """Each node's states for drawing: ``done``, ``current``, ``pending``, ``error``,
-        and ``breakpoint`` where one is set."""
-        states: dict[str, list[str]] = {}
-        error = self.error is not None
-        for i, node in enumerate(self._nodes):
-            state = node_state(i, self._pos, error)
-            if any(bp.before is not None and bp.before(node) for bp in self._breakpoints):
-                state.append("breakpoint")
-            states[node.name] = state
-        return states
-
-    def value(self, name: str) -> Any:
-        """The value node ``name`` produced, as it was when it ran."""
-        record = self._ran(name)
-        if not record.kept:
-            keep = self._options["keep"]
-            raise DebuggerError(
-                f"the value of {name!r} was not kept (keep={keep!r}); its statistics are in "
-                f"dbg.recording[{name!r}]. Use keep='all' or a larger byte budget to keep values."
-            )
-        return record.value
-
-    def inputs(self, name: str | None = None) -> dict[str, Any]:
-        """Values of the inputs of node ``name`` (default: the current node), by input name."""
-        node = self.current if name is None else self._node(name)
-        if node is None:
-            raise DebuggerError("the graph is done: name a node, e.g. dbg.inputs('output')")
-        return {n.name: self.value(n.name) for n in node.all_input_nodes}
 
     # -- moving --------------------------------------------------------------------------
     def step(self, n: int = 1) -> NodeRecord | None:
@@ -300,74 +212,6 @@ class Debugger:
         self._random.reset()
         self._start()
 
-    # -- breakpoints ---------------------------------------------------------------------
-    def break_at(self, name: str) -> None:
-        """Stop before node ``name`` runs."""
-        node = self._node(name)
-        self._breakpoints.append(Breakpoint(f"at {node.name}", before=lambda n: n is node))
-
-    def break_on(self, op: str | None = None, target: Any = None) -> None:
-        """Stop before any node with this ``op`` and/or ``target``.
-
-        ``target`` may be the callable (``torch.relu``), a module class (``nn.Linear``), or
-        text matched against the node's target (``"relu"`` matches ``torch.relu``,
-        ``aten.relu.default`` and the method ``relu``).
-        """
-        if op is None and target is None:
-            raise ValueError("break_on needs op=... and/or target=...")
-        if op is not None and op not in OPS:
-            close = difflib.get_close_matches(str(op), OPS, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ValueError(f"unknown op: {op!r} (must be one of {list(OPS)}){hint}")
-        match_target = target_matcher(target, self.graph_module) if target is not None else None
-
-        def before(node: torch.fx.Node) -> bool:
-            return (op is None or node.op == op) and (match_target is None or match_target(node))
-
-        parts = [f"op={op}" if op else "", f"target={target!r}" if target is not None else ""]
-        description = " ".join(p for p in parts if p)
-        if not any(before(n) for n in self._nodes):
-            raise UnknownNodeError(never_matches(self._nodes, description, op, target))
-        self._breakpoints.append(Breakpoint("on " + description, before=before))
-
-    def break_when(self, predicate: Callable[[NodeRecord], bool]) -> None:
-        """Stop after a node whose record satisfies ``predicate`` (e.g. ``fxviz.nonfinite``)."""
-        if not callable(predicate):
-            raise TypeError(f"break_when takes a function of a NodeRecord, not {predicate!r}")
-        name = getattr(predicate, "__name__", repr(predicate))
-        if self._options["stats"] is False and self._options["keep"] == "stats":
-            warnings.warn(
-                f"break_when({name}): with stats=False and keep='stats' a record has neither "
-                "statistics nor a value, so predicates such as fxviz.nonfinite never fire",
-                FxvizWarning,
-                stacklevel=2,
-            )
-        self._breakpoints.append(Breakpoint(name, after=predicate))
-
-    def toggle_breakpoint(self, name: str) -> bool:
-        """Set a breakpoint at node ``name``, or remove it; returns whether one is set now."""
-        node = self._node(name)
-        description = f"at {node.name}"
-        before = len(self._breakpoints)
-        self._breakpoints = [b for b in self._breakpoints if b.description != description]
-        if len(self._breakpoints) < before:
-            return False
-        self.break_at(node.name)
-        return True
-
-    def remove_breakpoint(self, description: str) -> None:
-        """Remove the breakpoints listed as ``description`` in :attr:`breakpoints`."""
-        self._breakpoints = [b for b in self._breakpoints if b.description != description]
-
-    def clear_breakpoints(self) -> None:
-        """Remove every breakpoint."""
-        self._breakpoints.clear()
-
-    @property
-    def breakpoints(self) -> list[str]:
-        """Descriptions of the breakpoints set, in order."""
-        return [b.description for b in self._breakpoints]
-
     # -- display -------------------------------------------------------------------------
     def __repr__(self) -> str:
         return f"<fxviz.Debugger: {self.status}>"
@@ -399,7 +243,7 @@ class Debugger:
         self._interp.args_iter = iter(self.graph.process_inputs(*self._inputs))
         # Version counters are shared by a tensor and all its views: a write into an input
         # through any chain of views (split, getitem, ...) shows in its counter.
-        self._input_versions = [_version(t) for t in self.graph.process_inputs(*self._inputs)]
+        self._input_versions = [tensor_version(t) for t in self.graph.process_inputs(*self._inputs)]
         self._pos = 0
         self._output: Any = None
         self._reason = "start"
@@ -532,50 +376,6 @@ class Debugger:
             )
         return self._recorder.record(index)
 
-    def _restore_inputs(self) -> None:
-        """Write recorded copies back into inputs the graph wrote in place (directly or
-        through a view: copies are taken per storage before any write)."""
-        flat = list(self.graph.process_inputs(*self._inputs))
-        placeholders = [e for e in self._recorder.entries if e.node.op == "placeholder"]
-        for entry, original, version in zip(placeholders, flat, self._input_versions, strict=False):
-            if not isinstance(original, torch.Tensor):
-                continue
-            if entry.snapshotted and entry.kept and isinstance(entry.value, torch.Tensor):
-                with torch.no_grad():
-                    original.copy_(entry.value)
-            elif entry.snapshotted or _version(original) != version:
-                warnings.warn(
-                    f"input {entry.node.name!r} was changed in place by the graph and no copy "
-                    f"was kept (keep={self._options['keep']!r}); restart() runs on the "
-                    "changed input",
-                    FxvizWarning,
-                    stacklevel=3,
-                )
-
-    def _save_parameters_before_write(self, tensors: list[torch.Tensor]) -> None:
-        """Copy parameters a node is about to write in place (once), for restart()."""
-        for t in tensors:
-            name = self._parameters.get(storage_key(t)) if isinstance(t, torch.Tensor) else None
-            if name is not None and name not in self._parameter_copies:
-                self._parameter_copies[name] = t.detach().clone()
-
-    def _warn_unrestorable_parameters(self) -> None:
-        """Parameters changed in place where fxviz could not foresee it (inside a module)."""
-        changed = [
-            name
-            for name, p in self.graph_module.named_parameters()
-            if p._version != self._parameter_versions.get(name, p._version)
-            and name not in self._parameter_copies
-        ]
-        if changed:
-            warnings.warn(
-                f"parameters {changed} were changed in place where fxviz could not copy "
-                "them first (inside a module's forward); restart() runs with the changed "
-                "values",
-                FxvizWarning,
-                stacklevel=3,
-            )
-
 
 register_traceable(Debugger, lambda debugger: debugger.graph_module)  # every verb: its graph
 
@@ -592,13 +392,6 @@ def _edited(node: torch.fx.Node, then: tuple[Any, ...]) -> bool:
     )
 
 
-def _parameter_keys(module: torch.nn.Module) -> dict[int | None, str]:
-    """The memory of each parameter, to spot in-place writes into it."""
-    keys = {storage_key(p): name for name, p in module.named_parameters()}
-    keys.pop(None, None)
-    return keys
-
-
 def _is_transformer(interpreter: Any) -> bool:
     cls = interpreter if isinstance(interpreter, type) else type(interpreter)
     return isinstance(cls, type) and issubclass(cls, torch.fx.Transformer)
@@ -607,40 +400,3 @@ def _is_transformer(interpreter: Any) -> bool:
 def _class_name(interpreter: Any) -> str:
     cls = interpreter if isinstance(interpreter, type) else type(interpreter)
     return cls.__name__
-
-
-def node_state(index: int, position: int, failed_here: bool) -> list[str]:
-    """The drawing state of node ``index`` when ``position`` nodes have run:
-    ``done``, ``current`` (or ``error`` when the node at the cursor raised), ``pending``.
-
-    >>> node_state(0, 1, False), node_state(1, 1, True), node_state(2, 1, False)
-    (['done'], ['error'], ['pending'])
-    """
-    if index < position:
-        return ["done"]
-    if index == position:
-        return ["error" if failed_here else "current"]
-    return ["pending"]
-
-
-def status_line(names: list[str], position: int, reason: str, error: BaseException | None) -> str:
-    """The debugger's one-line status (:attr:`Debugger.status`) for a cursor position.
-
-    >>> status_line(["x", "relu", "output"], 1, "step", None)
-    "stopped at 'relu' (step) — 1/3 nodes"
-    """
-    count = f"{position}/{len(names)} nodes"
-    if position >= len(names):
-        return f"finished — {count}"
-    name = names[position]
-    if error is not None:
-        return f"stopped at {name!r} ({type(error).__name__}: {first_line(error)}) — {count}"
-    return f"stopped at {name!r} ({reason}) — {count}"
-
-
-def _version(t: Any) -> int | None:
-    """A tensor's version counter (bumped by every write, through any view); ``None`` for
-    non-tensors and inference tensors, which have none."""
-    if not isinstance(t, torch.Tensor) or t.is_inference():
-        return None
-    return t._version

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import html
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -13,8 +12,9 @@ import torch.fx
 
 from fxviz._capture._subject import refuse, register_traceable
 from fxviz._providers import provider
-from fxviz._record._grads import Gradients, GradRecord, summary_norm
+from fxviz._record._grads import Gradients, GradRecord
 from fxviz._record._summary import TensorSummary, dtype_name
+from fxviz._record._table import recording_html, recording_table
 from fxviz.errors import UnknownNodeError
 
 if TYPE_CHECKING:
@@ -168,40 +168,6 @@ def _error_text(error: BaseException) -> dict[str, str]:
     return {"type": type(error).__name__, "message": str(error)}
 
 
-_COLUMNS = [
-    *("index", "name", "op", "target", "module", "inputs"),
-    *("shape", "dtype", "outputs", "numel", "nbytes"),
-    *("min", "max", "mean", "std", "absmax", "nan", "posinf", "neginf", "zeros"),
-    *("time_s", "flops", "mutates", "aliases", "error", "kept"),
-]
-
-
-_GRAD_COLUMNS = [
-    *("grad_order", "grad_time_s", "grad_norm", "grad_absmax", "grad_mean", "grad_std"),
-    *("grad_nan", "grad_inf", "grad_ratio"),
-]
-
-
-def _grad_columns(r: NodeRecord) -> dict[str, Any]:
-    grads = r.grads
-    if not grads:
-        return dict.fromkeys(_GRAD_COLUMNS)
-    g = grads[0].summary
-    norm = summary_norm(g)
-    out_norm = summary_norm(r.outputs[0]) if r.outputs else None
-    return {
-        "grad_order": grads[0].order,
-        "grad_time_s": grads[0].time_s,
-        "grad_norm": norm,
-        "grad_absmax": g.absmax,
-        "grad_mean": g.mean,
-        "grad_std": g.std,
-        "grad_nan": g.nan,
-        "grad_inf": None if g.posinf is None else g.posinf + (g.neginf or 0),
-        "grad_ratio": norm / out_norm if norm is not None and out_norm else None,
-    }
-
-
 class Recording(Mapping[str, NodeRecord]):
     """Everything one run of a graph produced, node by node, in execution order.
 
@@ -344,40 +310,7 @@ class Recording(Mapping[str, NodeRecord]):
         ``grad_absmax``, ``grad_mean``, ``grad_std``, ``grad_nan``, ``grad_inf`` and
         ``grad_ratio`` (gradient norm / output norm) of the first output tensor.
         """
-        import pandas as pd
-
-        flops = provider("recording.flops")(self)  # the shape pass's count (a higher layer)
-        rows = []
-        for r in self._records:
-            first = r.outputs[0] if r.outputs else None
-            row: dict[str, Any] = {
-                "index": r.index,
-                "name": r.name,
-                "op": r.op,
-                "target": r.target,
-                "module": r.module,
-                "inputs": ", ".join(r.inputs),
-                "shape": first.shape if first else None,
-                "dtype": dtype_name(first.dtype) if first else None,
-                "outputs": len(r.outputs),
-                "numel": first.numel if first else None,
-                "nbytes": first.nbytes if first else None,
-            }
-            for stat in ("min", "max", "mean", "std", "absmax", "nan", "posinf", "neginf", "zeros"):
-                row[stat] = getattr(first, stat) if first else None
-            row.update(
-                time_s=r.time_s,
-                flops=flops.get(r.name),
-                mutates=", ".join(r.mutates),
-                aliases=", ".join(r.aliases),
-                error="" if r.error is None else f"{type(r.error).__name__}: {r.error}",
-                kept=r.kept,
-            )
-            if self.gradients is not None:
-                row.update(_grad_columns(r))
-            rows.append(row)
-        columns = _COLUMNS + (_GRAD_COLUMNS if self.gradients is not None else [])
-        return pd.DataFrame(rows, columns=columns).set_index("name")
+        return recording_table(self)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form: ``{"complete", "error", "nodes": [record.to_dict(), ...]}``."""
@@ -414,9 +347,7 @@ class Recording(Mapping[str, NodeRecord]):
         return f"<fxviz.Recording of {name}: {self.summary()}>"
 
     def _repr_html_(self) -> str:
-        table = self.table().drop(columns=["index"])
-        body = table.to_html(max_rows=80, float_format=lambda v: f"{v:.4g}", escape=True)
-        return f"<div><p><b>fxviz.Recording</b>: {html.escape(self.summary())}</p>{body}</div>"
+        return recording_html(self)
 
 
 register_traceable(
