@@ -32,6 +32,7 @@ from fxviz._capture import (
     trace_joint,
     traced_forward,
 )
+from fxviz._capture._real import tensors_in
 from fxviz._capture._subject import traceable
 from fxviz._torch_compat import positional_graph, thread_scoped_fx_patches
 from fxviz.errors import TraceError
@@ -217,8 +218,6 @@ def _need_inputs(method: str, obj: Any, args: tuple, kwargs: dict) -> None:
 
 def _check_same_output(gm: Any, obj: Any, args: tuple, kwargs: dict) -> None:
     """An exported graph called with keyword inputs must still give the model's output."""
-    from fxviz._capture._real import tensors_in
-
     got = tensors_in(gm(*bind_inputs(gm, args, kwargs)))
     want = tensors_in(obj(*args, **kwargs))
     if len(got) != len(want) or not all(

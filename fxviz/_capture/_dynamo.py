@@ -20,6 +20,7 @@ import torch.fx
 from fxviz._capture._inputs import flatten_inputs
 from fxviz._capture._state import restored_state
 from fxviz._capture._stitch import Capture, GraphBreak, GraphCall, stitch
+from fxviz._nodes import source_line
 
 __all__ = ["capture_dynamo", "is_user_file", "traced_forward"]
 
@@ -152,8 +153,6 @@ def _break_after(
 
 def _first_line(gm: torch.fx.GraphModule) -> tuple[str, int, str]:
     """The user line of the first node with a stack trace in ``gm``."""
-    from fxviz._nodes import source_line
-
     for node in gm.graph.nodes:
         text = source_line(node)
         if text.startswith("File "):

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from fxviz._capture._inputs import describe_value
+from fxviz._torch_compat import is_fake
 from fxviz.errors import InputError
 
 __all__ = ["PythonSegment", "check_same_inputs"]
@@ -52,8 +53,6 @@ def _is_abstract(value: Any) -> bool:
     """Fake or meta tensors (shape propagation): nothing to compare, values pass through."""
     if not isinstance(value, torch.Tensor):
         return False
-    from fxviz._torch_compat import is_fake
-
     return value.is_meta or is_fake(value)
 
 

@@ -28,9 +28,11 @@ from typing import Any
 import torch
 
 from fxviz._record._records import NodeRecord, Recording
-from fxviz._saved._graph import drawing_to_json
+from fxviz._saved._graph import SavedGraph, drawing_to_json
 from fxviz._saved._values import Blocks, encode_value
+from fxviz._shapes._flops import recording_flops
 from fxviz._version import __version__
+from fxviz.render._api import draw
 
 __all__ = ["FORMAT", "SUFFIX", "VERSION", "save"]
 
@@ -55,8 +57,6 @@ def save(
         >>> fxviz.load(path)["linear"].shape
         (1, 2)
     """
-    from fxviz.render._api import draw
-
     path = pathlib.Path(path)
     blocks = Blocks()
     records = [_record_json(r, blocks if values else None) for r in recording.values()]
@@ -103,8 +103,6 @@ def save(
 
 def _flops(recording: Recording) -> dict[str, int]:
     """Each node's FLOPs (a loaded recording has no graph to count them on)."""
-    from fxviz._shapes._flops import recording_flops
-
     return {name: int(count) for name, count in recording_flops(recording).items()}
 
 
@@ -137,8 +135,6 @@ def _run_error(recording: Recording) -> dict[str, str] | None:
 
 
 def _model_name(recording: Recording) -> str:
-    from fxviz._saved._graph import SavedGraph
-
     gm = recording.graph_module
     return gm.name if isinstance(gm, SavedGraph) else type(gm).__name__
 

@@ -6,6 +6,7 @@ from typing import Any
 
 import torch
 
+from fxviz._nodes import module_path, target_text
 from fxviz._record._records import NodeRecord
 from fxviz._record._summary import dtype_name
 from fxviz._shapes._report import format_shape
@@ -64,8 +65,6 @@ def inspector_data(
     """
     fields: list[tuple[str, str]] = []
     if node is not None:
-        from fxviz._nodes import module_path, target_text
-
         fields += [
             ("op", node.op),
             ("target", target_text(node)),
