@@ -10,8 +10,9 @@ or refused with a :class:`RenderError` that says what to pass; a registered sour
 optional part fails degrades with a warning instead of blanking the view.
 
     >>> import torch, fxviz
-    >>> source_of(fxviz.trace(torch.nn.ReLU())).drawing("fold").nodes[1].name
-    '_0'
+    >>> source = source_of(fxviz.trace(torch.nn.Sequential(torch.nn.ReLU())))
+    >>> type(source).__name__, [n.name for n in source.drawing("fold").nodes]
+    ('GraphModuleSource', ['input_1', '_0', 'output'])
 """
 
 from __future__ import annotations
