@@ -2,7 +2,6 @@
 
 from fxviz._capture._bind import bind_inputs
 from fxviz._capture._dynamo import capture_dynamo, is_user_file, traced_forward
-from fxviz._capture._frames import frame_capture
 from fxviz._capture._inputs import describe_value, flatten_inputs
 from fxviz._capture._joint import JointGraph, trace_joint
 from fxviz._capture._real import capture_real, tensors_in
@@ -19,7 +18,6 @@ __all__ = [
     "capture_real",
     "describe_value",
     "flatten_inputs",
-    "frame_capture",
     "is_user_file",
     "refuse",
     "register_traceable",

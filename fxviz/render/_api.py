@@ -17,12 +17,13 @@ from typing import Any
 
 import graphviz
 
-from fxviz._capture import Capture, frame_capture
+from fxviz._capture import Capture
 from fxviz._record._records import NodeRecord, Recording
 from fxviz.errors import RenderError  # defined in errors.py, re-exported here
 from fxviz.render._collapse import fold, group_wide, module_members, opening_depth
 from fxviz.render._dot import render
 from fxviz.render._fold import Params
+from fxviz.render._frames import frame_capture
 from fxviz.render._model import DrawGraph
 from fxviz.render._overlays import Overlay, guarded
 from fxviz.render._source import Source, degrade, source_of

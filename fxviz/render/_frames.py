@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fxviz._capture._stitch import Capture, GraphBreak
+from fxviz._capture import Capture, GraphBreak
 
 __all__ = ["frame_capture"]
 
