@@ -17,8 +17,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from fxviz import _wiring  # noqa: F401 (wires what lower layers call by name: _providers)
 from fxviz._version import __version__
+from fxviz._wiring import wire as _wire
 from fxviz.errors import (
     DebuggerError,
     DrawingWarning,
@@ -40,6 +40,8 @@ from fxviz.errors import (
 from fxviz.errors import (
     warn_deprecated as _warn_deprecated,
 )
+
+_wire()  # what lower layers call by name (fxviz._providers), each imported on first use
 
 # Public name -> the private module that defines it (loaded on first attribute access).
 _LAZY: dict[str, str] = {

@@ -1,7 +1,7 @@
 """The top layer wires what lower layers call by name (:mod:`fxviz._providers`).
 
-Imported by the facade, so it runs on ``import fxviz``; each implementation is imported
-only when first called, so ``import fxviz`` stays light.
+The facade calls :func:`wire` on ``import fxviz``; each implementation is imported only
+when first called, so ``import fxviz`` stays light.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 
 from fxviz._providers import provide
 
-__all__: list[str] = []
+__all__ = ["wire"]
 
 
 def _recording_flops(recording: Any) -> dict[str, int]:
@@ -67,12 +67,14 @@ def _joint_tangents(joint: Any, outputs: Any, backward: Any) -> Any:
     return tangents_for(joint, outputs, backward)
 
 
-provide("recording.flops", _recording_flops)
-provide("recording.save", _save)
-provide("report", _report)
-provide("joint.to_dot", _joint_to_dot)
-provide("joint.run", _joint_run)
-provide("joint.backward_inputs", _joint_backward_inputs)
-provide("joint.record", _joint_record)
-provide("joint.debugger", _joint_debugger)
-provide("joint.tangents", _joint_tangents)
+def wire() -> None:
+    """Register every late-bound implementation (idempotent)."""
+    provide("recording.flops", _recording_flops)
+    provide("recording.save", _save)
+    provide("report", _report)
+    provide("joint.to_dot", _joint_to_dot)
+    provide("joint.run", _joint_run)
+    provide("joint.backward_inputs", _joint_backward_inputs)
+    provide("joint.record", _joint_record)
+    provide("joint.debugger", _joint_debugger)
+    provide("joint.tangents", _joint_tangents)

@@ -46,7 +46,7 @@ def check_engine(engine: str | None) -> Engine:
         return ENGINE
     if engine not in ENGINES:
         raise InputError(f"unknown engine: {engine!r} (must be one of {list(ENGINES)})")
-    return engine  # type: ignore[return-value]
+    return engine
 
 
 _TENSOR = torch.Tensor
