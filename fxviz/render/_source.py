@@ -104,12 +104,36 @@ def source_of(obj: Any) -> Source:
 
     Raises:
         RenderError: nothing is registered for it, nor for its ``graph_module``.
+
+    Examples:
+        >>> import torch, fxviz
+        >>> from fxviz.render import source_of
+        >>> rec = fxviz.record(torch.nn.ReLU(), torch.ones(2))
+        >>> source = source_of(rec)
+        >>> type(source).__name__, source.recording() is rec, source.replay()
+        ('RecordingSource', True, True)
     """
     return _dispatch(obj)
 
 
 def register(*types: type) -> Callable[[_S], _S]:
-    """Class decorator: ``cls`` is the :class:`Source` of objects of ``types``."""
+    """Class decorator: ``cls`` is the :class:`Source` of objects of ``types`` (and of
+    their subclasses, unless one has its own).
+
+    Examples:
+        >>> import torch, fxviz
+        >>> from fxviz.render import Source, register
+        >>> class Pass:  # a user's object holding the graph a pass made
+        ...     def __init__(self, gm):
+        ...         self.gm = gm
+        >>> @register(Pass)
+        ... class PassSource(Source):
+        ...     def drawing(self, params):
+        ...         return fxviz.render.draw(self.obj.gm, params=params)
+        >>> gm = fxviz.trace(torch.nn.Sequential(torch.nn.ReLU()))
+        >>> fxviz.to_dot(Pass(gm)).source == fxviz.to_dot(gm).source
+        True
+    """
 
     def decorate(cls: _S) -> _S:
         for kind in types:
