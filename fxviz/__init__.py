@@ -62,7 +62,7 @@ _LAZY: dict[str, str] = {
     "bytes_heat": "fxviz.overlays",
     "debugger_state": "fxviz.overlays",
     "flops_heat": "fxviz.overlays",
-    "diff": "fxviz.render",
+    "diff": "fxviz._compare",
     "grad_norm_heat": "fxviz.render",
     "grad_ratio": "fxviz.render",
     "nonfinite_grads": "fxviz.render",
@@ -80,7 +80,7 @@ _LAZY: dict[str, str] = {
     "ShapeReport": "fxviz._shapes",
     "TensorSpec": "fxviz._shapes",
     "shapes": "fxviz._shapes",
-    "shapes_diff": "fxviz._shapes",
+    "shapes_diff": "fxviz._compare",
     "spec": "fxviz._shapes",
     "DebuggerApp": "fxviz.widgets",
     "GraphView": "fxviz.widgets",
@@ -103,7 +103,14 @@ _DEPRECATED: dict[str, tuple[str, str, str]] = {
 
 if TYPE_CHECKING:  # static checkers and IDEs see the real objects
     from fxviz import overlays
-    from fxviz._compare import Comparison, compare, compare_dtype, compare_pass
+    from fxviz._compare import (
+        Comparison,
+        compare,
+        compare_dtype,
+        compare_pass,
+        diff,
+        shapes_diff,
+    )
     from fxviz._joint import JointGraph, JointRecording
     from fxviz._record import (
         Debugger,
@@ -123,7 +130,6 @@ if TYPE_CHECKING:  # static checkers and IDEs see the real objects
         ShapeReport,
         TensorSpec,
         shapes,
-        shapes_diff,
         spec,
     )
     from fxviz.capture import Capture, GraphBreak, trace
@@ -138,7 +144,6 @@ if TYPE_CHECKING:  # static checkers and IDEs see the real objects
     )
     from fxviz.render import (
         GraphDiff,
-        diff,
         grad_norm_heat,
         grad_ratio,
         nonfinite_grads,
