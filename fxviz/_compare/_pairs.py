@@ -128,6 +128,8 @@ def _measure(
     if ra.kept and rb.kept and _plain(ra.value) and _plain(rb.value):
         same = _equal(ra.value, rb.value)
         why = "equal" if same else f"{_short(ra.value)} vs {_short(rb.value)}"
+        if not same and _metadata(ra.value) and _metadata(rb.value):
+            return _found(None, False, f"{why} (dtypes and devices are not values)", "values")
         return _found(None, not same, why, "values")
     if not (ra.kept and rb.kept):
         return _found(None, False, "not measured: values not kept", "")
@@ -206,6 +208,14 @@ def _plain(value: Any) -> bool:
     if isinstance(value, (tuple, list)):
         return all(_plain(v) for v in value)
     return isinstance(value, _PLAIN)
+
+
+def _metadata(value: Any) -> bool:
+    """A dtype or device (``x.dtype``): expected to differ between a float32 and a bfloat16
+    run, as the tensors' own dtypes are, so not a divergence."""
+    if isinstance(value, (tuple, list)):
+        return bool(value) and all(_metadata(v) for v in value)
+    return isinstance(value, (torch.dtype, torch.device))
 
 
 def _equal(a: Any, b: Any) -> bool:

@@ -10,6 +10,7 @@ import torch
 
 from fxviz._compare._comparison import Comparison, compare, engine
 from fxviz._compare._thresholds import DEFAULT_SQNR_DB, Criterion
+from fxviz._torch_compat import has_plain_codegen
 from fxviz.errors import InputError
 from fxviz.render._align import transformer_provenance
 
@@ -56,11 +57,12 @@ def compare_dtype(
     criterion = Criterion(metric, sqnr_db, min_cosine, rtol, atol)
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise InputError(f"dtype must be a floating-point torch.dtype, not {dtype!r}")
-    if isinstance(model, torch.export.ExportedProgram):
+    baked = _baked(model)
+    if baked and not autocast:
         raise InputError(
-            "compare_dtype needs the model itself, not an ExportedProgram: export bakes the "
-            "dtypes it traced into the graph. Pass the nn.Module (it is copied, converted "
-            "and captured again)"
+            f"compare_dtype needs the model itself, not {baked}: it keeps the dtypes it "
+            "was traced in, so a converted copy would mix dtypes. Pass the nn.Module (it "
+            "is copied, converted and captured again), or use autocast=True"
         )
     if not callable(model):
         raise InputError(f"compare_dtype takes a model or function, not {type(model).__name__}")
@@ -129,6 +131,17 @@ def compare_pass(
     a = record(before, *inputs, progress=False)
     b = record(after, *inputs, progress=False)
     return compare(a, b, provenance=provenance, **options)
+
+
+def _baked(model: Any) -> str:
+    """What the model is when it is a capture whose graph fixes its dtypes, else ``""``."""
+    if isinstance(model, torch.export.ExportedProgram):
+        return "an ExportedProgram"
+    if isinstance(model, torch.fx.GraphModule):
+        method = model.meta.get("fxviz_method")
+        if method in ("export", "dynamo", "real") or not has_plain_codegen(model.graph):
+            return f"a graph captured with {method or 'torch.export'}"
+    return ""
 
 
 def _converted(model: Any, dtype: torch.dtype) -> Any:
