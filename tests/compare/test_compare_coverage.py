@@ -31,7 +31,8 @@ def test_complex_values_are_measured_as_real_imaginary_pairs():
     assert "real/imaginary" in cmp["fft_fft"].reason
     assert not cmp.agree
     same = fxviz.compare(fxviz.record(spectrum, x), fxviz.record(spectrum, x.clone()))
-    assert same.agree and same["mul"].sqnr_db == math.inf
+    assert same.agree
+    assert same["mul"].sqnr_db == math.inf
     a, b = torch.randn(5, dtype=torch.complex64), torch.randn(5, dtype=torch.complex64)
     as_pairs = measure(torch.view_as_real(a), torch.view_as_real(b))
     assert measure(a, b).sqnr_db == pytest.approx(as_pairs.sqnr_db, rel=1e-12)
@@ -66,7 +67,8 @@ def test_what_was_not_measured_is_counted_and_never_said_to_agree():
     b = fxviz.record(relu_plus_one, x * 3, keep="stats", stats=False)
     cmp = fxviz.compare(a, b)
     tensors = [p for p in cmp.pairs if p.op != "output"]
-    assert tensors and all(not p.measured for p in tensors)
+    assert tensors
+    assert all(not p.measured for p in tensors)
     assert cmp["relu"].reason == "not measured: values not kept and no statistics"
     assert cmp.unmeasured
     assert not cmp.agree
@@ -81,7 +83,9 @@ def total(x):
 
 def test_zero_dim_and_empty_tensors_are_measured():
     x = torch.randn(5)
-    same = fxviz.compare(fxviz.record(total, x), fxviz.record(total, x.clone()))  # IndexError before
+    same = fxviz.compare(
+        fxviz.record(total, x), fxviz.record(total, x.clone())
+    )  # IndexError before
     assert same.agree
     assert same["sum_1"].shape_a == ()
     assert same["sum_1"].sqnr_db == math.inf
@@ -91,16 +95,20 @@ def test_zero_dim_and_empty_tensors_are_measured():
     empty = fxviz.compare(
         fxviz.record(relu_plus_one, torch.ones(0, 3)), fxviz.record(relu_plus_one, torch.ones(0, 3))
     )
-    assert empty.agree and all(p.measured for p in empty.pairs)
+    assert empty.agree
+    assert all(p.measured for p in empty.pairs)
 
 
 def test_plain_python_values_compare_for_equality():
     def width(x):
         return x.reshape(x.shape[0], -1) * x.shape[1]
 
-    cmp = fxviz.compare(fxviz.record(width, torch.ones(2, 3)), fxviz.record(width, torch.ones(2, 4)))
+    cmp = fxviz.compare(
+        fxviz.record(width, torch.ones(2, 3)), fxviz.record(width, torch.ones(2, 4))
+    )
     getitem = next(p for p in cmp.pairs if p.target.endswith("getitem") and p.reason != "equal")
-    assert getitem.diverged and getitem.reason == "3 vs 4"
+    assert getitem.diverged
+    assert getitem.reason == "3 vs 4"
     assert getitem.measured_on == "values"
 
 
