@@ -98,7 +98,8 @@ class Comparison:
         """One row a pair: ``a``, ``b``, ``status``, ``op``, ``target``, shapes and dtypes
         on both sides, ``max_abs_error``, ``max_rel_error``, ``cosine``, ``sqnr_db``,
         ``rmse``, ``rel_l2``, NaN/Inf counts (``nonfinite_a``, ``nonfinite_b``,
-        ``one_sided``), ``allclose``, ``diverged`` and ``reason``."""
+        ``one_sided``), ``allclose``, ``diverged``, ``reason`` and ``measured_on``
+        (``values``, ``statistics``, or empty where the pair was not measured)."""
         import pandas as pd
 
         rows = []
@@ -116,7 +117,7 @@ class Comparison:
             }
             for key in _COLUMNS:
                 row[key] = getattr(p, key)
-            row |= {"diverged": p.diverged, "reason": p.reason}
+            row |= {"diverged": p.diverged, "reason": p.reason, "measured_on": p.measured_on}
             rows.append(row)
         return pd.DataFrame(rows)
 
