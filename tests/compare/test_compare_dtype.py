@@ -90,9 +90,9 @@ def test_tiny_llama_with_keyword_inputs_in_bfloat16():
 def test_a_capture_is_refused_with_what_to_do_instead():
     model, x = Block().eval(), torch.randn(2, 16)
     captured = fxviz.trace(RMSNorm(16), x, method="export")
-    with pytest.raises(fxviz.InputError, match="Pass the nn.Module"):
+    with pytest.raises(fxviz.InputError, match=r"Pass the nn\.Module"):
         fxviz.compare_dtype(captured, x)
-    with pytest.raises(fxviz.InputError, match="floating-point torch.dtype"):
+    with pytest.raises(fxviz.InputError, match=r"floating-point torch\.dtype"):
         fxviz.compare_dtype(model, x, dtype=torch.int8)
 
 
