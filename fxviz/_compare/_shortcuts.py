@@ -94,8 +94,10 @@ def compare_pass(
     new node came from which old one), a function given a copy of the traced graph and
     returning the new ``GraphModule`` (or ``None`` when it changed the copy in place), or
     the transformed ``GraphModule`` itself. Nodes are aligned by provenance (the
-    Transformer's, or ``node.meta["from_node"]``), then name, then target. ``options`` go to
-    :func:`fxviz.compare`.
+    Transformer's, or ``node.meta["from_node"]``), then name, then target, as
+    :func:`fxviz.diff` aligns them (the same engine: ``diff`` says what the pass changed in
+    the graph, ``compare_pass`` how the values moved); a node the pass inserted is
+    measured against the value it displaced. ``options`` go to :func:`fxviz.compare`.
 
     Example:
         >>> import torch, fxviz
@@ -107,8 +109,8 @@ def compare_pass(
         ...             node.replace_all_uses_with(half, delete_user_cb=lambda u: u is not half)
         ...     gm.recompile()
         >>> cmp = fxviz.compare_pass(lambda x: torch.relu(x) + 1, halve_relu, torch.randn(8))
-        >>> cmp.first_divergence.name
-        'add'
+        >>> cmp.first_divergence.name  # the inserted node, against the relu it displaced
+        'mul'
     """
     from fxviz._record import record
     from fxviz.capture import trace
