@@ -76,8 +76,8 @@ def diff(
     from fxviz.capture import trace
 
     after, provenance = transformer_provenance(after)
-    runs = [record(trace(graph, *inputs), *inputs) for graph in (before, after)]
-    return engine(*runs, criterion, provenance=provenance, params="show").diff
+    a, b = (record(trace(graph, *inputs), *inputs) for graph in (before, after))
+    return engine(a, b, criterion, provenance=provenance, params="show").diff
 
 
 def shapes_diff(a: ShapeReport, b: ShapeReport) -> pd.DataFrame:

@@ -79,7 +79,7 @@ def _pair(p: Any, criterion: Criterion, measured: dict[tuple[Any, ...], Metrics]
     ra = p.before.record if p.before is not None else None
     rb = p.after.record if p.after is not None else None
     reference = p.reference.record if p.before is None and p.reference is not None else None
-    drawn = p.after or p.before
+    drawn: Any = p.after or p.before
     first_a = _first(ra or reference)
     first_b = _first(rb)
     known = rb or ra
