@@ -13,6 +13,7 @@ import torch
 
 import fxviz
 from fxviz._compare import measure
+from fxviz._compare._view import inspector
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -54,6 +55,9 @@ def test_statistics_only_recordings_compare_their_statistics_and_say_so():
     assert other["x"].measured_on == "statistics"
     assert other["x"].reason.startswith("statistics only: SQNR")
     assert "on statistics only" in other.summary()
+    fields = dict(inspector(other, "x")["fields"])  # what the widget and report show
+    assert fields["compared"] == "statistics only (values not kept)"
+    assert fields["verdict"].startswith("diverges: statistics only: SQNR")
     same = fxviz.compare(a, fxviz.record(relu_plus_one, x.clone(), keep="stats"))
     assert same.first_divergence is None
     assert not same.agree  # statistics agree; values were never compared
@@ -158,6 +162,9 @@ def test_cli_validates_thresholds_and_measures_zero_dim_outputs(tmp_path):
     negative = _fxviz("compare", "a.fxrec", "b.fxrec", "--metric", "allclose", "--atol", "-1", cwd=tmp_path)  # fmt: skip
     assert negative.returncode == 2
     assert "atol must be a finite number" in negative.stderr
+    cosine = _fxviz("compare", "a.fxrec", "b.fxrec", "--metric", "cosine", "--min-cosine", "1.5", cwd=tmp_path)  # fmt: skip
+    assert cosine.returncode == 2
+    assert "min_cosine must be a finite number within [-1, 1], not 1.5" in cosine.stderr
     blind = _fxviz("compare", "blind.fxrec", "blind.fxrec", "-o", "blind.html", cwd=tmp_path)
     assert blind.returncode == 3, blind.stderr  # nothing diverged, but nothing was measured
     assert "not measured" in blind.stdout
