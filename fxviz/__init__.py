@@ -65,7 +65,7 @@ _LAZY: dict[str, str] = {
     "bytes_heat": "fxviz.overlays",
     "debugger_state": "fxviz.overlays",
     "flops_heat": "fxviz.overlays",
-    "diff": "fxviz.render",
+    "diff": "fxviz._compare",
     "grad_norm_heat": "fxviz.render",
     "grad_ratio": "fxviz.render",
     "nonfinite_grads": "fxviz.render",
@@ -83,7 +83,7 @@ _LAZY: dict[str, str] = {
     "ShapeReport": "fxviz._shapes",
     "TensorSpec": "fxviz._shapes",
     "shapes": "fxviz._shapes",
-    "shapes_diff": "fxviz._shapes",
+    "shapes_diff": "fxviz._compare",
     "spec": "fxviz._shapes",
     "DebuggerApp": "fxviz.widgets",
     "GraphView": "fxviz.widgets",
@@ -106,7 +106,14 @@ _DEPRECATED: dict[str, tuple[str, str, str]] = {
 
 if TYPE_CHECKING:  # static checkers and IDEs see the real objects
     from fxviz import overlays
-    from fxviz._compare import Comparison, compare, compare_dtype, compare_pass
+    from fxviz._compare import (
+        Comparison,
+        compare,
+        compare_dtype,
+        compare_pass,
+        diff,
+        shapes_diff,
+    )
     from fxviz._record import (
         Debugger,
         JointRecording,
@@ -126,7 +133,6 @@ if TYPE_CHECKING:  # static checkers and IDEs see the real objects
         ShapeReport,
         TensorSpec,
         shapes,
-        shapes_diff,
         spec,
     )
     from fxviz.capture import Capture, GraphBreak, JointGraph, trace
@@ -141,7 +147,6 @@ if TYPE_CHECKING:  # static checkers and IDEs see the real objects
     )
     from fxviz.render import (
         GraphDiff,
-        diff,
         grad_norm_heat,
         grad_ratio,
         nonfinite_grads,

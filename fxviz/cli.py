@@ -112,13 +112,15 @@ def _add_compare(commands: argparse._SubParsersAction) -> None:
         "compare",
         help="compare two saved recordings (.fxrec) node by node and write an HTML report",
         description="Align two saved runs as fxviz.compare does, print where they part "
-        "(exit code 1 when they diverge) and write one HTML file that opens offline.",
+        "(exit code 1 when they diverge, 3 when nothing diverges but some pairs could not "
+        "be measured) and write one HTML file that opens offline.",
     )
     cmp.add_argument("a", metavar="A", help="the reference run (a .fxrec file)")
     cmp.add_argument("b", metavar="B", help="the run to check against it (a .fxrec file)")
     cmp.add_argument("-o", "--output", default="fxviz-compare.html", help="the HTML file to write")
     cmp.add_argument("--metric", choices=("sqnr", "allclose", "cosine"), default="sqnr")
     cmp.add_argument("--sqnr-db", type=float, default=30.0, help="SQNR floor in dB (default 30)")
+    cmp.add_argument("--min-cosine", type=float, default=0.999, help="with --metric cosine")
     cmp.add_argument("--rtol", type=float, default=1e-5, help="with --metric allclose")
     cmp.add_argument("--atol", type=float, default=1e-6, help="with --metric allclose")
 
@@ -129,7 +131,8 @@ def _run_compare(args: argparse.Namespace) -> int:
 
     return run_compare(
         args.a, args.b, args.output,
-        metric=args.metric, sqnr_db=args.sqnr_db, rtol=args.rtol, atol=args.atol, report=report,
+        metric=args.metric, sqnr_db=args.sqnr_db, rtol=args.rtol, atol=args.atol,
+        min_cosine=args.min_cosine, report=report,
     )  # fmt: skip
 
 

@@ -21,23 +21,32 @@ def run_compare(
     rtol: float,
     atol: float,
     report: Callable[..., Any],
+    min_cosine: float = 0.999,
 ) -> int:
     """Load two saved recordings, compare them, print the verdict and write a report
     (with ``report``: ``fxviz.report``, passed by the CLI, a higher layer).
 
-    Exit code 0 when the runs agree, 1 when they diverge, 2 when a file cannot be read.
+    Exit code 0 when the runs agree, 1 when they diverge, 2 when a file cannot be read or
+    a threshold is invalid (checked before any file is read), 3 when nothing diverges but
+    some pairs present in both runs could not be measured (the summary says which).
     """
     from fxviz._compare import compare
+    from fxviz._compare._thresholds import Criterion
     from fxviz._saved import load
 
+    options = {"metric": metric, "sqnr_db": sqnr_db, "min_cosine": min_cosine}
+    options |= {"rtol": rtol, "atol": atol}
     try:
-        cmp = compare(load(a), load(b), metric=metric, sqnr_db=sqnr_db, rtol=rtol, atol=atol)
+        Criterion(**options)
+        cmp = compare(load(a), load(b), **options)
     except FxvizError as e:
         return _fail(e)
     report(cmp, output, title=f"fxviz compare {a} {b}")
     print(cmp.summary())
     print(f"wrote {output}: open it in any browser (it works offline)")
-    return 1 if cmp.first_divergence is not None else 0
+    if cmp.first_divergence is not None:
+        return 1
+    return 3 if cmp.unmeasured else 0
 
 
 def run_saved_report(path: str, output: str, *, report: Callable[..., Any]) -> int:

@@ -1,21 +1,18 @@
 """``fxviz.compare``: where two runs part, node by node.
 
 The two recordings (live or loaded) are aligned as :func:`fxviz.diff` aligns graphs
-(provenance first, then name, then target and rank), and every aligned pair of values
-is measured in float64 (:mod:`fxviz._compare._metrics`).
+(provenance first, then name, then target and rank: :mod:`fxviz.render._align`), and
+every aligned pair is measured in float64 or said why not (:mod:`fxviz._compare._pairs`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import html
-import math
 from typing import TYPE_CHECKING, Any
 
-import torch
-
-from fxviz._compare._metrics import Metrics, measure, memory_key, one_thread
-from fxviz._record._records import NodeRecord, Recording
+from fxviz._compare._pairs import NodeComparison, measure_pairs
+from fxviz._compare._thresholds import DEFAULT_SQNR_DB, METRICS, Criterion
+from fxviz._record._records import Recording
 from fxviz._record._summary import dtype_name
 from fxviz.errors import InputError, UnknownNodeError
 
@@ -27,47 +24,6 @@ if TYPE_CHECKING:
     from fxviz.render._model import DrawGraph
 
 __all__ = ["METRICS", "Comparison", "NodeComparison", "compare"]
-
-METRICS = ("sqnr", "allclose", "cosine")
-DEFAULT_SQNR_DB = 30.0
-
-
-@dataclasses.dataclass(frozen=True)
-class NodeComparison:
-    """One aligned pair of nodes and how far ``b``'s value is from ``a``'s.
-
-    ``status`` is the structural status from the alignment (``same``, ``changed``,
-    ``added``, ``removed``, ``inlined``); ``metrics`` is ``None`` where no values could be
-    compared (a side missing or not kept, not a tensor, shapes differ); ``diverged`` says
-    whether the pair fails the comparison's criterion, and ``reason`` why.
-    """
-
-    a: str | None
-    b: str | None
-    status: str
-    op: str
-    target: str
-    shape_a: tuple[int | str, ...] | None
-    shape_b: tuple[int | str, ...] | None
-    dtype_a: torch.dtype | None
-    dtype_b: torch.dtype | None
-    metrics: Metrics | None
-    diverged: bool
-    reason: str = ""
-
-    @property
-    def name(self) -> str:
-        """The node's name in ``b`` (in ``a`` when ``b`` has no counterpart)."""
-        return self.b or self.a or ""
-
-    def __getattr__(self, key: str) -> Any:  # row.sqnr_db, row.cosine... from the metrics
-        if key in _METRIC_FIELDS:
-            metrics = object.__getattribute__(self, "metrics")
-            return None if metrics is None else getattr(metrics, key)
-        raise AttributeError(key)
-
-
-_METRIC_FIELDS = {f.name for f in dataclasses.fields(Metrics)}
 
 
 class Comparison:
@@ -89,15 +45,36 @@ class Comparison:
         pairs: list[NodeComparison],
         diff: GraphDiff,
         *,
-        metric: str,
-        threshold: float | None,
-        rtol: float,
-        atol: float,
+        criterion: Criterion | None = None,
+        what: str = "",
+        **thresholds: Any,  # metric=, threshold=, rtol=, atol= as before
     ) -> None:
+        if criterion is None:
+            threshold = thresholds.pop("threshold", None)
+            metric = thresholds.get("metric", "sqnr")
+            if threshold is not None:
+                thresholds[{"sqnr": "sqnr_db", "cosine": "min_cosine"}[metric]] = threshold
+            criterion = Criterion(**thresholds)
         self.a, self.b, self.pairs, self.diff = a, b, pairs, diff
-        self.metric, self.threshold, self.rtol, self.atol = metric, threshold, rtol, atol
+        self.rule, self.what = criterion, what
+        self.metric, self.threshold = criterion.metric, criterion.threshold
+        self.rtol, self.atol = criterion.rtol, criterion.atol
         self.first_divergence = next((p for p in pairs if p.diverged and p.b), None) or next(
             (p for p in pairs if p.diverged), None
+        )
+
+    @property
+    def unmeasured(self) -> list[NodeComparison]:
+        """The pairs present in both runs whose values could not be measured (each says
+        why in ``reason``); nothing is claimed about them."""
+        return [p for p in self.pairs if p.a and p.b and not p.measured]
+
+    @property
+    def agree(self) -> bool:
+        """True only when every pair present in both runs was measured on its values
+        and none diverges."""
+        return self.first_divergence is None and all(
+            p.measured_on == "values" for p in self.pairs if p.a and p.b
         )
 
     def __getitem__(self, name: str) -> NodeComparison:
@@ -115,17 +92,14 @@ class Comparison:
 
     def criterion(self) -> str:
         """The rule in words: ``SQNR < 30 dB``, ``cosine < 0.999``, ``not allclose(...)``."""
-        if self.metric == "sqnr":
-            return f"SQNR < {self.threshold:g} dB"
-        if self.metric == "cosine":
-            return f"cosine < {self.threshold:g}"
-        return f"not allclose(rtol={self.rtol:g}, atol={self.atol:g})"
+        return self.rule.describe()
 
     def table(self) -> pd.DataFrame:
         """One row a pair: ``a``, ``b``, ``status``, ``op``, ``target``, shapes and dtypes
         on both sides, ``max_abs_error``, ``max_rel_error``, ``cosine``, ``sqnr_db``,
         ``rmse``, ``rel_l2``, NaN/Inf counts (``nonfinite_a``, ``nonfinite_b``,
-        ``one_sided``), ``allclose``, ``diverged`` and ``reason``."""
+        ``one_sided``), ``allclose``, ``diverged``, ``reason`` and ``measured_on``
+        (``values``, ``statistics``, or empty where the pair was not measured)."""
         import pandas as pd
 
         rows = []
@@ -143,20 +117,40 @@ class Comparison:
             }
             for key in _COLUMNS:
                 row[key] = getattr(p, key)
-            row |= {"diverged": p.diverged, "reason": p.reason}
+            row |= {"diverged": p.diverged, "reason": p.reason, "measured_on": p.measured_on}
             rows.append(row)
         return pd.DataFrame(rows)
 
     def summary(self) -> str:
-        """``85 pairs compared (SQNR < 30 dB): 12 diverge; first at 'matmul_1' (SQNR 27.4 dB)``."""
-        measured = sum(p.metrics is not None for p in self.pairs)
+        """``85 of 85 pairs compared (SQNR < 30 dB): 12 diverge; first at 'matmul_1' (SQNR
+        27.4 dB)``; pairs measured on statistics only and pairs not measured are counted,
+        and the runs are said to agree only where they were measured."""
+        measured = [p for p in self.pairs if p.measured]
+        notes = [self.criterion()]
+        on_stats = sum(p.measured_on == "statistics" for p in measured)
+        if on_stats:
+            notes.append(f"{on_stats} on statistics only")
+        why: dict[str, int] = {}
+        for p in self.pairs:
+            if not p.measured:
+                key = p.reason.removeprefix("not measured: ") or "nothing to measure"
+                why[key] = why.get(key, 0) + 1
+        if why:
+            reasons = ", ".join(f"{n} {reason}" for reason, n in why.items())
+            notes.append(f"{len(self.pairs) - len(measured)} not measured: {reasons}")
+        text = f"{len(measured)} of {len(self.pairs)} pairs compared ({'; '.join(notes)}): "
+        if self.what:
+            text = f"{self.what}: {text}"
         bad = self.diverged()
-        text = f"{measured} of {len(self.pairs)} pairs compared ({self.criterion()}): "
-        if not bad:
+        if bad:
+            first = self.first_divergence
+            assert first is not None
+            return text + f"{len(bad)} diverge; first at {first.name!r} ({first.reason})"
+        if not measured:
+            return text + "nothing was measured, so nothing is said about agreement"
+        if self.agree and not on_stats:
             return text + "the runs agree everywhere"
-        first = self.first_divergence
-        assert first is not None
-        return text + f"{len(bad)} diverge; first at {first.name!r} ({first.reason})"
+        return text + f"the runs agree on the {len(measured)} pairs compared"
 
     def overlay(self) -> Any:
         """The overlay that shades nodes by agreement and marks the first divergence."""
@@ -201,37 +195,43 @@ def compare(
     atol: float = 1e-6,
     provenance: dict[str, str] | None = None,
 ) -> Comparison:
-    """Compare two recorded runs node by node: where do they part?
+    """Compare two recorded runs node by node: where do their values part?
 
-    The runs may be of the same graph or of graphs related by a pass (aligned as
-    :func:`fxviz.diff` does: provenance, then name, then target and rank), in other
-    dtypes, on other devices or on other inputs; either may be live or loaded from a
-    file. Every aligned pair of first output tensors is measured in float64: max
-    abs/rel error, cosine similarity, SQNR, RMSE, relative L2, NaN/Inf on one side only.
+    Use ``compare`` for *how the values differ* (dtypes, devices, inputs, a pass's
+    numerics) and :func:`fxviz.diff` for *what changed in the graph*; both are views of one
+    engine: one alignment (provenance, then name, then target and rank) and one set of
+    float64 numbers judged by one threshold vocabulary (``metric``, ``sqnr_db``,
+    ``min_cosine``, ``rtol``, ``atol``). :func:`fxviz.shapes_diff` aligns shape reports the
+    same way.
+
+    The runs may be of the same graph or of graphs related by a pass, in other dtypes, on
+    other devices or on other inputs; either may be live or loaded from a file. Every
+    aligned pair is measured, or marked not measured with the reason: first output
+    tensors in float64 (max abs/rel error, cosine similarity, SQNR, RMSE, relative L2,
+    NaN/Inf on one side only; complex tensors as real/imaginary pairs; 0-d and empty
+    tensors too), plain Python values for equality, and, where the values were not kept
+    (``keep="stats"``), the recorded statistics, said so. The summary counts what was
+    measured; runs are never said to agree on pairs that were not.
 
     A pair diverges when its shapes differ, when NaN/Inf appear on one side only, or when
     it fails ``metric``: ``"sqnr"`` (default: SQNR below ``sqnr_db``, 30 dB, about 3%
     relative L2 error), ``"cosine"`` (below ``min_cosine``) or ``"allclose"`` (outside
-    ``rtol``/``atol``, as ``torch.allclose``). ``provenance`` maps node names of ``b``
-    to the names in ``a`` they were made from, where a pass knows it.
+    ``rtol``/``atol``, as ``torch.allclose``). Thresholds must be finite and non-negative.
+    ``provenance`` maps node names of ``b`` to the names in ``a`` they were made from,
+    where a pass knows it.
 
     Example:
         >>> import torch, fxviz
         >>> model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU())
         >>> x = torch.randn(4, 8)
         >>> same = fxviz.compare(fxviz.record(model, x), fxviz.record(model, x))
-        >>> same.first_divergence is None
-        True
+        >>> same.first_divergence is None, same.agree
+        (True, True)
         >>> other = fxviz.compare(fxviz.record(model, x), fxviz.record(model, x + 1))
         >>> other.first_divergence.name
         'input_1'
     """
-    from fxviz.render._align import align
-    from fxviz.render._api import draw
-    from fxviz.render._diff import GraphDiff
-
-    if metric not in METRICS:
-        raise InputError(f"unknown metric {metric!r}: use one of {', '.join(METRICS)}")
+    criterion = Criterion(metric, sqnr_db, min_cosine, rtol, atol)
     for name, run in (("a", a), ("b", b)):
         if not isinstance(run, Recording):
             raise InputError(
@@ -239,141 +239,27 @@ def compare(
                 "a run with fxviz.record(model, *inputs) or load one with fxviz.load(path); "
                 "fxviz.compare_dtype and fxviz.compare_pass record both runs for you"
             )
-    threshold = {"sqnr": sqnr_db, "cosine": min_cosine, "allclose": None}[metric]
-    left, right = draw(a), draw(b)
-    aligned = align(left, right, provenance or {})
-    measured: dict[tuple[Any, ...], Metrics] = {}  # views of measured memory: same numbers
-    with one_thread():
-        pairs = _pairs(aligned, metric, threshold, rtol, atol, measured)
-    return Comparison(
-        a,
-        b,
-        pairs,
-        GraphDiff(left, right, aligned),
-        metric=metric,
-        threshold=threshold,
-        rtol=rtol,
-        atol=atol,
-    )
+    return engine(a, b, criterion, provenance=provenance or {})
 
 
-def _pairs(
-    aligned: list[Any],
-    metric: str,
-    threshold: float | None,
-    rtol: float,
-    atol: float,
-    measured: dict[tuple[Any, ...], Metrics],
-) -> list[NodeComparison]:
-    return [
-        _pair(
-            p.before.record if p.before else None,
-            p.after.record if p.after else None,
-            p.status,
-            (p.after or p.before),
-            metric,
-            threshold,
-            rtol,
-            atol,
-            measured,
-        )
-        for p in aligned
-    ]
+def engine(
+    a: Recording,
+    b: Recording,
+    criterion: Criterion,
+    *,
+    provenance: dict[str, str],
+    params: str = "fold",
+    what: str = "",
+) -> Comparison:
+    """The comparison engine: draw both runs, align them once, measure every pair."""
+    from fxviz.render._align import align
+    from fxviz.render._api import draw
+    from fxviz.render._diff import GraphDiff
 
-
-def _pair(
-    ra: NodeRecord | None,
-    rb: NodeRecord | None,
-    status: str,
-    drawn: Any,
-    metric: str,
-    threshold: float | None,
-    rtol: float,
-    atol: float,
-    measured: dict[tuple[Any, ...], Metrics],
-) -> NodeComparison:
-    first_a = ra.outputs[0] if ra is not None and ra.outputs else None
-    first_b = rb.outputs[0] if rb is not None and rb.outputs else None
-    known = rb or ra
-    base = {
-        "a": ra.name if ra else (drawn.name if status == "removed" else None),
-        "b": rb.name if rb else (drawn.name if status != "removed" else None),
-        "status": status,
-        "op": known.op if known else drawn.kind,
-        "target": known.target if known else drawn.title,
-        "shape_a": first_a.shape if first_a else None,
-        "shape_b": first_b.shape if first_b else None,
-        "dtype_a": first_a.dtype if first_a else None,
-        "dtype_b": first_b.dtype if first_b else None,
-    }
-    if ra is None or rb is None:
-        return NodeComparison(
-            **base, metrics=None, diverged=False, reason=f"only in {'b' if ra is None else 'a'}"
-        )
-    if first_a and first_b and first_a.shape != first_b.shape:
-        shapes = f"shape {_shape(first_a.shape)} vs {_shape(first_b.shape)}"
-        return NodeComparison(**base, metrics=None, diverged=True, reason=shapes)
-    x, y = _first_tensor(ra), _first_tensor(rb)
-    if x is None or y is None:
-        why = "values not kept" if not (ra.kept and rb.kept) else "not a tensor"
-        return NodeComparison(**base, metrics=None, diverged=False, reason=why if first_a else "")
-    if x.shape != y.shape:
-        return NodeComparison(
-            **base,
-            metrics=None,
-            diverged=True,
-            reason=f"shape {_shape(x.shape)} vs {_shape(y.shape)}",
-        )
-    if x.is_complex() or y.is_complex() or x.is_meta or y.is_meta:
-        return NodeComparison(
-            **base, metrics=None, diverged=False, reason="not compared (complex or meta)"
-        )
-    key = memory_key(x, y)
-    metrics = measured.get(key) if key is not None else None
-    if metrics is None:
-        metrics = measure(x, y, rtol=rtol, atol=atol, nonfinite=_may_be_nonfinite(ra, rb))
-        if key is not None:
-            measured[key] = metrics
-    diverged, reason = _verdict(metrics, metric, threshold)
-    return NodeComparison(**base, metrics=metrics, diverged=diverged, reason=reason)
-
-
-def _verdict(m: Metrics, metric: str, threshold: float | None) -> tuple[bool, str]:
-    sqnr = (
-        f"SQNR {m.sqnr_db:.1f} dB"
-        if math.isfinite(m.sqnr_db)
-        else ("equal" if m.sqnr_db > 0 else "SQNR -inf dB")
-    )
-    if m.one_sided:
-        return True, f"{m.one_sided} NaN/Inf on one side only; {sqnr}"
-    if metric == "sqnr":
-        return m.sqnr_db < threshold, sqnr  # type: ignore[operator]
-    if metric == "cosine":
-        return m.cosine < threshold, f"cosine {m.cosine:.6f}"  # type: ignore[operator]
-    return not m.allclose, f"max abs error {m.max_abs_error:.3g}, max rel {m.max_rel_error:.3g}"
-
-
-def _may_be_nonfinite(ra: NodeRecord, rb: NodeRecord) -> bool:
-    """False when both records' statistics show no NaN/Inf in their first output."""
-    for r in (ra, rb):
-        first = r.outputs[0] if r.outputs else None
-        if first is None or first.nan is None or first.nonfinite_count:
-            return True
-    return False
-
-
-def _first_tensor(record: NodeRecord) -> torch.Tensor | None:
-    if not record.kept:
-        return None
-    value = record.value
-    if isinstance(value, torch.Tensor):
-        return value
-    if isinstance(value, (tuple, list)):
-        return next((v for v in value if isinstance(v, torch.Tensor)), None)
-    if isinstance(value, dict):
-        return next((v for v in value.values() if isinstance(v, torch.Tensor)), None)
-    return None
-
-
-def _shape(shape: Any) -> str:
-    return "×".join(map(str, shape)) or "scalar"
+    left, right = draw(a, params=params), draw(b, params=params)  # type: ignore[arg-type]
+    aligned = align(left, right, provenance)
+    pairs = measure_pairs(aligned, criterion)
+    structure = GraphDiff(left, right, aligned)
+    comparison = Comparison(a, b, pairs, structure, criterion=criterion, what=what)
+    structure.measured_by(comparison)
+    return comparison

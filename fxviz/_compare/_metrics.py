@@ -21,7 +21,7 @@ import torch
 
 from fxviz._record._moments import flat_dense, permuted_dense
 
-__all__ = ["Metrics", "measure", "memory_key", "one_thread"]
+__all__ = ["Metrics", "measure", "measure_statistics", "memory_key", "one_thread"]
 
 _TINY = 1e-12  # relative errors divide by max(|a|, this)
 
@@ -66,9 +66,13 @@ def measure(
     """Compare two tensors of the same shape in float64 (on ``x``'s device).
 
     ``nonfinite=False`` promises that neither holds NaN or Inf (known from the recorded
-    statistics), which saves two passes.
+    statistics), which saves two passes. Complex tensors are compared as their (real,
+    imaginary) pairs; a 0-d tensor as one value; empty tensors are equal.
     """
-    a, b = _flat(x.detach(), y.detach().to(x.device))
+    x, y = x.detach(), y.detach().to(x.device)
+    if x.is_complex() or y.is_complex():
+        x, y = _as_real(x), _as_real(y)
+    a, b = _flat(x, y)
     sums = _Sums(rtol, atol, nonfinite)
     step = a.numel() if a.device.type != "cpu" else _CHUNK  # on the CPU: chunks in cache
     for start in range(0, a.numel(), max(step, 1)):
@@ -93,10 +97,40 @@ def measure(
     )
 
 
+def measure_statistics(sa: Any, sb: Any, *, rtol: float = 1e-5, atol: float = 1e-6) -> Metrics:
+    """Compare two recorded :class:`~fxviz.TensorSummary` by their statistics alone (the
+    values were not kept): min, max, mean, std and absmax as one vector each, NaN/Inf by
+    their counts (``one_sided`` is how many more one side holds, a lower bound)."""
+    keys = [k for k in _STATISTICS if getattr(sa, k) is not None and getattr(sb, k) is not None]
+    a = torch.tensor([float(getattr(sa, k)) for k in keys], dtype=torch.float64)
+    b = torch.tensor([float(getattr(sb, k)) for k in keys], dtype=torch.float64)
+    m = measure(a, b, rtol=rtol, atol=atol)
+    bad_a, bad_b = sa.nonfinite_count, sb.nonfinite_count
+    return dataclasses.replace(
+        m,
+        nonfinite_a=bad_a,
+        nonfinite_b=bad_b,
+        one_sided=abs(bad_a - bad_b),
+        allclose=m.allclose and bad_a == bad_b,
+    )
+
+
+_STATISTICS = ("min", "max", "mean", "std", "absmax")
+
+
+def _as_real(t: torch.Tensor) -> torch.Tensor:
+    """A complex tensor as its (real, imaginary) pairs; a real one with zero imaginary parts."""
+    if not t.is_complex():
+        t = t.to(torch.complex128 if t.dtype == torch.float64 else torch.complex64)
+    return torch.view_as_real(t.resolve_conj().resolve_neg())
+
+
 def _flat(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Both as 1-d tensors whose elements correspond: over their own memory, without a
     copy, when they share a dense layout (a transposed view in both runs), else copied in
     logical order."""
+    if a.dim() == 0 or b.dim() == 0:  # one value: nothing to slice over
+        return a.reshape(1), b.reshape(1)
     if a.stride() == b.stride():
         return flat_dense(a), flat_dense(b)
     return a.reshape(-1), b.reshape(-1)

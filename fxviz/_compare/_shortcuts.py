@@ -3,30 +3,43 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 
-from fxviz._compare._comparison import Comparison, compare
+from fxviz._compare._comparison import Comparison, compare, engine
+from fxviz._compare._thresholds import DEFAULT_SQNR_DB, Criterion
+from fxviz._torch_compat import has_plain_codegen
 from fxviz.errors import InputError
+from fxviz.render._align import transformer_provenance
 
 __all__ = ["compare_dtype", "compare_pass"]
 
 
 def compare_dtype(
     model: Any,
-    *inputs: Any,
+    *args: Any,
     dtype: torch.dtype = torch.bfloat16,
     autocast: bool = False,
-    **options: Any,
+    metric: str = "sqnr",
+    sqnr_db: float = DEFAULT_SQNR_DB,
+    min_cosine: float = 0.999,
+    rtol: float = 1e-5,
+    atol: float = 1e-6,
+    **kwargs: Any,
 ) -> Comparison:
     """Run ``model`` as it is and again in ``dtype``, and compare the runs node by node.
 
-    Without ``autocast`` a copy of the model is converted with ``.to(dtype)`` and the
-    floating-point inputs with it; with ``autocast=True`` the same model runs under
+    Inputs are given as for ``model(*args, **kwargs)`` (and :func:`fxviz.record`); the
+    keywords named below are options, every other keyword is an input. Without
+    ``autocast`` a deep copy of the *model* is converted with ``.to(dtype)``, its
+    floating-point inputs with it, and the copy is captured again (a captured graph
+    cannot be converted: Dynamo and export graphs keep the dtypes they were traced in);
+    the original is left untouched. With ``autocast=True`` the same model runs under
     ``torch.autocast(device, dtype)`` (as mixed-precision training or inference does).
-    ``options`` go to :func:`fxviz.compare` (``metric``, ``sqnr_db``...).
+    ``metric``, ``sqnr_db``, ``min_cosine``, ``rtol`` and ``atol`` are the criterion of
+    :func:`fxviz.compare`; ``comparison.what`` says what was compared.
 
     Example:
         >>> import torch, fxviz
@@ -36,26 +49,37 @@ def compare_dtype(
         >>> cmp = fxviz.compare_dtype(model, torch.randn(4, 16), dtype=torch.float16)
         >>> cmp["_1"].dtype_b
         torch.float16
+        >>> cmp.what
+        'Sequential in float32 vs a copy converted to float16'
     """
     from fxviz._record import record
-    from fxviz.capture import trace
 
+    criterion = Criterion(metric, sqnr_db, min_cosine, rtol, atol)
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise InputError(f"dtype must be a floating-point torch.dtype, not {dtype!r}")
-    gm = trace(model, *inputs)
-    reference = record(gm, *inputs, progress=False)
+    baked = _baked(model)
+    if baked and not autocast:
+        raise InputError(
+            f"compare_dtype needs the model itself, not {baked}: it keeps the dtypes it "
+            "was traced in, so a converted copy would mix dtypes. Pass the nn.Module (it "
+            "is copied, converted and captured again), or use autocast=True"
+        )
+    if not callable(model):
+        raise InputError(f"compare_dtype takes a model or function, not {type(model).__name__}")
+    reference = record(model, *args, progress=False, **kwargs)
+    name = _name(model)
     if autocast:
-        device = next((t.device.type for t in inputs if isinstance(t, torch.Tensor)), "cpu")
+        device = next((t.device.type for t in _tensors((args, kwargs))), "cpu")
         with torch.autocast(device_type=device, dtype=dtype):
-            other = record(gm, *inputs, progress=False)
+            other = record(model, *args, progress=False, **kwargs)
+        what = f"{name} as it is vs under torch.autocast({device!r}, {_dtype(dtype)})"
     else:
-        converted = _copy(gm).to(dtype)
-        cast = [
-            t.to(dtype) if isinstance(t, torch.Tensor) and t.is_floating_point() else t
-            for t in inputs
-        ]
-        other = record(converted, *cast, progress=False)
-    return compare(reference, other, **options)
+        converted = _converted(model, dtype)
+        other = record(converted, *_cast(args, dtype), progress=False, **_cast(kwargs, dtype))
+        what = (
+            f"{name} in {_own_dtype(model, (args, kwargs))} vs a copy converted to {_dtype(dtype)}"
+        )
+    return engine(reference, other, criterion, provenance={}, what=what)
 
 
 def compare_pass(
@@ -70,8 +94,10 @@ def compare_pass(
     new node came from which old one), a function given a copy of the traced graph and
     returning the new ``GraphModule`` (or ``None`` when it changed the copy in place), or
     the transformed ``GraphModule`` itself. Nodes are aligned by provenance (the
-    Transformer's, or ``node.meta["from_node"]``), then name, then target. ``options`` go to
-    :func:`fxviz.compare`.
+    Transformer's, or ``node.meta["from_node"]``), then name, then target, as
+    :func:`fxviz.diff` aligns them (the same engine: ``diff`` says what the pass changed in
+    the graph, ``compare_pass`` how the values moved); a node the pass inserted is
+    measured against the value it displaced. ``options`` go to :func:`fxviz.compare`.
 
     Example:
         >>> import torch, fxviz
@@ -83,8 +109,8 @@ def compare_pass(
         ...             node.replace_all_uses_with(half, delete_user_cb=lambda u: u is not half)
         ...     gm.recompile()
         >>> cmp = fxviz.compare_pass(lambda x: torch.relu(x) + 1, halve_relu, torch.randn(8))
-        >>> cmp.first_divergence.name
-        'add'
+        >>> cmp.first_divergence.name  # the inserted node, against the relu it displaced
+        'mul'
     """
     from fxviz._record import record
     from fxviz.capture import trace
@@ -93,8 +119,7 @@ def compare_pass(
     provenance: dict[str, str] = {}
     if isinstance(transform, type) and issubclass(transform, torch.fx.Transformer):
         made = record(_copy(before), interpreter=transform, progress=False)
-        provenance = {new: r.name for r in made.values() for new in r.produced}
-        after = made.output
+        after, provenance = transformer_provenance(made)
     elif isinstance(transform, torch.nn.Module):
         after = trace(transform, *inputs)
     elif callable(transform):
@@ -108,6 +133,68 @@ def compare_pass(
     a = record(before, *inputs, progress=False)
     b = record(after, *inputs, progress=False)
     return compare(a, b, provenance=provenance, **options)
+
+
+def _baked(model: Any) -> str:
+    """What the model is when it is a capture whose graph fixes its dtypes, else ``""``."""
+    if isinstance(model, torch.export.ExportedProgram):
+        return "an ExportedProgram"
+    if isinstance(model, torch.fx.GraphModule):
+        method = model.meta.get("fxviz_method")
+        if method in ("export", "dynamo", "real") or not has_plain_codegen(model.graph):
+            return f"a graph captured with {method or 'torch.export'}"
+    return ""
+
+
+def _converted(model: Any, dtype: torch.dtype) -> Any:
+    """A converted deep copy of a module (a GraphModule keeps its class name); a plain
+    function has nothing to convert."""
+    if isinstance(model, torch.fx.GraphModule):
+        return _copy(model).to(dtype)
+    if isinstance(model, torch.nn.Module):
+        return copy.deepcopy(model).to(dtype)
+    return model
+
+
+def _cast(value: Any, dtype: torch.dtype) -> Any:
+    """Floating-point tensors in ``value`` (nested tuples, lists and dicts) as ``dtype``."""
+    if isinstance(value, torch.Tensor):
+        return value.to(dtype) if value.is_floating_point() else value
+    if isinstance(value, (tuple, list)):
+        return type(value)(_cast(v, dtype) for v in value)
+    if isinstance(value, dict):
+        return {k: _cast(v, dtype) for k, v in value.items()}
+    return value
+
+
+def _tensors(value: Any) -> Iterator[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (tuple, list)):
+        for v in value:
+            yield from _tensors(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _tensors(v)
+
+
+def _own_dtype(model: Any, inputs: Any) -> str:
+    """The floating-point dtype the model runs in: its parameters', else its inputs'."""
+    params = model.parameters() if isinstance(model, torch.nn.Module) else ()
+    for t in (*params, *_tensors(inputs)):
+        if t.is_floating_point():
+            return _dtype(t.dtype)
+    return "its own dtypes"
+
+
+def _name(model: Any) -> str:
+    if isinstance(model, torch.nn.Module):
+        return type(model).__name__
+    return getattr(model, "__name__", type(model).__name__)
+
+
+def _dtype(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
 
 
 def _copy(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:

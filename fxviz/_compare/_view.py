@@ -96,6 +96,8 @@ def _metric_fields(pair: NodeComparison) -> list[tuple[str, str]]:
         if pair.reason:
             fields.append(("compared", pair.reason))
         return fields
+    if pair.measured_on == "statistics":  # the numbers below are of min/max/mean/std/absmax
+        fields.append(("compared", "statistics only (values not kept)"))
     fields += [
         ("SQNR", f"{m.sqnr_db:.2f} dB"),
         ("cosine", f"{m.cosine:.8f}"),

@@ -1,7 +1,7 @@
 """Shape propagation: per-node shapes and dtypes from real, fake or meta tensors."""
 
 from fxviz._shapes._propagate import ShapeError, shapes
-from fxviz._shapes._report import ShapeReport, format_shape, shapes_diff
+from fxviz._shapes._report import ShapeReport, format_shape
 from fxviz._shapes._spec import SpecError, TensorSpec, parse_spec, spec
 
 __all__ = [
@@ -12,6 +12,5 @@ __all__ = [
     "format_shape",
     "parse_spec",
     "shapes",
-    "shapes_diff",
     "spec",
 ]

@@ -16,7 +16,7 @@ from fxviz._shapes._counting import human_flops, module_totals
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["ShapeReport", "format_shape", "shapes_diff"]
+__all__ = ["ShapeReport", "format_shape"]
 
 _ACTIVATION_OPS = ("call_function", "call_method", "call_module")
 _COLUMNS = [
@@ -285,52 +285,6 @@ def _scope_depth(op: str, module: str) -> int:
     if not module:
         return 0
     return module.count(".") + (0 if op == "call_module" else 1)
-
-
-def shapes_diff(a: ShapeReport, b: ShapeReport) -> pd.DataFrame:
-    """Nodes whose shapes or dtypes differ between two reports, aligned by node name.
-
-    Columns: ``shape_a``, ``shape_b``, ``dtype_a``, ``dtype_b`` and ``change`` (``shape``,
-    ``dtype``, ``shape, dtype``, ``added`` or ``removed``).
-
-    Examples:
-        >>> import torch, fxviz
-        >>> model = torch.nn.Linear(8, 2)
-        >>> d = fxviz.shapes_diff(fxviz.shapes(model, fxviz.spec(1, 8)), fxviz.shapes(model, fxviz.spec(4, 8)))
-        >>> d.loc["linear", ["shape_a", "shape_b", "change"]].tolist()
-        ['1×2', '4×2', 'shape']
-    """
-    import pandas as pd
-
-    left, right = a.table(), b.table()
-    rows = []
-    for name in [*left.index, *(n for n in right.index if n not in left.index)]:
-        in_a, in_b = name in left.index, name in right.index
-        shape_a = left.at[name, "shape"] if in_a else ""
-        shape_b = right.at[name, "shape"] if in_b else ""
-        dtype_a = left.at[name, "dtype"] if in_a else ""
-        dtype_b = right.at[name, "dtype"] if in_b else ""
-        if not in_a or not in_b:
-            change = "added" if in_b else "removed"
-        else:
-            change = ", ".join(
-                kind
-                for kind, differs in (("shape", shape_a != shape_b), ("dtype", dtype_a != dtype_b))
-                if differs
-            )
-        if change:
-            rows.append(
-                {
-                    "name": name,
-                    "shape_a": shape_a,
-                    "shape_b": shape_b,
-                    "dtype_a": dtype_a,
-                    "dtype_b": dtype_b,
-                    "change": change,
-                }
-            )
-    columns = ["name", "shape_a", "shape_b", "dtype_a", "dtype_b", "change"]
-    return pd.DataFrame(rows, columns=columns).set_index("name")
 
 
 def _bytes(outputs: tuple[TensorSummary, ...]) -> int:

@@ -1,12 +1,17 @@
-"""How ``fxviz.diff`` pairs the nodes of two graphs, following what passes do."""
+"""How ``diff``, ``compare`` and ``shapes_diff`` pair the nodes of two graphs, following
+what passes do: the one alignment of the comparison engine."""
 
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
+import torch
+
+from fxviz._record._records import Recording
 from fxviz.render._model import DrawGraph, DrawNode
 
-__all__ = ["Pair", "align"]
+__all__ = ["Pair", "align", "transformer_provenance"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -18,9 +23,21 @@ class Pair:
     status: str  # same, changed, replaced, added, removed, inlined
     detail: str = ""
     reference: DrawNode | None = None  # an inserted node's values are compared with this
+    # filled by the comparison engine when values were measured (fxviz.diff with inputs)
     max_abs_error: float | None = None
     max_rel_error: float | None = None
     allclose: bool | None = None
+    diverged: bool | None = None
+    reason: str = ""
+
+
+def transformer_provenance(after: Any) -> tuple[Any, dict[str, str]]:
+    """``(graph, {new node: old node})`` for a Recording of a ``torch.fx.Transformer`` (its
+    run says which new node came from which old one: ``record.produced``); other objects
+    come back as they are, with no provenance."""
+    if isinstance(after, Recording) and isinstance(after.output, torch.fx.GraphModule):
+        return after.output, {new: r.name for r in after.values() for new in r.produced}
+    return after, {}
 
 
 def align(before: DrawGraph, after: DrawGraph, provenance: dict[str, str]) -> list[Pair]:

@@ -1,4 +1,5 @@
-"""``fxviz.diff``: what a pass changed in a graph, node by node, and where numbers diverge."""
+"""What a pass changed in a graph, node by node: :class:`GraphDiff`, the structural view of
+the comparison engine (the numbers are measured in :mod:`fxviz._compare`)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,8 @@ import dataclasses
 import html
 from typing import TYPE_CHECKING, Any, cast
 
-import torch
-
-from fxviz._record._records import Recording
-from fxviz.render._align import Pair, align
+from fxviz.errors import InputError, warn_deprecated
+from fxviz.render._align import Pair, align, transformer_provenance
 from fxviz.render._model import DrawEdge, DrawGraph, DrawNode
 from fxviz.render._overlays import Style
 
@@ -17,7 +16,7 @@ if TYPE_CHECKING:
     import graphviz
     import pandas as pd
 
-__all__ = ["GraphDiff", "Pair", "diff"]
+__all__ = ["GraphDiff", "Pair", "diff", "structure_diff"]
 
 _STATUS_STYLES = {
     "changed": Style(
@@ -51,6 +50,8 @@ class GraphDiff:
             (removed nodes where they were).
         first_divergence: with inputs, the first node (of ``after``) whose output is not
             close to its counterpart's; ``None`` when all are.
+        comparison: with inputs, the :class:`~fxviz.Comparison` that measured the values
+            (``None`` for a structural diff).
 
     Examples:
         >>> import torch, fxviz
@@ -64,8 +65,30 @@ class GraphDiff:
         self.before = before
         self.after = after
         self.pairs = pairs
-        diverged = [p for p in pairs if p.allclose is False and p.after is not None]
-        self.first_divergence = diverged[0].after.name if diverged else None  # type: ignore[union-attr]
+        self.comparison: Any = None
+        self.first_divergence: str | None = None
+
+    def measured_by(self, comparison: Any) -> None:
+        """Take the numbers of the comparison engine (one ``NodeComparison`` a pair, in
+        the same order): errors, ``allclose``, ``diverged`` and the first divergence."""
+        measured = []
+        for p, n in zip(self.pairs, comparison.pairs, strict=True):
+            m = n.metrics
+            detail = _with(p.detail, n.reason) if n.diverged and m is None else p.detail
+            measured.append(
+                dataclasses.replace(
+                    p,
+                    detail=detail,
+                    max_abs_error=None if m is None else m.max_abs_error,
+                    max_rel_error=None if m is None else m.max_rel_error,
+                    allclose=m.allclose if m is not None else (False if n.diverged else None),
+                    diverged=n.diverged if n.measured or n.diverged else None,
+                    reason=n.reason,
+                )
+            )
+        self.pairs, self.comparison = measured, comparison
+        first = comparison.first_divergence
+        self.first_divergence = first.b if first is not None else None
 
     def changes(self) -> list[Pair]:
         """The pairs that are not ``same``."""
@@ -74,11 +97,12 @@ class GraphDiff:
     def table(self) -> pd.DataFrame:
         """One row a pair: ``before``, ``after``, ``status``, ``target_before``,
         ``target_after``, ``detail`` and, when inputs were given, ``max_abs_error``,
-        ``max_rel_error`` and ``allclose``."""
+        ``max_rel_error``, ``allclose``, ``diverged`` and ``reason`` (``None`` where a pair
+        was not measured; ``reason`` says why)."""
         import pandas as pd
 
         rows = []
-        numeric = any(p.allclose is not None for p in self.pairs)
+        numeric = self.comparison is not None
         for p in self.pairs:
             row = {
                 "before": p.before.name if p.before else "",
@@ -93,11 +117,13 @@ class GraphDiff:
                     "max_abs_error": p.max_abs_error,
                     "max_rel_error": p.max_rel_error,
                     "allclose": p.allclose,
+                    "diverged": p.diverged,
+                    "reason": p.reason,
                 }
             rows.append(row)
         columns = ["before", "after", "status", "target_before", "target_after", "detail"]
         if numeric:
-            columns += ["max_abs_error", "max_rel_error", "allclose"]
+            columns += ["max_abs_error", "max_rel_error", "allclose", "diverged", "reason"]
         return pd.DataFrame(rows, columns=columns)  # the columns even for two empty graphs
 
     def summary(self) -> str:
@@ -109,12 +135,17 @@ class GraphDiff:
         text = ", ".join(
             f"{n} {s}" for s, n in counts.items() if n or s not in ("inlined", "replaced")
         )
-        if any(p.allclose is not None for p in self.pairs):
-            text += (
-                f"; first divergence at {self.first_divergence!r}"
-                if self.first_divergence
-                else "; outputs agree everywhere"
-            )
+        comparison = self.comparison
+        if comparison is not None:
+            measured = sum(p.measured for p in comparison.pairs)
+            if self.first_divergence:
+                text += f"; first divergence at {self.first_divergence!r}"
+            elif comparison.agree:
+                text += "; outputs agree everywhere"
+            elif measured:
+                text += f"; outputs agree on the {measured} of {len(self.pairs)} pairs compared"
+            else:
+                text += "; no outputs could be compared"
         return text
 
     def merged(self) -> DrawGraph:
@@ -189,100 +220,34 @@ class GraphDiff:
         return f"<div><p><b>fxviz.GraphDiff</b>: {html.escape(self.summary())}</p>{body}</div>"
 
 
-def diff(
-    before: Any, after: Any, *inputs: Any, rtol: float = 1e-5, atol: float = 1e-6
-) -> GraphDiff:
-    """Align two graphs node by node and say what changed.
+def structure_diff(before: Any, after: Any) -> GraphDiff:
+    """Align two graphs node by node and say what changed, without running them.
 
-    Nodes are matched by provenance (``node.meta["from_node"]``, or the ``produced``
-    records of a recorded ``Transformer``), then by name, then by target and position.
-    What a pass erased is then paired with what it put in its place by graph structure
-    (same users, else same inputs): ``replaced`` rows name both nodes and targets, a node
-    fused away says what it was fused into, and a node inserted on an edge is compared
-    with the value that flowed there before. Given inputs, both graphs run on them
-    (through the recorder) and every aligned pair of outputs is compared;
-    ``first_divergence`` names the first that is not close: the node the pass changed.
-
-    Args:
-        before, after: GraphModules (or anything ``fxviz.trace`` takes), a Recording of
-            a Transformer as ``after``, or TorchScript modules/graphs (e.g. a scripted
-            module and ``torch.jit.freeze`` of it).
-        *inputs: run both graphs on these and compare values.
-
-    Examples:
-        >>> import torch, fxviz
-        >>> from fxviz.examples import NegSigmSwapXformer, neg_sigmoid
-        >>> gm = torch.fx.symbolic_trace(neg_sigmoid)
-        >>> swapped = fxviz.record(gm, interpreter=NegSigmSwapXformer)  # knows what made what
-        >>> d = fxviz.diff(gm, swapped, torch.randn(3))
-        >>> d.summary()
-        "2 changed, 0 added, 0 removed; first divergence at 'neg'"
-        >>> [(p.before.title, p.after.title) for p in d.changes()]
-        [('torch.sigmoid', 'torch.neg'), ('.neg()', '.sigmoid()')]
+    ``before``/``after`` as for :func:`fxviz.diff` (GraphModules or anything
+    ``fxviz.trace`` takes, a Recording of a Transformer as ``after``, TorchScript).
     """
     from fxviz.render._api import draw
     from fxviz.render._torchscript import is_torchscript
 
-    provenance: dict[str, str] = {}
-    if isinstance(after, Recording) and isinstance(after.output, torch.fx.GraphModule):
-        provenance = {new: r.name for r in after.values() for new in r.produced}
-        after = after.output
-    if is_torchscript(before) or is_torchscript(after):
-        if inputs:
-            raise TypeError("TorchScript diffs compare structure only: pass no inputs")
-        left, right = draw(before, params="show"), draw(after, params="show")
-        return GraphDiff(left, right, align(left, right, provenance))
-    from fxviz.capture import trace
+    after, provenance = transformer_provenance(after)
+    if not (is_torchscript(before) or is_torchscript(after)):
+        from fxviz.capture import trace
 
-    gm_before, gm_after = trace(before, *inputs), trace(cast(Any, after), *inputs)
-    records_before = records_after = None
-    if inputs:
-        from fxviz._record import record
-
-        records_before = record(gm_before, *inputs)
-        records_after = record(gm_after, *inputs)
-    left = draw(records_before if records_before is not None else gm_before, params="show")
-    right = draw(records_after if records_after is not None else gm_after, params="show")
-    pairs = align(left, right, provenance)
-    if records_before is not None and records_after is not None:
-        pairs = [_compare(p, records_before, records_after, rtol, atol) for p in pairs]
-    return GraphDiff(left, right, pairs)
+        before, after = trace(before), trace(cast(Any, after))
+    left, right = draw(before, params="show"), draw(after, params="show")
+    return GraphDiff(left, right, align(left, right, provenance))
 
 
-def _compare(pair: Pair, before: Recording, after: Recording, rtol: float, atol: float) -> Pair:
-    reference = pair.before or pair.reference
-    if reference is None or pair.after is None:
-        return pair
-    x = _first_tensor(before, reference.name)
-    y = _first_tensor(after, pair.after.name)
-    if x is None or y is None:
-        return pair
-    if x.shape != y.shape:
-        return dataclasses.replace(
-            pair,
-            allclose=False,
-            detail=_with(pair.detail, f"shape {tuple(x.shape)} → {tuple(y.shape)}"),
+def diff(before: Any, after: Any, *inputs: Any, **options: Any) -> GraphDiff:
+    """Deprecated name of :func:`fxviz.diff` (``fxviz.render`` draws; comparing values is
+    the compare layer's work). Without inputs it gives the same structural diff."""
+    warn_deprecated("fxviz.render.diff", "fxviz.diff")
+    if inputs or options:
+        raise InputError(
+            "fxviz.render.diff compares structure only; call fxviz.diff(before, after, "
+            "*inputs) to run both graphs and compare their values"
         )
-    # compared in double precision; complex outputs stay complex (.double() would drop
-    # their imaginary parts)
-    wide = torch.complex128 if x.is_complex() or y.is_complex() else torch.float64
-    a, b = x.detach().to(wide), y.detach().to(wide)
-    abs_err = (a - b).abs()
-    max_abs = float(abs_err.max()) if abs_err.numel() else 0.0
-    max_rel = float((abs_err / a.abs().clamp_min(1e-12)).max()) if abs_err.numel() else 0.0
-    close = bool(torch.allclose(a, b, rtol=rtol, atol=atol, equal_nan=True))
-    return dataclasses.replace(pair, max_abs_error=max_abs, max_rel_error=max_rel, allclose=close)
-
-
-def _first_tensor(recording: Recording, name: str) -> torch.Tensor | None:
-    if name not in recording:
-        return None
-    value = recording[name].value
-    if isinstance(value, torch.Tensor):
-        return value
-    if isinstance(value, (tuple, list)) and value and isinstance(value[0], torch.Tensor):
-        return value[0]
-    return None
+    return structure_diff(before, after)
 
 
 def _with(text: str, extra: str) -> str:
