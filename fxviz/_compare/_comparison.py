@@ -181,7 +181,7 @@ class Comparison:
     def _fxviz_overlays(self) -> list[Any]:
         from fxviz.overlays import highlight_errors
 
-        return [highlight_errors, self.overlay()]
+        return [highlight_errors(), self.overlay()]
 
     def _fxviz_inspector(self, name: str, max_preview: int = 64) -> dict[str, Any]:
         from fxviz._compare._view import inspector

@@ -27,7 +27,7 @@ from fxviz.render._dot import render
 from fxviz.render._fold import Params
 from fxviz.render._from_fx import draw_fx
 from fxviz.render._model import DrawGraph
-from fxviz.render._overlays import Overlay, guarded, highlight_errors, highlight_nonfinite
+from fxviz.render._overlays import Overlay, default_overlays, guarded
 from fxviz.render._title import model_title
 
 __all__ = ["Drawing", "RenderError", "View", "collector_paused", "draw", "to_dot", "to_svg"]
@@ -291,7 +291,7 @@ def _default_overlays(obj: Any) -> list[Overlay]:
     if isinstance(obj, GraphDiff):
         return [obj.overlay()]
     if isinstance(obj, (Recording, ShapeReport)) or _debugger_recording(obj) is not None:
-        overlays: list[Overlay] = [highlight_errors, highlight_nonfinite]
+        overlays: list[Overlay] = default_overlays()
         from fxviz._record import Debugger
 
         if isinstance(obj, Debugger):

@@ -109,11 +109,9 @@ def joint_dot(
 ) -> Any:  # fmt: skip
     """``graphviz.Digraph`` of both passes side by side (see :func:`fxviz.to_dot` options)."""
     from fxviz.render._api import to_dot
-    from fxviz.render._overlays import highlight_errors, highlight_nonfinite
+    from fxviz.render._overlays import default_overlays
 
-    overlays: list[Overlay] = (
-        [highlight_errors, highlight_nonfinite] if recording is not None else []
-    )
+    overlays: list[Overlay] = default_overlays() if recording is not None else []
     if selected is not None:
         if side not in ("forward", "backward"):
             raise ValueError(f"side must be 'forward' or 'backward', not {side!r}")

@@ -37,7 +37,7 @@ def test_usage_runs() -> None:
     assert line
 
     dbg = fxviz.Debugger(gm, x)
-    dbg.break_when(fxviz.nonfinite)
+    dbg.break_when(fxviz.has_nonfinite)
     stopped: fxviz.NodeRecord | None = dbg.continue_()
     status: str = dbg.status
     assert stopped is not None
