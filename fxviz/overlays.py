@@ -103,7 +103,7 @@ def _is_drawn_node(value: object) -> bool:
 
 
 def _named(overlay: Overlay, name: str) -> Overlay:
-    overlay.__name__ = overlay.__qualname__ = name  # type: ignore[attr-defined]
+    overlay.__name__ = overlay.__qualname__ = name
     return overlay
 
 
@@ -131,7 +131,7 @@ def _records(source: Any, maker: str) -> list[Any]:
         )
     if not callable(getattr(source, "values", None)) and hasattr(source, "recording"):
         source = source.recording  # a Debugger
-    values = getattr(source, "values", None)
+    values: Callable[[], Iterable[Any]] | None = getattr(source, "values", None)
     return list(values() if callable(values) else source)
 
 
