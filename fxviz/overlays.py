@@ -107,6 +107,15 @@ def _named(overlay: Overlay, name: str) -> Overlay:
     return overlay
 
 
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` for :func:`warn_deprecated` that points at the first line outside
+    fxviz (the user's ``to_dot`` call), where Python's filters show deprecations."""
+    level, frame = 2, sys._getframe(1)
+    while frame.f_back is not None and frame.f_globals.get("__name__", "").startswith("fxviz."):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 def _old_uncalled_use(maker: _Maker) -> _Maker:
     """``overlay=highlight_errors`` (not called) was the old spelling: it still works,
     with an :class:`fxviz.FxvizDeprecationWarning`."""
@@ -115,7 +124,8 @@ def _old_uncalled_use(maker: _Maker) -> _Maker:
     def make(*args: Any, **kwargs: Any) -> Any:
         if len(args) == 1 and not kwargs and _is_drawn_node(args[0]):
             name = maker.__name__
-            warn_deprecated(f"overlay=fxviz.overlays.{name}", f"overlay={name}() (call it)")
+            old, new = f"overlay=fxviz.overlays.{name}", f"overlay={name}() (call it)"
+            warn_deprecated(old, new, stacklevel=_user_stacklevel())
             return maker()(args[0])
         return maker(*args, **kwargs)
 
