@@ -110,8 +110,11 @@ def _named(overlay: Overlay, name: str) -> Overlay:
 def _user_stacklevel() -> int:
     """The ``stacklevel`` for :func:`warn_deprecated` that points at the first line outside
     fxviz (the user's ``to_dot`` call), where Python's filters show deprecations."""
-    level, frame = 2, sys._getframe(1)
-    while frame.f_back is not None and frame.f_globals.get("__name__", "").startswith("fxviz."):
+    import inspect
+
+    here = inspect.currentframe()
+    level, frame = 2, here.f_back if here is not None else None  # 2: the caller
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("fxviz."):
         frame, level = frame.f_back, level + 1
     return level
 

@@ -50,7 +50,7 @@ def save(
     Example:
         >>> import torch, fxviz, tempfile, pathlib
         >>> rec = fxviz.record(torch.nn.Linear(3, 2), torch.ones(1, 3))
-        >>> path = rec.save(pathlib.Path(tempfile.mkdtemp()) / "run.fxrec")
+        >>> path = fxviz.save(rec, pathlib.Path(tempfile.mkdtemp()) / "run.fxrec")
         >>> fxviz.load(path)["linear"].shape
         (1, 2)
     """

@@ -149,9 +149,12 @@ def test_every_built_in_overlay_is_made_by_calling_it():
 
 def test_an_overlay_maker_passed_without_calling_it_says_how():
     rec = _nan_recording()
-    with pytest.warns(fxviz.FxvizDeprecationWarning, match=r"highlight_nonfinite\(\) \(call it\)"):
+    with pytest.warns(
+        fxviz.FxvizDeprecationWarning, match=r"highlight_nonfinite\(\) \(call it\)"
+    ) as caught:
         source = fxviz.to_dot(rec, overlay=overlays.highlight_nonfinite).source
     assert "⚠ NaN 1" in source
+    assert {w.filename for w in caught} == {__file__}  # the user's line, not fxviz's
     with pytest.raises(fxviz.InputError, match=r"pass overlay=time_heat\(rec\)"):
         overlays.time_heat(_drawn(rec, "log"))
 
