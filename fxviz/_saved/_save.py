@@ -30,6 +30,7 @@ import torch
 from fxviz._record._records import NodeRecord, Recording
 from fxviz._saved._graph import drawing_to_json
 from fxviz._saved._values import Blocks, encode_value
+from fxviz.errors import InputError
 
 __all__ = ["FORMAT", "SUFFIX", "VERSION", "save"]
 
@@ -56,6 +57,11 @@ def save(
     """
     from fxviz.render._api import draw
 
+    if not isinstance(recording, Recording):
+        raise InputError(
+            f"fxviz.save writes a Recording, not a {type(recording).__name__}: record it first "
+            "(rec = fxviz.record(model, *inputs); a Debugger's is dbg.recording)"
+        )
     path = pathlib.Path(path)
     blocks = Blocks()
     records = [_record_json(r, blocks if values else None) for r in recording.values()]

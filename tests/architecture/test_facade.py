@@ -221,6 +221,9 @@ def test_save_is_beside_load(tmp_path):
     assert loaded["log"].nonfinite_count == 1
     torch.testing.assert_close(loaded["mul"].value, rec["mul"].value, equal_nan=True)
     assert fxviz.load(rec.save(tmp_path / "again.fxrec"))["log"].shape == (2,)
+    with pytest.raises(fxviz.InputError, match=r"not a Linear: record it first"):
+        fxviz.save(torch.nn.Linear(2, 2), tmp_path / "model.fxrec")
+    assert not (tmp_path / "model.fxrec").exists()
 
 
 def test_gradients_iterate_in_the_order_len_counts():
