@@ -19,7 +19,6 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from fxviz._display import register_notebook_display as _register_notebook_display
-from fxviz.errors import warn_deprecated as _warn_deprecated
 
 __version__ = "0.1.0"
 
@@ -45,45 +44,16 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
 _LAZY: dict[str, str] = {name: module for module, names in _PUBLIC.items() for name in names}
 _SUBMODULES = ("overlays",)  # imported on first use: fxviz.overlays.highlight_nonfinite()
 
-# Old name -> (what to use instead, the module and name it still loads, whether the old
-# name was an overlay itself and so gets one made): works, with FxvizDeprecationWarning.
-_DEPRECATED: dict[str, tuple[str, str, str, bool]] = {
-    "nonfinite": ("fxviz.has_nonfinite", "fxviz._record", "has_nonfinite", False),
-    "RecordingInterpreter": (
-        "fxviz.record(gm, *inputs), or class R(fxviz.RecordingMixin, torch.fx.Interpreter)",
-        "fxviz._record", "RecordingInterpreter", False,
-    ),
-    "recording_class": (
-        "fxviz.record(gm, *inputs, interpreter=cls), or class R(fxviz.RecordingMixin, cls)",
-        "fxviz._record", "recording_class", False,
-    ),
-    "nonfinite_values": (
-        "fxviz.overlays.highlight_nonfinite()", "fxviz.overlays", "highlight_nonfinite", True
-    ),
-    "nonfinite_grads": (
-        "fxviz.overlays.highlight_nonfinite_grads()",
-        "fxviz.overlays", "highlight_nonfinite_grads", True,
-    ),
-    **{
-        name: (f"fxviz.overlays.{name}", "fxviz.overlays", name, False)
-        for name in ("Style", "bytes_heat", "debugger_state", "flops_heat", "grad_norm_heat",
-                     "grad_ratio", "highlight_errors", "highlight_nonfinite", "time_heat")
-    },
-}  # fmt: skip
-
 
 def __getattr__(name: str) -> Any:
     """Load a public name's module on first use and cache the name here."""
     if name in _SUBMODULES:
         return importlib.import_module(f"fxviz.{name}")
-    if name in _DEPRECATED:
-        new, where, attr, made = _DEPRECATED[name]
-        _warn_deprecated(f"fxviz.{name}", new)
-        value = getattr(importlib.import_module(where), attr)
-        return value() if made else value
     module = _LAZY.get(name)
     if module is None:
-        raise AttributeError(f"module 'fxviz' has no attribute {name!r}")
+        from fxviz._deprecated import old_name  # fxviz.nonfinite... work, with a warning
+
+        return old_name(name)
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value

@@ -14,6 +14,7 @@ import torch
 import fxviz
 import fxviz.errors
 from fxviz import overlays
+from fxviz._deprecated import DEPRECATED
 
 ROOT = Path(__file__).resolve().parents[2]
 FACADE = ROOT / "fxviz" / "__init__.py"
@@ -42,7 +43,7 @@ def test_all_the_lazy_table_and_the_type_checking_imports_agree():
     assert fxviz.__all__ == sorted(fxviz.__all__)
     assert len(set(fxviz.__all__)) == len(fxviz.__all__)
     assert set(fxviz.__all__) == {*lazy, *fxviz._SUBMODULES, "__version__"}
-    assert not set(fxviz._DEPRECATED) & set(fxviz.__all__)
+    assert not set(DEPRECATED) & set(fxviz.__all__)
     assert set(fxviz.errors.__all__) - set(fxviz.__all__) == {
         "first_line",
         "node_error_type",
@@ -82,7 +83,7 @@ def test_every_public_name_is_in_the_api_reference():
 
 
 def test_the_api_reference_shows_no_deprecated_or_unknown_name():
-    for name in _documented() & set(fxviz._DEPRECATED):
+    for name in _documented() & set(DEPRECATED):
         pytest.fail(f"docs/ still show fxviz.{name}, a deprecated name")
     for name in _documented() - set(fxviz.errors.__all__):
         assert name in fxviz.__all__ or hasattr(fxviz, name), name
@@ -159,15 +160,18 @@ def test_an_overlay_maker_passed_without_calling_it_says_how():
         overlays.time_heat(_drawn(rec, "log"))
 
 
-OLD_NAMES = sorted(fxviz._DEPRECATED)
+OLD_NAMES = sorted(DEPRECATED)
 
 
 @pytest.mark.parametrize("name", OLD_NAMES)
 def test_each_old_facade_name_warns_and_names_its_successor(name):
-    new = fxviz._DEPRECATED[name][0]
-    with pytest.warns(fxviz.FxvizDeprecationWarning, match=re.escape(f"use {new} instead")):
+    new = DEPRECATED[name][0]
+    with pytest.warns(
+        fxviz.FxvizDeprecationWarning, match=re.escape(f"use {new} instead")
+    ) as caught:
         value = getattr(fxviz, name)
     assert value is not None
+    assert [w.filename for w in caught] == [__file__]  # points at the caller's line
 
 
 def test_old_names_still_work():
