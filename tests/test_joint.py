@@ -138,7 +138,7 @@ def test_the_first_nan_in_backward_is_traced_to_the_model_node():
     assert all(g.isnan().all() for g in jrec.grads.values())
 
     dbg = joint.debugger(x, x.clone(), backward=lambda out: out.mean())
-    dbg.break_when(fxviz.nonfinite)
+    dbg.break_when(fxviz.has_nonfinite)
     stopped = dbg.continue_()
     assert stopped.name == backward_node
 

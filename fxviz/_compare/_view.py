@@ -6,7 +6,7 @@ import html
 import math
 from typing import TYPE_CHECKING, Any, cast
 
-from fxviz.render._overlays import Style, highlight_errors
+from fxviz.overlays import Style, highlight_errors
 from fxviz.render._source import Source
 
 if TYPE_CHECKING:
@@ -226,7 +226,7 @@ class ComparisonSource(Source):
         return self.obj.drawing()
 
     def overlays(self) -> list[Any]:
-        return [highlight_errors, self.obj.overlay()]
+        return [highlight_errors(), self.obj.overlay()]
 
     def graph_module(self) -> Any:
         return None

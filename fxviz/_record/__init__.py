@@ -3,7 +3,7 @@
 from fxviz._record._debugger import Debugger
 from fxviz._record._interpreter import RecordingInterpreter, RecordingMixin, record, recording_class
 from fxviz._record._joint import JointRecording, JointRun
-from fxviz._record._predicates import dtype_changed, nonfinite
+from fxviz._record._predicates import dtype_changed, has_nonfinite
 from fxviz._record._records import NodeRecord, Recording
 from fxviz._record._summary import TensorSummary
 
@@ -17,7 +17,7 @@ __all__ = [
     "RecordingMixin",
     "TensorSummary",
     "dtype_changed",
-    "nonfinite",
+    "has_nonfinite",
     "record",
     "recording_class",
 ]

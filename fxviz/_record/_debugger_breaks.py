@@ -58,14 +58,14 @@ class BreakpointCommands:
         self._breakpoints.append(Breakpoint("on " + description, before=before))
 
     def break_when(self, predicate: Callable[[NodeRecord], bool]) -> None:
-        """Stop after a node whose record satisfies ``predicate`` (e.g. ``fxviz.nonfinite``)."""
+        """Stop after a node whose record satisfies ``predicate`` (e.g. ``fxviz.has_nonfinite``)."""
         if not callable(predicate):
             raise TypeError(f"break_when takes a function of a NodeRecord, not {predicate!r}")
         name = getattr(predicate, "__name__", repr(predicate))
         if self._options["stats"] is False and self._options["keep"] == "stats":
             warnings.warn(
                 f"break_when({name}): with stats=False and keep='stats' a record has neither "
-                "statistics nor a value, so predicates such as fxviz.nonfinite never fire",
+                "statistics nor a value, so predicates such as fxviz.has_nonfinite never fire",
                 FxvizWarning,
                 stacklevel=2,
             )

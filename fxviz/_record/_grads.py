@@ -21,8 +21,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, overload
 
 import torch
 
@@ -104,14 +104,26 @@ class GradRecord:
         return self.value is not None
 
 
-class Gradients:
-    """What one backward pass computed, in backward order.
+class Gradients(Sequence[GradRecord]):
+    """What one backward pass computed: a sequence of :class:`GradRecord`, in backward order.
+
+    ``len``, iteration, ``grads[i]`` and ``reversed`` all follow that order (the
+    ``order`` list); look gradients up by name with :meth:`of` (a node's) and
+    ``parameters`` (a parameter's).
 
     Attributes:
         order: every :class:`GradRecord`, in the order autograd computed them.
         parameters: ``{parameter name: GradRecord}``.
         time_s: wall time of the whole backward pass (hooks included; the statistics of
             kept gradients are taken later, when first read).
+
+    Examples:
+        >>> import torch, fxviz
+        >>> rec = fxviz.record(torch.nn.Linear(3, 2), torch.ones(1, 3), backward=True)
+        >>> len(rec.gradients), [g.name for g in rec.gradients][:2]
+        (6, ['linear', 'output'])
+        >>> [g for g in rec.gradients if g.kind == "parameter"][-1] is rec.gradients.parameters["weight"]
+        True
     """
 
     def __init__(self) -> None:
@@ -137,6 +149,21 @@ class Gradients:
 
     def __len__(self) -> int:
         return len(self.order)
+
+    def __iter__(self) -> Iterator[GradRecord]:
+        return iter(self.order)
+
+    @overload
+    def __getitem__(self, index: int) -> GradRecord: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[GradRecord]: ...
+    def __getitem__(self, index: int | slice) -> GradRecord | list[GradRecord]:
+        if isinstance(index, str):
+            raise TypeError(
+                f"gradients are indexed by position in backward order; for node {index!r} "
+                f"use .of({index!r}), for a parameter .parameters[{index!r}]"
+            )
+        return self.order[index]
 
     def __repr__(self) -> str:
         bad = self.first_nonfinite()

@@ -59,15 +59,20 @@ class RecordingMixin:
       instance of the node's own exception type (``except TypeError`` still catches it),
       with the partial recording on ``err.recording`` and the original on ``__cause__``.
 
+    To record one run of your interpreter, ``fxviz.record(gm, x, interpreter=Double)`` is
+    enough; mix this class in when you drive the interpreter yourself.
+
     Examples:
         >>> import torch, fxviz
         >>> class Double(torch.fx.Interpreter):
         ...     def call_function(self, target, args, kwargs):
         ...         return super().call_function(target, args, kwargs) * 2
+        >>> class RecordingDouble(fxviz.RecordingMixin, Double):
+        ...     pass
         >>> gm = fxviz.trace(lambda x: x + 1, torch.ones(1))
-        >>> interp = fxviz.recording_class(Double)(gm)
-        >>> isinstance(interp, fxviz.RecordingMixin), interp.run(torch.ones(1))
-        (True, tensor([4.]))
+        >>> interp = RecordingDouble(gm)
+        >>> interp.run(torch.ones(1))
+        tensor([4.])
         >>> interp.recording["add"].outputs[0].max
         4.0
     """
@@ -148,7 +153,9 @@ class RecordingMixin:
 
 
 class RecordingInterpreter(RecordingMixin, torch.fx.Interpreter):
-    """A ``torch.fx.Interpreter`` that records every node it runs.
+    """A ``torch.fx.Interpreter`` that records every node it runs: fxviz's own
+    (``fxviz.RecordingInterpreter`` is a deprecated public name: use ``fxviz.record``, or
+    mix :class:`RecordingMixin` into an interpreter class).
 
     A drop-in for ``torch.fx.Interpreter``: the same arguments, ``run``, ``boxed_run``,
     ``run_node``, ``env`` and exceptions (see :class:`RecordingMixin`).
@@ -169,7 +176,8 @@ class RecordingInterpreter(RecordingMixin, torch.fx.Interpreter):
     Examples:
         >>> import torch, fxviz
         >>> gm = fxviz.trace(torch.nn.Linear(3, 2))
-        >>> interp = fxviz.RecordingInterpreter(gm, garbage_collect_values=False)
+        >>> from fxviz._record import RecordingInterpreter
+        >>> interp = RecordingInterpreter(gm, garbage_collect_values=False)
         >>> out = interp.run(torch.ones(4, 3))
         >>> interp.recording["linear"].shape, interp.recording["linear"].kept
         ((4, 2), True)
@@ -190,10 +198,11 @@ class RecordingInterpreter(RecordingMixin, torch.fx.Interpreter):
 
 @functools.cache
 def recording_class(interpreter: type[torch.fx.Interpreter]) -> type[torch.fx.Interpreter]:
-    """The user's Interpreter/Transformer class with :class:`RecordingMixin` mixed in.
+    """The user's Interpreter/Transformer class with :class:`RecordingMixin` mixed in (made
+    once per class; ``fxviz.recording_class`` is its deprecated public name).
 
-    >>> import torch, fxviz
-    >>> fxviz.recording_class(torch.fx.Interpreter).__name__
+    >>> import torch
+    >>> recording_class(torch.fx.Interpreter).__name__
     'RecordingInterpreter'
     """
     if not (isinstance(interpreter, type) and issubclass(interpreter, torch.fx.Interpreter)):

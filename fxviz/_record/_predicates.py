@@ -2,7 +2,7 @@
 
 >>> import torch, fxviz
 >>> rec = fxviz.record(lambda x: (x / 0).long(), torch.ones(2))
->>> [r.name for r in rec.values() if fxviz.nonfinite(r)]
+>>> [r.name for r in rec.values() if fxviz.has_nonfinite(r)]
 ['truediv']
 >>> [r.name for r in rec.values() if fxviz.dtype_changed(r)]
 ['long']
@@ -15,20 +15,21 @@ import torch
 from fxviz._record._records import NodeRecord
 from fxviz._record._summary import iter_tensors
 
-__all__ = ["dtype_changed", "nonfinite"]
+__all__ = ["dtype_changed", "has_nonfinite"]
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
-def nonfinite(record: NodeRecord) -> bool:
-    """True when the node's output holds a NaN or an infinity.
+def has_nonfinite(record: NodeRecord) -> bool:
+    """True when the node's output holds a NaN or an infinity (the predicate; the count is
+    ``record.nonfinite_count``, the overlay ``fxviz.overlays.highlight_nonfinite()``).
 
     Uses the statistics when they were taken, else the kept value itself. Fake and meta
     tensors hold no values: they are never non-finite (nothing is asked of their sizes).
 
     >>> import torch, fxviz
     >>> rec = fxviz.record(lambda x: x.log(), torch.tensor([-1.0]), stats=False)
-    >>> fxviz.nonfinite(rec["log"]), fxviz.nonfinite(rec["x"])
+    >>> fxviz.has_nonfinite(rec["log"]), fxviz.has_nonfinite(rec["x"])
     (True, False)
     """
     if any(s.nan is not None for s in record.outputs):

@@ -131,7 +131,7 @@ class NodeRecord:
 
     @property
     def nonfinite(self) -> int:
-        """Deprecated name of :attr:`nonfinite_count` (``fxviz.nonfinite`` is the predicate)."""
+        """Deprecated name of :attr:`nonfinite_count` (``fxviz.has_nonfinite`` is the predicate)."""
         from fxviz.errors import warn_deprecated
 
         warn_deprecated("NodeRecord.nonfinite", "NodeRecord.nonfinite_count")

@@ -32,6 +32,7 @@ from fxviz._saved._graph import SavedGraph, drawing_to_json
 from fxviz._saved._values import Blocks, encode_value
 from fxviz._shapes._flops import recording_flops
 from fxviz._version import __version__
+from fxviz.errors import InputError
 from fxviz.render._api import draw
 
 __all__ = ["FORMAT", "SUFFIX", "VERSION", "save"]
@@ -53,10 +54,15 @@ def save(
     Example:
         >>> import torch, fxviz, tempfile, pathlib
         >>> rec = fxviz.record(torch.nn.Linear(3, 2), torch.ones(1, 3))
-        >>> path = rec.save(pathlib.Path(tempfile.mkdtemp()) / "run.fxrec")
+        >>> path = fxviz.save(rec, pathlib.Path(tempfile.mkdtemp()) / "run.fxrec")
         >>> fxviz.load(path)["linear"].shape
         (1, 2)
     """
+    if not isinstance(recording, Recording):
+        raise InputError(
+            f"fxviz.save writes a Recording, not a {type(recording).__name__}: record it first "
+            "(rec = fxviz.record(model, *inputs); a Debugger's is dbg.recording)"
+        )
     path = pathlib.Path(path)
     blocks = Blocks()
     records = [_record_json(r, blocks if values else None) for r in recording.values()]

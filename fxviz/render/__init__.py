@@ -1,9 +1,9 @@
 """Drawing graphs: the drawing model, DOT built with the ``graphviz`` package, diffs.
 
-Overlay rules are public in :mod:`fxviz.overlays`; ``fxviz.render.errors`` and
-``fxviz.render.nonfinite_values`` are deprecated names of two of them.
+Overlays live in :mod:`fxviz.overlays` only; their names here are deprecated.
 """
 
+import importlib
 from typing import Any
 
 from fxviz.errors import RenderError, warn_deprecated
@@ -12,32 +12,34 @@ from fxviz.errors import RenderError, warn_deprecated
 from fxviz.render import _joint_draw, _sources  # noqa: F401
 from fxviz.render._api import Drawing, View, draw, to_dot, to_svg
 from fxviz.render._diff import GraphDiff, diff
-from fxviz.render._grad_overlays import grad_norm_heat, grad_ratio, nonfinite_grads
 from fxviz.render._model import DrawEdge, DrawGraph, DrawNode
-from fxviz.render._overlays import (
-    Overlay,
-    Style,
-    bytes_heat,
-    debugger_state,
-    flops_heat,
-    highlight_errors,
-    highlight_nonfinite,
-    time_heat,
-)
+from fxviz.render._overlays import Overlay, Style
 from fxviz.render._source import Source, register, source_of
 
-# Old name -> (its successor, the object): importable, with an FxvizDeprecationWarning.
+# Overlays that live in fxviz.overlays now.
+_MOVED = ("bytes_heat", "debugger_state", "flops_heat", "grad_norm_heat", "grad_ratio",
+          "highlight_errors", "highlight_nonfinite", "time_heat")  # fmt: skip
+
+# Old name -> (its successor, the name in fxviz.overlays, called when the old name was an
+# overlay itself rather than a function making one): importable, with a warning.
 _DEPRECATED = {
-    "errors": ("fxviz.overlays.highlight_errors", highlight_errors),
-    "nonfinite_values": ("fxviz.overlays.highlight_nonfinite", highlight_nonfinite),
+    "errors": ("fxviz.overlays.highlight_errors()", "highlight_errors", True),
+    "nonfinite_values": ("fxviz.overlays.highlight_nonfinite()", "highlight_nonfinite", True),
+    "nonfinite_grads": (
+        "fxviz.overlays.highlight_nonfinite_grads()",
+        "highlight_nonfinite_grads",
+        True,
+    ),
+    **{name: (f"fxviz.overlays.{name}", name, False) for name in _MOVED},
 }
 
 
 def __getattr__(name: str) -> Any:
     if name in _DEPRECATED:
-        new, value = _DEPRECATED[name]
+        new, attr, made = _DEPRECATED[name]
         warn_deprecated(f"fxviz.render.{name}", new)
-        return value
+        value = getattr(importlib.import_module("fxviz.overlays"), attr)
+        return value() if made else value
     raise AttributeError(f"module 'fxviz.render' has no attribute {name!r}")
 
 
@@ -52,19 +54,10 @@ __all__ = [
     "Source",
     "Style",
     "View",
-    "bytes_heat",
-    "debugger_state",
     "diff",
     "draw",
-    "flops_heat",
-    "grad_norm_heat",
-    "grad_ratio",
-    "highlight_errors",
-    "highlight_nonfinite",
-    "nonfinite_grads",
     "register",
     "source_of",
-    "time_heat",
     "to_dot",
     "to_svg",
 ]

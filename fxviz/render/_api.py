@@ -178,7 +178,7 @@ def to_dot(
             nodes, grouped into nested module clusters).
         expand: module paths to open although ``depth`` would collapse them.
         collapse: module paths to draw as one box whatever ``depth`` says.
-        overlay: a rule or list of rules ``node -> fxviz.Style`` applied in order, after
+        overlay: an overlay or a list (``node -> fxviz.overlays.Style``), applied in order after
             the defaults (errors and NaN/Inf for recordings, debugger states).
         legend: draw a legend of the node kinds.
         edge_labels: label edges with tensor shapes (default: when known and the graph has

@@ -22,7 +22,7 @@ from fxviz.render._fold import Params
 from fxviz.render._from_fx import draw_fx
 from fxviz.render._inspect import inspector_data
 from fxviz.render._model import DrawEdge, DrawGraph, DrawNode, dot_id
-from fxviz.render._overlays import Overlay, Style, highlight_errors, highlight_nonfinite
+from fxviz.render._overlays import Overlay, Style, default_overlays
 from fxviz.render._payload import graph_payload
 from fxviz.render._source import Source, register
 
@@ -127,9 +127,7 @@ def joint_dot(
     **options: Any,
 ) -> Any:  # fmt: skip
     """``graphviz.Digraph`` of both passes side by side (see :func:`fxviz.to_dot` options)."""
-    overlays: list[Overlay] = (
-        [highlight_errors, highlight_nonfinite] if recording is not None else []
-    )
+    overlays: list[Overlay] = default_overlays() if recording is not None else []
     if selected is not None:
         if side not in ("forward", "backward"):
             raise ValueError(f"side must be 'forward' or 'backward', not {side!r}")

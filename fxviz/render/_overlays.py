@@ -11,17 +11,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from fxviz.errors import FxvizWarning, first_line
-from fxviz.overlays import (
-    STATE_STYLES,
-    Overlay,
-    Style,
-    bytes_heat,
-    debugger_state,
-    flops_heat,
-    highlight_errors,
-    highlight_nonfinite,
-    time_heat,
-)
+from fxviz.overlays import STATE_STYLES, Overlay, Style, highlight_errors, highlight_nonfinite
 from fxviz.render._model import DrawNode
 
 __all__ = [
@@ -29,14 +19,14 @@ __all__ = [
     "Overlay",
     "Style",
     "apply_overlays",
-    "bytes_heat",
-    "debugger_state",
-    "flops_heat",
+    "default_overlays",
     "guarded",
-    "highlight_errors",
-    "highlight_nonfinite",
-    "time_heat",
 ]
+
+
+def default_overlays() -> list[Overlay]:
+    """What every drawing of a recorded run shows: errors, then NaN/Inf outputs."""
+    return [highlight_errors(), highlight_nonfinite()]
 
 
 class _Guarded:

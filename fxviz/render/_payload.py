@@ -42,7 +42,7 @@ import torch.fx
 
 from fxviz._nodes import is_parameter_fetch
 from fxviz._record._debugger import Debugger, node_state, status_line
-from fxviz._record._predicates import nonfinite
+from fxviz._record._predicates import has_nonfinite
 from fxviz._record._records import NodeRecord, Recording
 from fxviz.render._api import Drawing, View
 from fxviz.render._inspect import table_rows
@@ -151,7 +151,7 @@ def debugger_states(debugger: Debugger) -> dict[str, list[str]]:
     """The debugger's node states, with ``nonfinite`` on nodes whose output held NaN/Inf."""
     states = debugger.node_states()
     for record in debugger.recording.values():
-        if nonfinite(record):
+        if has_nonfinite(record):
             states[record.name].append("nonfinite")
     return states
 
@@ -164,7 +164,7 @@ def replay_payload(recording: Recording, *, skip_fetches: bool = True) -> dict[s
     with ``skip_fetches=False``). ``steps[p]`` (``p`` nodes run, up to the failing node):
     ``status`` (the Debugger's status line, ``{reason}`` standing for why it stopped),
     ``states`` (the node states that differ from position ``p - 1``; all of them at 0),
-    ``nonfinite`` (whether the node just run satisfies :func:`fxviz.nonfinite`: where
+    ``nonfinite`` (whether the node just run satisfies :func:`fxviz.has_nonfinite`: where
     "break on NaN/Inf" stops) and ``error`` (the cursor is on the node that raised).
 
     >>> import torch, fxviz
@@ -177,7 +177,7 @@ def replay_payload(recording: Recording, *, skip_fetches: bool = True) -> dict[s
     names = [n.name for n in graph.nodes]
     failed = next((i for i, r in enumerate(records) if r.error is not None), None)
     last = failed if failed is not None else len(records)
-    flags = [nonfinite(r) for r in records]
+    flags = [has_nonfinite(r) for r in records]
     steps: list[dict[str, Any]] = []
     for position in range(last + 1):
         error = records[position].error if position == failed else None

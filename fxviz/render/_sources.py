@@ -20,7 +20,7 @@ from fxviz.render._diff import GraphDiff
 from fxviz.render._fold import Params
 from fxviz.render._from_fx import draw_fx
 from fxviz.render._model import DrawGraph
-from fxviz.render._overlays import Overlay, highlight_errors, highlight_nonfinite
+from fxviz.render._overlays import Overlay, default_overlays
 from fxviz.render._source import Source, register
 from fxviz.render._title import model_title
 from fxviz.render._torchscript import draw_torchscript
@@ -88,7 +88,7 @@ class _RunSource(Source):
     """Something that ran: errors and NaN/Inf drawn by default."""
 
     def overlays(self) -> list[Overlay]:
-        return [highlight_errors, highlight_nonfinite]
+        return default_overlays()
 
     def drawing(self, params: Params) -> DrawGraph:
         recording = self.recording()

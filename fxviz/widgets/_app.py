@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fxviz._record import Debugger, nonfinite
+from fxviz._record import Debugger, has_nonfinite
 from fxviz.errors import FxvizError, first_line
 from fxviz.render._fold import Params
 from fxviz.render._inspect import inspector_data
@@ -69,10 +69,10 @@ class DebuggerApp(GraphView):
         self._refresh()
 
     def _toggle_nan_breakpoint(self) -> None:
-        if "nonfinite" in self.debugger.breakpoints:
-            self.debugger.remove_breakpoint("nonfinite")
+        if has_nonfinite.__name__ in self.debugger.breakpoints:
+            self.debugger.remove_breakpoint(has_nonfinite.__name__)
         else:
-            self.debugger.break_when(nonfinite)
+            self.debugger.break_when(has_nonfinite)
 
     def _require_selection(self) -> str:
         if not self.selected:
@@ -123,7 +123,7 @@ _CURSOR_REASONS = {"start", "step", "back", "breakpoint", "error", "end", "inter
 
 def _stopped_after(debugger: Debugger) -> str | None:
     """The node whose output stopped the run (a ``break_when`` predicate such as
-    ``nonfinite`` fired after it ran), else ``None``."""
+    ``has_nonfinite`` fired after it ran), else ``None``."""
     reason = debugger.stop_reason
     if reason in _CURSOR_REASONS or reason.startswith("run_to") or debugger.position == 0:
         return None

@@ -70,7 +70,7 @@ def test_replay_states_are_the_debuggers_at_every_position():
         assert step["status"].format(reason=dbg.stop_reason) == dbg.status
         assert states == debugger_states(dbg)
         ran = dbg.recording.records()[-1] if position else None
-        assert step["nonfinite"] == bool(ran is not None and fxviz.nonfinite(ran))
+        assert step["nonfinite"] == bool(ran is not None and fxviz.has_nonfinite(ran))
     assert dbg.done
     assert len(replay["steps"]) == len(replay["order"]) + 1
     assert [s["nonfinite"] for s in replay["steps"]][:3] == [False, False, True]

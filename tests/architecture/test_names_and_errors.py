@@ -59,23 +59,26 @@ def test_overlays_are_public_and_do_not_import_torch():
         cwd=ROOT,
     ).stdout
     assert out.strip() == "False"
-    assert fxviz.overlays.highlight_nonfinite is overlays.highlight_nonfinite
-    assert fxviz.highlight_errors is overlays.highlight_errors
+    assert fxviz.overlays is overlays
 
 
 def test_deprecated_names_warn_and_still_work():
     rec = _nan_recording()
-    with pytest.warns(fxviz.FxvizDeprecationWarning, match="fxviz.highlight_nonfinite"):
+    with pytest.warns(fxviz.FxvizDeprecationWarning, match=r"overlays.highlight_nonfinite\(\)"):
         old = fxviz.nonfinite_values
-    assert old is overlays.highlight_nonfinite
+    assert "⚠ NaN 1" in fxviz.to_dot(rec, overlay=old).source
     with pytest.warns(fxviz.FxvizDeprecationWarning, match="highlight_errors"):
-        assert fxviz.render.errors is overlays.highlight_errors
+        assert fxviz.render.errors(_drawn(rec, "log")) is None
     with pytest.warns(fxviz.FxvizDeprecationWarning, match="nonfinite_count"):
         assert rec["log"].nonfinite == rec["log"].nonfinite_count == 1
     report = fxviz.shapes(torch.nn.Linear(4, 2), fxviz.spec(3, 4), mode="meta")
     with pytest.warns(fxviz.FxvizDeprecationWarning, match="totals"):
         assert report.summary()["parameters"] == report.totals()["parameters"] == 10
     assert issubclass(fxviz.FxvizDeprecationWarning, DeprecationWarning)
+
+
+def _drawn(rec: fxviz.Recording, name: str) -> fxviz.render.DrawNode:
+    return next(n for n in fxviz.render.draw(rec).nodes if n.name == name)
 
 
 def test_summary_is_one_line_of_text_everywhere(two_layer_net, x20):

@@ -86,7 +86,7 @@ def test_nan_breakpoint_and_collapsing_modules(browser, lab):
     assert page.locator(".fxviz-graph g.fx-module").count() == 3
     page.locator("button[data-action=break_nan]").click()
     page.wait_for_function(
-        "document.querySelector('.fxviz-status')?.textContent.includes('breakpoints: nonfinite')"
+        "document.querySelector('.fxviz-status')?.textContent.includes('breakpoints: has_nonfinite')"
     )
     page.locator("button[data-action=continue]").click()
     page.wait_for_function(

@@ -114,10 +114,10 @@ def test_break_when_nonfinite_stops_after_the_first_nan():
         return c.sum()
 
     dbg = fxviz.Debugger(f, torch.tensor([1.0, -1.0]))
-    dbg.break_when(fxviz.nonfinite)
+    dbg.break_when(fxviz.has_nonfinite)
     last = dbg.continue_()
     assert last.name == "sqrt"
-    assert dbg.stop_reason == "nonfinite"
+    assert dbg.stop_reason == "has_nonfinite"
     assert dbg.current.name == "add"
     assert last.outputs[0].nan == 1
 

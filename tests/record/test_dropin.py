@@ -16,13 +16,14 @@ from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from torch.fx.passes.shape_prop import ShapeProp
 
 import fxviz
+from fxviz._record import RecordingInterpreter, recording_class
 from fxviz.examples import NegSigmSwapInterpreter, NegSigmSwapXformer, neg_sigmoid
 
 
 def _recording_variants(cls: type) -> list[Callable[..., Any]]:
-    variants: list[Callable[..., Any]] = [fxviz.recording_class(cls)]
+    variants: list[Callable[..., Any]] = [recording_class(cls)]
     if cls is torch.fx.Interpreter:
-        variants.append(fxviz.RecordingInterpreter)
+        variants.append(RecordingInterpreter)
     return variants
 
 
@@ -163,7 +164,7 @@ def test_overridden_hooks_run_in_the_same_order_with_the_same_effect():
     assert all(log == seen[0][0] for log, _ in seen)
     assert all(_same(out, seen[0][1]) for _, out in seen)
     assert ("call_module", "lin") in seen[0][0]
-    rec_cls = fxviz.recording_class(CountingInterpreter)
+    rec_cls = recording_class(CountingInterpreter)
     interp = rec_cls(gm, garbage_collect_values=False)
     interp.run(torch.ones(2, 4), 5.0)
     x = torch.relu(gm.lin(torch.ones(2, 4)))
@@ -186,7 +187,7 @@ def test_initial_env_evaluates_only_the_missing_nodes():
         assert log == plain_log
         assert _same(out, plain_out)
         assert env["relu"] is given
-    interp = fxviz.recording_class(CountingInterpreter)(gm)
+    interp = recording_class(CountingInterpreter)(gm)
     interp.run(torch.ones(2, 4), initial_env={relu: given})
     assert "relu" not in interp.recording  # only what ran is recorded
 
@@ -313,7 +314,7 @@ def test_transformer_output_metadata_and_stack_traces_are_the_same():
         outputs.append((nodes, new.code))
     assert all(o == outputs[0] for o in outputs)
     assert any(stack for _, _, stack, _ in outputs[0][0])
-    rec_cls = fxviz.recording_class(NegSigmSwapXformer)
+    rec_cls = recording_class(NegSigmSwapXformer)
     xformer = rec_cls(gm)
     xformer.transform()
     assert list(xformer.recording) == [n.name for n in gm.graph.nodes]
@@ -387,7 +388,7 @@ def test_debugger_and_predicates_under_fake_mode_with_data_dependent_sizes():
     with FakeTensorMode(shape_env=ShapeEnv()):
         x = torch.empty(4, 5)
         dbg = fxviz.Debugger(gm, x)
-        dbg.break_when(fxviz.nonfinite)
+        dbg.break_when(fxviz.has_nonfinite)
         dbg.break_when(fxviz.dtype_changed)
         assert dbg.continue_().name == "nonzero"  # int64 from float32: dtype_changed
         while not dbg.done:

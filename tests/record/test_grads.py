@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import fxviz
+from fxviz import overlays
 from fxviz._record._grads import summarize_gradient
 from fxviz._record._summary import TensorSummary, iter_tensors, summarize
 from tests.grad_models import cnn_case, gpt_case
@@ -203,7 +204,12 @@ def test_gradient_overlays_mark_vanishing_exploding_and_nan_gradients():
 
     rec = fxviz.record(Deep(), torch.randn(3, 4), backward=True)
     dot = fxviz.to_dot(
-        rec, overlay=[fxviz.grad_norm_heat(rec.values()), fxviz.grad_ratio(), fxviz.nonfinite_grads]
+        rec,
+        overlay=[
+            overlays.grad_norm_heat(rec),
+            overlays.grad_ratio(),
+            overlays.highlight_nonfinite_grads(),
+        ],
     ).source
     table = rec.table()
     vanishing = [n for n in rec if (table.loc[n, "grad_ratio"] or 1) < 1e-4]

@@ -10,6 +10,7 @@ import torch.fx
 from torch.fx.passes.shape_prop import ShapeProp
 
 import fxviz
+from fxviz._record import RecordingInterpreter, recording_class
 from fxviz.examples import NegSigmSwapInterpreter, NegSigmSwapXformer, TwoLayerNet, neg_sigmoid
 
 
@@ -48,8 +49,8 @@ def test_overridden_run_node_still_runs():
 
 
 def test_recording_class_is_cached_and_checked():
-    cls = fxviz.recording_class(NegSigmSwapInterpreter)
-    assert cls is fxviz.recording_class(NegSigmSwapInterpreter)
+    cls = recording_class(NegSigmSwapInterpreter)
+    assert cls is recording_class(NegSigmSwapInterpreter)
     assert issubclass(cls, NegSigmSwapInterpreter)
     assert issubclass(cls, fxviz.RecordingMixin)
     with pytest.raises(TypeError, match=r"must be a torch\.fx\.Interpreter subclass"):
@@ -88,7 +89,7 @@ def test_shape_prop_example_agrees_with_the_recording():
 
 def test_recording_interpreter_used_directly():
     gm = fxviz.trace(TwoLayerNet(8, 4, 2))
-    interp = fxviz.RecordingInterpreter(gm, keep="stats")
+    interp = RecordingInterpreter(gm, keep="stats")
     x = torch.randn(3, 8)
     assert torch.equal(interp.run(x), gm(x))
     assert interp.recording["linear2"].shape == (3, 2)

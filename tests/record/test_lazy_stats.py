@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 import fxviz
-from fxviz._record import _stats
+from fxviz._record import RecordingInterpreter, _stats
 from fxviz._record._summary import summarize
 
 
@@ -49,7 +49,7 @@ def test_eager_statistics_are_accepted_wherever_stats_is():
     gm = fxviz.trace(model)
     dbg = fxviz.Debugger(gm, x, stats="eager")
     dbg.continue_()
-    interp = fxviz.RecordingInterpreter(gm, stats="eager")
+    interp = RecordingInterpreter(gm, stats="eager")
     interp.run(x)
     assert _summaries(dbg.recording) == _summaries(interp.recording)
     with pytest.raises(ValueError, match="stats must be True, False or 'eager'"):

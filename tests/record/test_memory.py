@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import fxviz
+from fxviz._record import RecordingInterpreter
 
 
 class Net(torch.nn.Module):
@@ -60,13 +61,13 @@ def _debugger(model: torch.nn.Module, x: torch.Tensor) -> Any:
     dbg.back()
     dbg.continue_()
     dbg.restart()
-    dbg.break_when(fxviz.nonfinite)
+    dbg.break_when(fxviz.has_nonfinite)
     dbg.continue_()
     return dbg
 
 
 def _interpreter(model: torch.nn.Module, x: torch.Tensor) -> Any:
-    interp = fxviz.RecordingInterpreter(fxviz.trace(model), garbage_collect_values=False)
+    interp = RecordingInterpreter(fxviz.trace(model), garbage_collect_values=False)
     interp.run(x)
     return interp.recording
 
@@ -157,7 +158,7 @@ def _kept_error(run: Callable[[], Any]) -> Any:
         lambda model, x: _kept_error(lambda: fxviz.record(model, x)),
         lambda model, x: _kept_error(lambda: fxviz.shapes(model, x)),
         lambda model, x: _kept_error(lambda: fxviz.shapes(model, x, mode="fake")),
-        lambda model, x: _kept_error(lambda: fxviz.RecordingInterpreter(fxviz.trace(model)).run(x)),
+        lambda model, x: _kept_error(lambda: RecordingInterpreter(fxviz.trace(model)).run(x)),
         lambda model, x: fxviz.Debugger(model, x).continue_(),
     ],
     ids=[

@@ -78,8 +78,8 @@ def test_nonfinite_values_are_counted_and_found():
     assert s.max == pytest.approx(math.log(2.0))
     assert rec.first_nonfinite().name == "log"
     assert fxviz.record(lambda x: x + 1, torch.ones(2)).first_nonfinite() is None
-    assert fxviz.nonfinite(rec["mul"])
-    assert not fxviz.nonfinite(rec["x"])
+    assert fxviz.has_nonfinite(rec["mul"])
+    assert not fxviz.has_nonfinite(rec["x"])
 
 
 def test_stats_off_keeps_shapes_and_timing():
@@ -90,8 +90,8 @@ def test_stats_off_keeps_shapes_and_timing():
     assert s.min is None
     assert s.nan is None
     # without statistics, the predicate reads the kept value itself
-    assert fxviz.nonfinite(rec["relu"]) is True
-    assert fxviz.nonfinite(rec["nan_to_num"]) is False
+    assert fxviz.has_nonfinite(rec["relu"]) is True
+    assert fxviz.has_nonfinite(rec["nan_to_num"]) is False
 
 
 def test_integer_bool_and_low_precision_outputs():

@@ -138,13 +138,13 @@ def test_overlays_in_order_and_builtins():
 
     def mark_mul(node):
         return (
-            fxviz.Style(fill="#123456", badge="mine", classes=("custom",))
+            fxviz.overlays.Style(fill="#123456", badge="mine", classes=("custom",))
             if node.name == "mul"
             else None
         )
 
     def later(node):
-        return fxviz.Style(fill="#abcdef") if node.name == "mul" else None
+        return fxviz.overlays.Style(fill="#abcdef") if node.name == "mul" else None
 
     styled = fxviz.to_dot(rec, overlay=[mark_mul, later]).source
     line = next(line for line in styled.splitlines() if line.startswith("\tmul ["))
@@ -152,7 +152,7 @@ def test_overlays_in_order_and_builtins():
     assert "mine" in line
     assert "custom" in line
     heat = fxviz.to_dot(
-        rec, overlay=[fxviz.time_heat(rec.values()), fxviz.bytes_heat(rec.values())]
+        rec, overlay=[fxviz.overlays.time_heat(rec), fxviz.overlays.bytes_heat(rec)]
     ).source
     assert "heat-time-" in heat
     assert "heat-bytes-" in heat

@@ -110,15 +110,15 @@ def test_flops_heat_colours_the_heaviest_node_and_boxes():
     model = Mixed().eval()
     rep = fxviz.shapes(model, *_inputs(torch.randn), mode="fake", progress=False)
     heaviest = max(rep.flops, key=rep.flops.get)
-    source = fxviz.to_dot(rep, overlay=fxviz.flops_heat(rep)).source
+    source = fxviz.to_dot(rep, overlay=fxviz.overlays.flops_heat(rep)).source
     line = _statement(source, heaviest)
     assert "heat-flops-9" in line
     assert "kFLOPs" in line or "MFLOPs" in line
     relu = _statement(source, "block_1")
     assert "heat-flops" not in relu  # no FLOPs, no colour
-    boxed = fxviz.to_dot(rep, depth=1, collapse=["block"], overlay=fxviz.flops_heat(rep))
+    boxed = fxviz.to_dot(rep, depth=1, collapse=["block"], overlay=fxviz.overlays.flops_heat(rep))
     box = _statement(boxed.source, "module__block")
     assert "heat-flops" in box
     # the recording works as a source too
     rec = fxviz.record(model, *_inputs(torch.randn))
-    assert "heat-flops-9" in fxviz.to_dot(rec, overlay=fxviz.flops_heat(rec)).source
+    assert "heat-flops-9" in fxviz.to_dot(rec, overlay=fxviz.overlays.flops_heat(rec)).source

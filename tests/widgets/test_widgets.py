@@ -68,7 +68,7 @@ def test_breakpoints_run_to_and_nan_from_the_toolbar():
     assert "breakpoint" not in app.node_states["add"]
     app.handle({"type": "break_nan"})
     app.handle({"type": "continue"})
-    assert app.debugger.stop_reason == "nonfinite"
+    assert app.debugger.stop_reason == "has_nonfinite"
     assert "nonfinite" in app.node_states["log"]
     app.handle({"type": "restart"})
     app.selected = "add"
