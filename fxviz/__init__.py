@@ -77,6 +77,7 @@ _LAZY: dict[str, str] = {
     "compare": "fxviz._compare",
     "compare_dtype": "fxviz._compare",
     "compare_pass": "fxviz._compare",
+    "compare_ranks": "fxviz._ranks",
     "ShapeReport": "fxviz._shapes",
     "TensorSpec": "fxviz._shapes",
     "shapes": "fxviz._shapes",
@@ -105,6 +106,7 @@ if TYPE_CHECKING:  # static checkers and IDEs see the real objects
     from fxviz import overlays
     from fxviz._compare import Comparison, compare, compare_dtype, compare_pass
     from fxviz._joint import JointGraph, JointRecording
+    from fxviz._ranks import compare_ranks
     from fxviz._record import (
         Debugger,
         NodeRecord,
@@ -234,6 +236,7 @@ __all__ = [
     "compare",
     "compare_dtype",
     "compare_pass",
+    "compare_ranks",
     "debug",
     "debugger_state",
     "diff",
