@@ -67,7 +67,10 @@ def _op_name(target: Any) -> tuple[str, str] | None:
     """``("_c10d_functional", "all_reduce")`` for a collective op target, else ``None``."""
     if isinstance(target, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
         namespace, _, rest = str(target).partition(".")  # "_c10d_functional.all_reduce.default"
-        return (namespace, rest.split(".")[0]) if namespace in _COLLECTIVE_NAMESPACES else None
+        name = rest.split(".")[0]
+        if namespace not in _COLLECTIVE_NAMESPACES or name.startswith("_wrap"):
+            return None  # (_wrap_tensor_autograd only marks a result for autograd)
+        return namespace, name
     module = getattr(target, "__module__", "") or ""
     if callable(target) and module.startswith(_COLLECTIVE_MODULES):
         return module.rsplit(".", 1)[-1], getattr(target, "__name__", str(target))
