@@ -159,19 +159,28 @@ def _dtensor_type() -> type | None:
 
 def dtensor_layout(value: Any) -> dict[str, Any] | None:
     """How a DTensor is laid out: ``{"placements", "mesh_shape", "mesh_dims", "mesh",
-    "shape", "local_shape"}`` (``mesh``: the ranks of the device mesh, nested as it is),
-    or ``None`` for anything else."""
+    "shape", "local_shape", "stats", "stats_of"}`` (``mesh``: the ranks of the device
+    mesh, nested as it is; ``stats``: of the global tensor when it is replicated, else of
+    the local shard, as ``stats_of`` says: no collective is started), or ``None``."""
     kind = _dtensor_type()
     if kind is None or not isinstance(value, kind):
         return None
+    from fxviz._record._summary import summarize
+
     mesh = value.device_mesh
+    placements = [repr(p) for p in value.placements]
+    local = local_tensor(value)
+    stats = summarize(local)[0].to_dict() if local is not None else {}
     return {
-        "placements": [repr(p) for p in value.placements],
+        "placements": placements,
         "mesh_shape": list(mesh.shape),
         "mesh_dims": list(mesh.mesh_dim_names or ()),
         "mesh": mesh.mesh.tolist(),
         "shape": list(value.shape),
         "local_shape": list(value.to_local().shape),
+        # a replicated tensor's shard is the whole tensor; any other needs a collective
+        "stats_of": "global" if all(p == "Replicate()" for p in placements) else "local shard",
+        "stats": {k: stats.get(k) for k in ("min", "max", "mean", "std", "absmax", "nan")},
     }
 
 

@@ -159,18 +159,22 @@ def collectives(out: pathlib.Path, rank: int, facts: dict[str, Any]) -> None:
 
 
 def fsdp(out: pathlib.Path, rank: int, facts: dict[str, Any]) -> None:
-    """FSDP2 on CPU and gloo: record a fully_shard model (what torch could do is noted)."""
-    import fxviz
-
+    """FSDP2 on CPU and gloo. With the default ``reshard_after_forward=True`` the
+    parameters' storage is freed after the forward, so a replay of the captured run
+    cannot read them; kept unsharded (and gathered by one warm-up forward), the model
+    records through one real run's trace (FSDP's hooks fail symbolic_trace and export,
+    and Dynamo captures no graph of them)."""
     try:
         from torch.distributed.fsdp import fully_shard
 
+        import fxviz
+
         model = mlp()
-        for layer in (model[0], model[2]):
-            fully_shard(layer)
-        fully_shard(model)
+        for layer in (model[0], model[2], model):
+            fully_shard(layer, reshard_after_forward=False)
         x = torch.randn(4, 16, generator=torch.Generator().manual_seed(6))
-        rec = fxviz.record(model, x)
+        model(x)
+        rec = fxviz.record(fxviz.trace(model, x, method="real"), x)
         rec.save(out / "fsdp-{rank}.fxrec")
         facts["fsdp"] = f"recorded with {rec.method}: {rec.summary()}"
     except Exception as e:  # torch's CPU/gloo support for FSDP2 varies between releases
@@ -199,12 +203,12 @@ def run(
     rank = dist.get_rank()
     facts: dict[str, Any] = {}
     for part in JOBS[job]:
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         try:
             part(out, rank, facts)
         except Exception:
             facts[f"error:{part.__name__}"] = traceback.format_exc()
-        facts[f"seconds:{part.__name__}"] = time.perf_counter() - start
+        facts[f"seconds:{part.__name__}"] = (time.perf_counter() - start, time.process_time() - cpu)
         dist.barrier()
     (out / f"facts-{job}-{rank}.json").write_text(json.dumps(facts, default=str))
     dist.destroy_process_group()

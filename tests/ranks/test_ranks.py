@@ -138,6 +138,10 @@ def test_tensor_parallel_mlp_compares_with_its_single_process_reference(two: Any
     assert layout["shape"] == [8, 32]
     assert layout["local_shape"] == [8, 16]
     assert layout["mesh"] == [0, 1]
+    assert layout["stats_of"] == "local shard"
+    shard = fxviz.load(out / "tpd-1.fxrec")["_0"].value  # the saved value: rank 1's shard
+    assert layout["stats"]["max"] == pytest.approx(float(shard.max()))
+    assert fxviz.load(out / "tpd-1.fxrec").distributed_nodes["_2"]["layout"]["stats_of"] == "global"
     bad = fxviz.compare_ranks(_files(out, "tpbad"), reference=reference)
     assert (bad.first_divergence.rank, bad.first_divergence.node) == (1, "_0")
     assert not bad["_0", 0].diverged  # rank 0's shard still matches its slice
@@ -185,7 +189,9 @@ def test_fsdp2_fully_shard(two: Any) -> None:
     out, facts = two
     if not facts[0]["fsdp"].startswith("recorded"):
         pytest.xfail(f"FSDP2 on CPU/gloo could not be recorded: {facts[0]['fsdp'][:200]}")
-    assert fxviz.compare_ranks(_files(out, "fsdp")).first_divergence is None
+    result = fxviz.compare_ranks(_files(out, "fsdp"))
+    assert result.first_divergence is None
+    assert result["g0_linear_1", 1].reason == "bitwise equal"  # gathered weights, same math
 
 
 def test_drawing_report_and_cli(two: Any, tmp_path: pathlib.Path) -> None:
