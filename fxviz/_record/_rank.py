@@ -78,8 +78,18 @@ def _op_name(target: Any) -> tuple[str, str] | None:
 
 
 def is_collective(node: torch.fx.Node) -> bool:
-    """Whether ``node`` calls a collective (or waits for one)."""
+    """Whether ``node`` calls a collective (or waits for one), or is a DTensor
+    redistribution (``dt.redistribute(...)``, as Dynamo captures DTensor code)."""
+    if node.op == "call_method":
+        return node.target == "redistribute"
     return node.op == "call_function" and _op_name(node.target) is not None
+
+
+def _redistribute_text(node: torch.fx.Node) -> str:
+    placements = node.kwargs.get("placements", node.args[2] if len(node.args) > 2 else None)
+    if isinstance(placements, (tuple, list)):
+        return "redistribute → " + ", ".join(repr(p) for p in placements)
+    return "redistribute"
 
 
 def _arguments(node: torch.fx.Node) -> dict[str, Any]:
@@ -103,6 +113,8 @@ def _arguments(node: torch.fx.Node) -> dict[str, Any]:
 
 def collective_text(node: torch.fx.Node) -> str:
     """A short label line: ``all_reduce sum · group 0`` (no process group needed)."""
+    if node.op == "call_method" and node.target == "redistribute":
+        return _redistribute_text(node)
     found = _op_name(node.target)
     if found is None:
         return ""
@@ -117,7 +129,11 @@ def collective_text(node: torch.fx.Node) -> str:
 
 def collective_info(node: torch.fx.Node) -> dict[str, Any] | None:
     """``{"collective", "reduce_op", "group", "ranks", "group_size"}`` of a collective node
-    (ranks resolved in this process when its group is known here), else ``None``."""
+    (ranks resolved in this process when its group is known here), else ``None``. A
+    DTensor redistribution gives ``{"collective": "redistribute"}``, to which
+    :func:`distributed_nodes` adds the placements it goes ``from`` and ``to``."""
+    if node.op == "call_method" and node.target == "redistribute":
+        return {"collective": "redistribute", "namespace": "DTensor"}
     found = _op_name(node.target)
     if found is None:
         return None
@@ -219,4 +235,12 @@ def distributed_nodes(recording: Any) -> dict[str, dict[str, Any]]:
         layout = dtensor_layout(first)
         if layout is not None:
             out.setdefault(record.name, {})["layout"] = layout
+    for name, info in out.items():  # a redistribution: the layouts it goes between
+        step = info.get("collective")
+        if step is not None and step["collective"] == "redistribute" and "layout" in info:
+            record = recording[name]
+            source = out.get(record.inputs[0], {}).get("layout") if record.inputs else None
+            step["from"] = source["placements"] if source else None
+            step["to"] = info["layout"]["placements"]
+            step["ranks"] = info["layout"]["mesh"]
     return out

@@ -103,6 +103,8 @@ def tensor_parallel(out: pathlib.Path, rank: int, facts: dict[str, Any]) -> None
     )
 
     import fxviz
+    from fxviz._record._rank import distributed_nodes
+    from fxviz.render import draw
 
     mesh = init_device_mesh("cpu", (dist.get_world_size(),))
     x = torch.randn(8, 16, generator=torch.Generator().manual_seed(3))
@@ -119,6 +121,11 @@ def tensor_parallel(out: pathlib.Path, rank: int, facts: dict[str, Any]) -> None
         rec = fxviz.record(parallelize_module(mlp(), mesh, plan), x)
         rec.save(out / f"{name}-{{rank}}.fxrec")
     tp = parallelize_module(mlp(), mesh, plans["tp"])
+    rec = fxviz.record(fxviz.trace(tp, x, method="dynamo"), x)  # DTensor's own steps as nodes
+    facts["dynamo_tp"] = {
+        "nodes": distributed_nodes(rec),
+        "collectives": sorted(n.name for n in draw(rec).nodes if n.kind == "collective"),
+    }
     if rank == 1:
         with torch.no_grad():
             tp[0].weight.to_local()[3, 5] += 0.5  # one rank's shard of the first weight

@@ -147,6 +147,23 @@ def test_tensor_parallel_mlp_compares_with_its_single_process_reference(two: Any
     assert not bad["_0", 0].diverged  # rank 0's shard still matches its slice
 
 
+def test_dtensor_redistributions_are_collective_nodes(two: Any) -> None:
+    _, facts = two
+    seen = facts[1]["dynamo_tp"]  # the tensor-parallel MLP captured by Dynamo
+    assert seen["collectives"] == ["g0_outputs", "g0_outputs_1"]
+    reduce = seen["nodes"]["g0_outputs_1"]["collective"]  # RowwiseParallel's all-reduce
+    assert reduce == {
+        "collective": "redistribute",
+        "namespace": "DTensor",
+        "from": ["Partial(sum)"],
+        "to": ["Replicate()"],
+        "ranks": [0, 1],
+    }
+    partial = seen["nodes"]["g0_linear_1"]["layout"]
+    assert partial["placements"] == ["Partial(sum)"]
+    assert partial["stats_of"] == "local shard"
+
+
 def test_tensor_parallel_transformer_block(two: Any) -> None:
     out, _ = two
     result = fxviz.compare_ranks(_files(out, "block"), reference=out / "block-ref.fxrec")
