@@ -16,6 +16,10 @@ import sys
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+import fxviz
 
 
 def model() -> nn.Module:
@@ -24,14 +28,6 @@ def model() -> nn.Module:
 
 
 def main(out: pathlib.Path) -> None:
-    import fxviz
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.tensor.parallel import (
-        ColwiseParallel,
-        RowwiseParallel,
-        parallelize_module,
-    )
-
     dist.init_process_group("gloo")  # "nccl" on GPUs: the rest is the same
     rank = dist.get_rank()
     x = torch.randn(8, 16, generator=torch.Generator().manual_seed(1))

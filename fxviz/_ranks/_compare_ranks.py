@@ -11,15 +11,13 @@ slice its shape implies, a partial sum with the sum over ranks.
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-import torch
-
-from fxviz._compare._metrics import Metrics, measure, one_thread
-from fxviz._ranks._layout import expected_shard, grad_values, infer_layout, plain
+from fxviz._compare._metrics import Metrics, one_thread
+from fxviz._ranks._cells import MISSING, Criterion, RankCell, measure_all
+from fxviz._ranks._layout import grad_values
 from fxviz._record._rank import distributed_nodes
 from fxviz._record._records import Recording
 from fxviz.errors import InputError, UnknownNodeError
@@ -32,20 +30,6 @@ if TYPE_CHECKING:
 __all__ = ["RankCell", "RankComparison", "RankDivergence", "compare_ranks"]
 
 METRICS = ("exact", "sqnr", "allclose")
-
-
-@dataclasses.dataclass(frozen=True)
-class RankCell:
-    """One node of one rank against its reference (rank 0, or the reference run's slice).
-
-    ``metrics`` is ``None`` where nothing could be measured (``reason`` says why);
-    ``diverged`` whether the pair fails the criterion."""
-
-    node: str
-    rank: int
-    metrics: Metrics | None
-    diverged: bool
-    reason: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -250,7 +234,8 @@ def compare_ranks(
     """Align the recordings of a job's ranks and find the first node where they part.
 
     Each rank's recording (live, or a ``.fxrec`` file saved with
-    ``rec.save("run-{rank}.fxrec")``) is matched node by node by name. Without
+    ``rec.save("run-{rank}.fxrec")``; or one pattern, ``"run-*.fxrec"``) is matched node
+    by node by name. Without
     ``reference``, ranks are replicas and every rank is compared with rank 0, **bitwise**
     (``metric="exact"``: a weight perturbed by 1e-4 parts; so does nondeterminism). With
     ``reference`` (a single-process recording or path), each rank's value is compared
@@ -280,6 +265,8 @@ def compare_ranks(
         >>> result.first_divergence.rank, result.first_divergence.node
         (1, 'linear')
     """
+    if isinstance(recordings_or_paths, (str, os.PathLike)):  # "run-*.fxrec"
+        recordings_or_paths = _glob(os.fspath(recordings_or_paths))
     metric = metric or ("exact" if reference is None else "sqnr")
     if metric not in METRICS:
         raise InputError(f"unknown metric {metric!r}: use one of {', '.join(METRICS)}")
@@ -291,15 +278,15 @@ def compare_ranks(
             "save one file a rank with rec.save('run-{rank}.fxrec') and pass them all"
         )
     base = ref if ref is not None else next(iter(runs.values()))
-    criterion = _Criterion(metric, sqnr_db, rtol, atol)
+    criterion = Criterion(metric, sqnr_db, rtol, atol)
     with one_thread():
         if backward:
-            rows, values = _gradients(base, runs, ref is not None)
+            rows, values = _gradients(base, runs)
         else:
             rows = [(name, "value") for name in base]
             values = {
                 name: {
-                    r: (run[name].value if name in run and run[name].kept else _MISSING)
+                    r: (MISSING if name not in run else run[name].value if run[name].kept else None)
                     for r, run in runs.items()
                 }
                 for name in base
@@ -309,14 +296,23 @@ def compare_ranks(
                 for name, v in values.items()
             }
         layouts = {r: _layouts(run) for r, run in runs.items()}
-        cells, odd = _measure_all(rows, values, runs, layouts, ref is not None, criterion)
+        cells, odd = measure_all(rows, values, runs, layouts, ref is not None, criterion)
     threshold = sqnr_db if metric == "sqnr" else None
     return RankComparison(
         runs, ref, rows, cells, backward=backward, metric=metric, threshold=threshold, odd=odd
     )
 
 
-_MISSING = object()  # the node is not in that rank's recording
+def _glob(pattern: str) -> list[str]:
+    import glob
+
+    found = sorted(glob.glob(pattern))
+    if not found:
+        raise InputError(
+            f"no file matches {pattern!r}: pass the ranks' .fxrec files, or a pattern such "
+            "as 'run-*.fxrec' (each rank saves one with rec.save('run-{rank}.fxrec'))"
+        )
+    return found
 
 
 def _as_recording(item: Any) -> Recording:
@@ -358,7 +354,7 @@ def _layouts(run: Recording) -> dict[str, dict[str, Any]]:
 
 
 def _gradients(
-    base: Recording, runs: dict[int, Recording], has_reference: bool
+    base: Recording, runs: dict[int, Recording]
 ) -> tuple[list[tuple[str, str]], dict[str, dict[int, Any]]]:
     """Rows (backward order: nodes last to first, then parameters) and their gradients."""
     grads = {r: grad_values(run) for r, run in runs.items()}
@@ -373,164 +369,6 @@ def _gradients(
     values: dict[str, dict[int, Any]] = {}
     for name, kind in rows:
         index = 1 if kind == "parameter grad" else 0
-        values[name] = {r: g[index].get(name, _MISSING) for r, g in grads.items()}
+        values[name] = {r: g[index].get(name, MISSING) for r, g in grads.items()}
         values[name][-1] = (base_params if index else base_nodes)[name]
-    del has_reference
     return rows, values
-
-
-@dataclasses.dataclass(frozen=True)
-class _Criterion:
-    metric: str
-    sqnr_db: float
-    rtol: float
-    atol: float
-
-    def judge(self, x: torch.Tensor, y: torch.Tensor) -> tuple[Metrics, bool, str]:
-        exact = self.metric == "exact"
-        if exact and _bitwise_equal(x, y):
-            return _EQUAL, False, "bitwise equal"
-        rtol, atol = (0.0, 0.0) if exact else (self.rtol, self.atol)
-        m = measure(x, y, rtol=rtol, atol=atol)
-        sqnr = f"SQNR {m.sqnr_db:.1f} dB" if math.isfinite(m.sqnr_db) else "equal values"
-        if m.one_sided:
-            return m, True, f"{m.one_sided} NaN/Inf on one side only; {sqnr}"
-        if exact:
-            why = "dtypes differ" if x.dtype != y.dtype else f"max abs error {m.max_abs_error:.3g}"
-            return m, True, f"differs: {why}, {sqnr}"
-        if self.metric == "sqnr":
-            return m, m.sqnr_db < self.sqnr_db, sqnr
-        return m, not m.allclose, f"max abs error {m.max_abs_error:.3g}, {sqnr}"
-
-
-_EQUAL = Metrics(0.0, 0.0, 1.0, math.inf, 0.0, 0.0, 0, 0, 0, True)
-
-
-def _bitwise_equal(x: torch.Tensor, y: torch.Tensor) -> bool:
-    if x.dtype != y.dtype or x.shape != y.shape:
-        return False
-    if x.numel() == 0:
-        return True
-    a, b = x.detach().contiguous(), y.detach().to(x.device).contiguous()
-    if a.dtype == torch.bool:
-        return bool(torch.equal(a, b))
-    return bool(torch.equal(a.view(torch.uint8), b.view(torch.uint8)))
-
-
-def _measure_all(
-    rows: list[tuple[str, str]],
-    values: dict[str, dict[int, Any]],
-    runs: dict[int, Recording],
-    layouts: dict[int, dict[str, dict[str, Any]]],
-    has_reference: bool,
-    criterion: _Criterion,
-) -> tuple[dict[tuple[str, int], RankCell], dict[str, tuple[int, ...]]]:
-    cells: dict[tuple[str, int], RankCell] = {}
-    odd: dict[str, tuple[int, ...]] = {}
-    first_parting = None
-    for name, kind in rows:
-        per_rank = values[name]
-        ref = plain(per_rank[-1]) if per_rank[-1] is not None else None
-        ranks = [r for r in runs if not (r == min(runs) and not has_reference)]
-        if has_reference:
-            expected = _expected(name, ref, per_rank, runs, layouts, kind)
-        else:
-            expected = dict.fromkeys(ranks, ref)
-        for rank in ranks:
-            cells[name, rank] = _cell(name, rank, per_rank.get(rank), expected.get(rank), criterion)
-        if not has_reference:
-            cells[name, min(runs)] = RankCell(name, min(runs), _EQUAL, False, "reference (rank 0)")
-        if first_parting is None and any(cells[name, r].diverged for r in ranks):
-            first_parting = name
-            odd[name] = _odd_ranks(per_rank, runs, has_reference, cells, name)
-    return cells, odd
-
-
-def _expected(
-    name: str,
-    ref: torch.Tensor | None,
-    per_rank: dict[int, Any],
-    runs: dict[int, Recording],
-    layouts: dict[int, dict[str, dict[str, Any]]],
-    kind: str,
-) -> dict[int, Any]:
-    """Per rank, the part of the reference value it should hold (or why there is none)."""
-    if ref is None:
-        return dict.fromkeys(runs, "reference value not kept")
-    locals_ = {r: plain(v) for r, v in per_rank.items() if r >= 0 and v is not _MISSING}
-    out: dict[int, Any] = {}
-    inferred = None
-    for rank in runs:
-        layout = layouts[rank].get(name) if kind == "value" else None
-        if layout is None:
-            if inferred is None:
-                shapes = {r: tuple(t.shape) for r, t in locals_.items() if t is not None}
-                inferred = infer_layout(tuple(ref.shape), shapes) or {}
-            layout = inferred
-        if not layout:
-            out[rank] = "layout unknown (shapes do not split the reference's)"
-            continue
-        part = expected_shard(ref, layout, rank)
-        if isinstance(part, str):  # a partial sum: the sum over ranks is the reference
-            total = sum(t for t in locals_.values() if t is not None)
-            out[rank] = ("partial", ref, total)
-        else:
-            out[rank] = "layout not understood" if part is None else part
-    return out
-
-
-def _cell(name: str, rank: int, value: Any, expected: Any, criterion: _Criterion) -> RankCell:
-    if value is _MISSING:
-        return RankCell(name, rank, None, True, f"node missing in rank {rank}")
-    if isinstance(expected, tuple):  # a partial sum: measured once over the ranks' sum
-        _, ref, total = expected
-        m, bad, why = (
-            criterion.judge(ref, total) if isinstance(total, torch.Tensor) else (None, False, "")
-        )
-        return RankCell(name, rank, m, bad, f"partial sum over ranks: {why}")
-    if isinstance(expected, str) or expected is None:
-        return RankCell(name, rank, None, False, expected or "value not kept")
-    mine = plain(value)
-    if mine is None:
-        return RankCell(
-            name, rank, None, False, "value not kept" if value is None else "not a tensor"
-        )
-    if mine.shape != expected.shape:
-        shape = "×".join(map(str, mine.shape))
-        return RankCell(
-            name, rank, None, True, f"shape {shape} vs {'×'.join(map(str, expected.shape))}"
-        )
-    if mine.is_complex() or mine.is_meta:
-        return RankCell(name, rank, None, False, "not compared (complex or meta)")
-    m, bad, why = criterion.judge(expected, mine)
-    return RankCell(name, rank, m, bad, why)
-
-
-def _odd_ranks(
-    per_rank: dict[int, Any],
-    runs: dict[int, Recording],
-    has_reference: bool,
-    cells: dict[tuple[str, int], RankCell],
-    name: str,
-) -> tuple[int, ...]:
-    """The ranks outside the largest group of equal values (ties: the group of the
-    lowest rank stays); against a reference, those that part."""
-    parting = tuple(r for r in runs if (c := cells.get((name, r))) and c.diverged)
-    if has_reference or len(runs) < 3:
-        return parting
-    groups: list[list[int]] = []
-    for rank in runs:
-        value = per_rank.get(rank)
-        mine = None if value is _MISSING else plain(value)
-        for group in groups:
-            other = per_rank.get(group[0])
-            theirs = None if other is _MISSING else plain(other)
-            if (mine is None and theirs is None) or (
-                mine is not None and theirs is not None and _bitwise_equal(mine, theirs)
-            ):
-                group.append(rank)
-                break
-        else:
-            groups.append([rank])
-    largest = max(groups, key=len)  # max keeps the first of equal sizes: rank 0's group
-    return tuple(r for r in runs if r not in largest) or parting

@@ -2,6 +2,8 @@
 distributed runs and saves one file a rank, plus what each rank saw, for the tests.
 
     python -m torch.distributed.run --standalone --nproc-per-node 2 tests/ranks/rank_job.py OUT two
+
+(the tests fork the ranks from their own process instead: ``forked``)
 """
 
 from __future__ import annotations
@@ -191,7 +193,6 @@ def fsdp(out: pathlib.Path, rank: int, facts: dict[str, Any]) -> None:
 JOBS = {
     "two": (replicas, ddp_step, tensor_parallel, collectives, fsdp),
     "four": (replicas,),
-    "launch": (replicas, collectives),
 }
 
 

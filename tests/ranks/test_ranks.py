@@ -85,7 +85,7 @@ def test_replicas_agree_bitwise_and_a_nudged_weight_is_named(two: Any) -> None:
     assert same.first_divergence is None
     assert same.ranks == [0, 1]
     assert same.table().loc["_2", 1] == 0.0
-    nudged = fxviz.compare_ranks([str(p) for p in _files(out, "nudged")])
+    nudged = fxviz.compare_ranks(str(out / "nudged-*.fxrec"))  # a pattern, or a list
     first = nudged.first_divergence
     assert first is not None
     assert (first.rank, first.node, first.kind) == (1, "_2", "value")
@@ -234,22 +234,27 @@ def test_drawing_report_and_cli(two: Any, tmp_path: pathlib.Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_torch_distributed_run_job_saves_one_file_a_rank(tmp_path: pathlib.Path) -> None:
+def test_the_example_runs_as_a_torch_distributed_run_job(tmp_path: pathlib.Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    example = ROOT / "docs" / "ranks_example.py"
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
-    command += ["--nproc-per-node", "2", str(HERE / "rank_job.py"), str(tmp_path), "launch"]
+    command += ["--nproc-per-node", "2", str(example), str(tmp_path)]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    facts = json.loads((tmp_path / "facts-launch-1.json").read_text())
-    assert facts["rank"] == 1
-    assert facts["debugger"] == {"rank": 1, "complete": True}
-    cli = [sys.executable, "-m", "fxviz", "compare-ranks", *map(str, _files(tmp_path, "same"))]
+    assert "rank 1 of 2:" in done.stdout
+    assert "rank 1 parts first at '_2'" in done.stdout  # the nudged replica
+    assert "the ranks agree everywhere" in done.stdout  # tensor parallel vs the reference
+    for page in ("replicas.html", "tensor-parallel.html"):
+        assert "Where the ranks part" in (tmp_path / page).read_text()
+    cli = [sys.executable, "-m", "fxviz", "compare-ranks", *map(str, _files(tmp_path, "replica"))]
     done = subprocess.run([*cli, "-o", str(tmp_path / "p.html")], env=env, capture_output=True)
-    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.returncode == 1, done.stderr[-2000:]  # the ranks part: exit code 1
 
 
 def test_bad_input_says_what_to_do(tmp_path: pathlib.Path) -> None:
     rec = fxviz.record(torch.nn.ReLU(), torch.ones(2))
+    with pytest.raises(fxviz.InputError, match="no file matches"):
+        fxviz.compare_ranks(str(tmp_path / "run-*.fxrec"))
     with pytest.raises(fxviz.InputError, match="at least two ranks"):
         fxviz.compare_ranks([rec])
     twin = fxviz.record(torch.nn.ReLU(), torch.ones(2))
@@ -269,3 +274,29 @@ def test_bad_input_says_what_to_do(tmp_path: pathlib.Path) -> None:
         result.table("snr")
     with pytest.raises(fxviz.InputError, match="no gradients"):
         fxviz.compare_ranks([rec, twin], backward=True)
+
+
+def test_values_not_kept_are_said_not_missing() -> None:
+    model, x = torch.nn.Linear(4, 2), torch.ones(1, 4)
+    a, b = fxviz.record(model, x, keep="stats"), fxviz.record(model, x, keep="stats")
+    a.rank, b.rank = 0, 1
+    result = fxviz.compare_ranks([a, b])
+    assert result.first_divergence is None
+    assert result["linear", 1].reason == "value not kept"
+
+
+def test_layouts_slice_the_reference_as_dtensor_does() -> None:
+    from fxviz._ranks._layout import expected_shard, infer_layout
+
+    ref = torch.arange(10.0).reshape(2, 5)
+    assert infer_layout((2, 5), {0: (2, 3), 1: (2, 2)}) == {
+        "placements": ["Shard(dim=1)"],
+        "mesh": [0, 1],
+        "inferred": True,
+    }
+    assert infer_layout((2, 5), {0: (2, 5), 1: (2, 5)})["placements"] == ["Replicate()"]
+    assert infer_layout((2, 5), {0: (1, 3), 1: (1, 2)}) is None  # two dimensions differ
+    mesh_2x2 = {"placements": ["Shard(dim=0)", "Shard(dim=1)"], "mesh": [[0, 1], [2, 3]]}
+    assert expected_shard(ref, mesh_2x2, 3).tolist() == [[8.0, 9.0]]  # row 1, columns 3:5
+    assert expected_shard(ref, {"placements": ["Partial(sum)"], "mesh": [0, 1]}, 1) == "partial"
+    assert expected_shard(ref, {"placements": ["Replicate()"], "mesh": [0, 1]}, 7) is None
