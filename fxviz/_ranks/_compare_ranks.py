@@ -155,7 +155,7 @@ class RankComparison:
             )
         rows = []
         for name in self.nodes:
-            row: dict[str, Any] = {}
+            row: dict[int, Any] = {}
             for rank in self.ranks:
                 cell = self.cells.get((name, rank))
                 if cell is None:

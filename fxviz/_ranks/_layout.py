@@ -12,7 +12,7 @@ reference that a rank's shard should equal, from its DTensor layout or inferred.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -70,7 +70,7 @@ def _mesh_shape(mesh: Any) -> list[int]:
 
 
 def infer_layout(
-    reference_shape: Sequence[int], local_shapes: dict[int, Sequence[int]]
+    reference_shape: Sequence[int], local_shapes: Mapping[int, Sequence[int]]
 ) -> dict[str, Any] | None:
     """A layout for plain per-rank tensors (``use_local_output=True``): replicated when
     every rank holds the reference's shape, sharded on the one dimension whose sizes add

@@ -159,7 +159,7 @@ def _group_ranks(name: str) -> list[int] | None:
     if dist is None:
         return None
     try:
-        resolve = torch._C._distributed_c10d._resolve_process_group
+        resolve = getattr(dist.distributed_c10d, "_resolve_process_group")  # noqa: B009
         return [int(r) for r in dist.get_process_group_ranks(resolve(name))]
     except Exception:  # a group of another rank, or a torch without the lookup
         return None
