@@ -39,6 +39,7 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
     "fxviz.widgets": ("show", "debug", "GraphView", "DebuggerApp"),  # the notebook
     "fxviz._report": ("report",),  # one offline HTML file
     "fxviz._saved": ("save", "load"),  # one .fxrec file
+    "fxviz._ranks": ("compare_ranks",),  # runs of several processes, rank by rank
     "fxviz.errors": ("FxvizError", "NodeError", "InputError", "TraceError", "ShapeError",
                      "SpecError", "RenderError", "TargetError", "PlacementError",
                      "UnknownNodeError", "RecordingFileError", "DebuggerError",
@@ -76,7 +77,7 @@ __all__ = [
     "PlacementError", "Recording", "RecordingFileError", "RecordingInterrupted",
     "RecordingMixin", "RenderError", "ShapeError", "ShapeReport", "SpecError", "TargetError",
     "TensorSpec", "TensorSummary", "TraceError", "UnknownNodeError", "__version__", "compare",
-    "compare_dtype", "compare_pass", "debug", "diff", "dtype_changed", "has_nonfinite", "load",
+    "compare_dtype", "compare_pass", "compare_ranks", "debug", "diff", "dtype_changed", "has_nonfinite", "load",
     "overlays", "record", "report", "save", "shapes", "shapes_diff", "show", "spec", "to_dot",
     "to_svg", "trace",
 ]  # fmt: skip
@@ -91,6 +92,7 @@ if TYPE_CHECKING:  # static checkers and IDEs see the real objects (the names of
         diff,
         shapes_diff,
     )
+    from fxviz._ranks import compare_ranks
     from fxviz._record import (
         Debugger,
         JointRecording,

@@ -103,7 +103,25 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--mode", choices=("real", "fake", "meta"), default="real")
     rep.add_argument("-o", "--output", default="fxviz-report.html", help="the HTML file to write")
     _add_compare(commands)
+    _add_compare_ranks(commands)
     return parser
+
+
+def _add_compare_ranks(commands: argparse._SubParsersAction) -> None:
+    """``fxviz compare-ranks run-*.fxrec``: one saved recording a rank of a distributed job."""
+    ranks = commands.add_parser(
+        "compare-ranks",
+        help="find the first rank and node where a job's ranks part (.fxrec, one a rank)",
+        description="Align the ranks' saved runs as fxviz.compare_ranks does (bitwise to "
+        "rank 0, or to a single-process --reference), print where they part (exit code 1 "
+        "when they do) and write one HTML file that opens offline.",
+    )
+    ranks.add_argument("files", metavar="FILES", nargs="+", help="one .fxrec file a rank")
+    ranks.add_argument("-o", "--output", default="fxviz-ranks.html", help="the HTML file to write")
+    ranks.add_argument("--reference", metavar="FILE", help="a single-process run (.fxrec)")
+    ranks.add_argument("--backward", action="store_true", help="compare the saved gradients")
+    ranks.add_argument("--metric", choices=("exact", "sqnr", "allclose"), default=None)
+    ranks.add_argument("--sqnr-db", type=float, default=60.0, help="SQNR floor (default 60)")
 
 
 def _add_compare(commands: argparse._SubParsersAction) -> None:
@@ -176,6 +194,14 @@ def _run(args: argparse.Namespace) -> int:
         return run_shapes(args.target, args.input, args.mode, args.fmt, args.device)
     if args.command == "compare":
         return _run_compare(args)
+    if args.command == "compare-ranks":
+        from fxviz._ranks._command import run_compare_ranks
+        from fxviz._report import report
+
+        return run_compare_ranks(
+            args.files, args.output, write=report, reference=args.reference,
+            backward=args.backward, metric=args.metric, sqnr_db=args.sqnr_db,
+        )  # fmt: skip
     if args.command == "report" and args.target.endswith(".fxrec"):
         from fxviz._compare._commands import run_saved_report
         from fxviz._report import report

@@ -13,6 +13,7 @@ import torch.fx
 from fxviz._capture._subject import refuse, register_traceable
 from fxviz._providers import provider
 from fxviz._record._grads import Gradients, GradRecord
+from fxviz._record._rank import process_state
 from fxviz._record._summary import TensorSummary, dtype_name
 from fxviz._record._table import recording_html, recording_table
 from fxviz.errors import UnknownNodeError
@@ -185,6 +186,9 @@ class Recording(Mapping[str, NodeRecord]):
         error: the :class:`fxviz.NodeError` that stopped the run, or ``None``.
         gradients: with ``record(..., backward=...)``, the :class:`Gradients` of the
             backward pass (every gradient in backward order, parameters' included).
+        rank, world_size, process_groups: the ``torch.distributed`` rank and world size
+            of the process that recorded it and its groups (``{"name", "ranks",
+            "backend"}``); ``None, None, ()`` outside a distributed job.
 
     Examples:
         >>> import torch, fxviz
@@ -214,6 +218,7 @@ class Recording(Mapping[str, NodeRecord]):
         self.complete = complete
         self.error = error
         self.gradients = gradients
+        self.rank, self.world_size, self.process_groups = process_state()
 
     def __getitem__(self, key: str | int | torch.fx.Node) -> NodeRecord:
         if isinstance(key, int) and not isinstance(key, bool):

@@ -143,6 +143,11 @@ class LoadedRecording(Recording):
             "flops",
         )
         self._fxviz_flops = flops
+        self.rank, self.world_size, self.process_groups, self.distributed_nodes = read_distributed(
+            body.get("distributed")
+        )
+        grads = (body.get("distributed") or {}).get("grads")  # read by compare_ranks(backward=)
+        self.saved_grads = (grads if isinstance(grads, dict) else {}, tensors)
         saved = body.get("saved")
         self.saved = (
             {k: v for k, v in saved.items() if isinstance(v, str)}
@@ -162,6 +167,20 @@ class LoadedRecording(Recording):
 
     def __repr__(self) -> str:
         return f"<fxviz.Recording of {self.graph_module.name} (loaded from {self.path.name}): {self.summary()}>"
+
+
+def read_distributed(data: Any) -> tuple[Any, Any, tuple[Any, ...], dict[str, Any]]:
+    """The rank, world size, process groups and per-node layouts a file saved, or
+    ``(None, None, (), {})`` for a run made outside a ``torch.distributed`` job."""
+    if data is None:
+        return None, None, (), {}
+    _expect(isinstance(data, dict), "distributed")
+    rank, world, groups, nodes = (
+        data.get(k) for k in ("rank", "world_size", "process_groups", "nodes")
+    )
+    _expect(type(rank) is int and type(world) is int and 0 <= rank < world, "distributed.rank")
+    _expect(isinstance(groups, list) and isinstance(nodes, dict), "distributed.nodes")
+    return rank, world, tuple(groups), nodes
 
 
 class SavedException(Exception):

@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from fxviz._record._rank import distributed_nodes
 from fxviz._record._records import NodeRecord, Recording
 from fxviz._saved._graph import SavedGraph, drawing_to_json
 from fxviz._saved._values import Blocks, encode_value
@@ -48,7 +49,9 @@ def save(
     """Write ``recording`` to ``path`` (one file); returns the path.
 
     ``values=False`` keeps only the records (shapes, statistics, timings...), not the
-    tensors. The file is written next to ``path`` first and renamed into place, so a
+    tensors. In a ``torch.distributed`` job the file also holds the rank, world size,
+    process groups, DTensor layouts (values: the local shard) and collectives, and
+    ``{rank}`` in ``path`` becomes the rank (``"run-{rank}.fxrec"``: one file a rank). The file is written next to ``path`` first and renamed into place, so a
     crash never leaves half a file under the name.
 
     Example:
@@ -63,7 +66,7 @@ def save(
             f"fxviz.save writes a Recording, not a {type(recording).__name__}: record it first "
             "(rec = fxviz.record(model, *inputs); a Debugger's is dbg.recording)"
         )
-    path = pathlib.Path(path)
+    path = _rank_path(recording, path)
     blocks = Blocks()
     records = [_record_json(r, blocks if values else None) for r in recording.values()]
     body = {
@@ -80,6 +83,14 @@ def save(
         "records": records,
         "flops": _flops(recording),
     }
+    if recording.rank is not None:  # made in a torch.distributed job
+        body["distributed"] = {
+            "rank": recording.rank,
+            "world_size": recording.world_size,
+            "process_groups": list(recording.process_groups),
+            "nodes": distributed_nodes(recording),
+            "grads": _grad_trees(recording, blocks) if values else {},
+        }
     metadata = {"format": FORMAT, "version": str(VERSION), "fxviz": json.dumps(body)}
     header: dict[str, Any] = {"__metadata__": metadata}
     ready = []
@@ -105,6 +116,31 @@ def save(
     finally:
         partial.unlink(missing_ok=True)
     return path
+
+
+def _rank_path(recording: Recording, path: str | os.PathLike[str]) -> pathlib.Path:
+    """``run-{rank}.fxrec`` -> ``run-1.fxrec`` (``{rank}`` and ``{world_size}``): one
+    file a rank from the same line of code in every rank."""
+    text = os.fspath(path)
+    if "{rank}" in text or "{world_size}" in text:
+        rank, world = recording.rank, recording.world_size
+        text = text.replace("{rank}", str(0 if rank is None else rank))
+        text = text.replace("{world_size}", str(1 if world is None else world))
+    return pathlib.Path(text)
+
+
+def _grad_trees(recording: Recording, blocks: Blocks) -> dict[str, Any]:
+    """The kept gradients (of node outputs and parameters), for ``compare_ranks(backward=)``."""
+    grads = recording.gradients
+    if grads is None:
+        return {}
+    nodes = {
+        n: encode_value(r.grad_value, blocks)
+        for n, r in recording.items()
+        if r.grad_value is not None
+    }
+    params = {n: encode_value(g.value, blocks) for n, g in grads.parameters.items() if g.kept}
+    return {"nodes": nodes, "parameters": params}
 
 
 def _flops(recording: Recording) -> dict[str, int]:

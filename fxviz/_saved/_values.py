@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from fxviz._record._rank import local_tensor
 from fxviz.errors import RecordingFileError
 
 __all__ = ["SAFETENSORS_DTYPES", "Blocks", "decode_value", "encode_value", "storable"]
@@ -87,6 +88,9 @@ def encode_value(value: Any, tensors: Blocks, depth: int = 0) -> dict[str, Any]:
     """The JSON tree of ``value``; its tensors' storages are added to ``tensors``."""
     if isinstance(value, torch.Tensor):
         if not storable(value):
+            local = local_tensor(value)  # a DTensor's shard (its layout is saved apart)
+            if local is not None and storable(local):
+                return tensors.add(local.detach())
             return {"t": "other", "type": f"{type(value).__name__} ({value.dtype}, {value.layout})"}
         return tensors.add(value.detach())
     if value is None:

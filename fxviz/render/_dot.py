@@ -347,6 +347,7 @@ def _legend(dot: graphviz.Digraph, draw: DrawGraph, boxes: dict[str, Box]) -> No
         "call_method": "method",
         "call_module": "module call",
         "module": "collapsed module",
+        "collective": "collective",
     }
     with _subgraph(dot, "cluster__legend") as legend:
         legend.attr(label="legend", fontsize="9", style="dotted", color="#aaaaaa")

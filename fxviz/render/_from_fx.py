@@ -11,6 +11,7 @@ import torch.fx
 from torch.fx.node import map_arg
 
 from fxviz._nodes import module_path, source_line, target_text
+from fxviz._record._rank import collective_text, is_collective
 from fxviz._record._records import NodeRecord
 from fxviz._record._summary import dtype_name
 from fxviz._shapes._report import format_shape
@@ -71,12 +72,14 @@ def draw_fx(
         node_id = ids[node] = dot_id(node.name)
         record = records.get(node.name)
         shape = _shape_text(node, record, gm)
-        kind: str = kinds.get(node.name) or node.op
+        kind: str = kinds.get(node.name) or ("collective" if is_collective(node) else node.op)
         target = texts.get((node.op, node.target))
         if target is None:
             target = texts[node.op, node.target] = target_text(node)
         title = targets.get(node.name) or _title(node, modules, kind, target)
         lines = [shape] if shape else []
+        if kind == "collective":  # its reduce op and group, read from its arguments
+            lines.append(collective_text(node))
         fetched = tuple(
             (_fetch_name(f, targets), _shape_text(f, records.get(f.name), gm))
             for f in node.all_input_nodes

@@ -28,6 +28,7 @@ KIND_STYLES: dict[str, tuple[str, str, str | None]] = {
     "call_module": ("box3d", "filled", None),
     "module": ("folder", "filled", "#fdf3d6"),  # a collapsed module
     "stub": ("note", "filled,dashed", "#f4f4f4"),  # a copy of a widely used input
+    "collective": ("cds", "filled,bold", "#ffc98b"),  # talks to other ranks (torch.distributed)
 }
 
 

@@ -23,6 +23,13 @@ def model_title(obj: Any) -> str:
         >>> model_title(fxviz.trace(torch.nn.Sequential(torch.nn.ReLU())))
         'Sequential (symbolic_trace)'
     """
+    rank = getattr(obj, "rank", None)  # a recording made in a torch.distributed job
+    if isinstance(rank, int):
+        return f"{_plain_title(obj)} · rank {rank} of {getattr(obj, 'world_size', '?')}"
+    return _plain_title(obj)
+
+
+def _plain_title(obj: Any) -> str:
     gm = getattr(obj, "graph_module", obj)
     if isinstance(obj, torch.export.ExportedProgram):
         return f"{_root_class(obj.graph) or 'ExportedProgram'} (torch.export)"

@@ -48,8 +48,13 @@ def show(
         >>> type(view).__name__, [row["name"] for row in view.rows]
         ('GraphView', ['input_1', 'weight', 'bias', 'linear', 'output'])
     """
+    from fxviz._ranks import RankComparison
     from fxviz._record import Debugger
 
     if isinstance(obj, Debugger):
         return DebuggerApp(obj, depth=depth, params=params)
+    if isinstance(obj, RankComparison):  # a rank selector above the graph
+        from fxviz.widgets._ranks import RankView
+
+        return RankView(obj)  # type: ignore[return-value]
     return GraphView(obj, depth=depth, params=params)
