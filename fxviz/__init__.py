@@ -72,7 +72,7 @@ _LAZY: dict[str, str] = {
     "highlight_errors": "fxviz.overlays",
     "highlight_nonfinite": "fxviz.overlays",
     "report": "fxviz._report",
-    "load": "fxviz._saved",
+    "load": "fxviz._training",  # fxviz._saved's load, with incident files registered
     "Comparison": "fxviz._compare",
     "compare": "fxviz._compare",
     "compare_dtype": "fxviz._compare",
@@ -86,6 +86,8 @@ _LAZY: dict[str, str] = {
     "GraphView": "fxviz.widgets",
     "debug": "fxviz.widgets",
     "show": "fxviz.widgets",
+    "watch": "fxviz._training",
+    "NonFiniteStep": "fxviz.errors",
 }
 
 # Public submodules, imported on first attribute access (``fxviz.overlays.Style``).
@@ -126,7 +128,9 @@ if TYPE_CHECKING:  # static checkers and IDEs see the real objects
         shapes_diff,
         spec,
     )
+    from fxviz._training import watch
     from fxviz.capture import Capture, GraphBreak, trace
+    from fxviz.errors import NonFiniteStep
     from fxviz.overlays import (
         Style,
         bytes_heat,
@@ -213,6 +217,7 @@ __all__ = [
     "JointRecording",
     "NodeError",
     "NodeRecord",
+    "NonFiniteStep",
     "PlacementError",
     "Recording",
     "RecordingFileError",
@@ -258,4 +263,5 @@ __all__ = [
     "to_dot",
     "to_svg",
     "trace",
+    "watch",
 ]
