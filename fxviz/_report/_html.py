@@ -75,6 +75,11 @@ def report(
         >>> page.startswith("<!doctype html>") and "http" not in page.split("<script>")[0]
         True
     """
+    from fxviz._training import Incident
+
+    if isinstance(obj, Incident):  # a training run's bad step: the page of its replay
+        title = title or f"fxviz: {obj.headline}"
+        obj = obj.replay()
     own = getattr(type(obj), "_fxviz_report", None)  # comparisons build their own page data
     if own is not None:
         data, extra = own(obj, max_preview)

@@ -50,6 +50,7 @@ def save_incident(incident: Incident, path: str | os.PathLike[str]) -> pathlib.P
                 "kwargs": encode_value(c.kwargs, blocks),
                 "rng": encode_value(c.rng, blocks),
                 "output_grads": encode_value(c.output_grads, blocks),
+                "path": c.path,
             }
             for c in incident.model_calls or []
         ],
@@ -105,6 +106,7 @@ def load_incident(path: pathlib.Path, handle: Any, metadata: dict[str, str]) -> 
                 value(c["kwargs"]),
                 value(c["rng"]),
                 value(c["output_grads"]),
+                path=str(c.get("path", "")),
             )
             for c in body["model_calls"]
         ]

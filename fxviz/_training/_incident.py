@@ -87,6 +87,35 @@ class Incident:
             "fxviz.debug(incident) opens it, incident.save(path) keeps it"
         )
 
+    @property
+    def headline(self) -> str:
+        """``training step 3: non-finite gradient (fc1.weight, fc1.bias)``."""
+        names = ", ".join(self.names[:4]) + (", ..." if len(self.names) > 4 else "")
+        return f"training step {self.step}: non-finite {self.what}" + (
+            f" ({names})" if names else ""
+        )
+
+    def debugger(self, model: torch.nn.Module | None = None) -> Any:
+        """A :class:`fxviz.Debugger` on the model's call in this step, stopped just after
+        the first node that went non-finite (forward, else the first whose gradient did).
+
+        The step is replayed first (see :meth:`replay`); the debugger then runs on the
+        model as the replay leaves it, from the RNG states of that call (the dropout
+        masks of the nodes run now are the original's)."""
+        from fxviz._record import Debugger
+
+        rec = self.replay(model)
+        call = next(c for c in self.model_calls or [] if c.recording is rec)
+        eager = eager_module(model if model is not None else self.model)  # type: ignore[arg-type]
+        module = eager.get_submodule(call.path) if call.path else eager
+        set_rng_state(call.rng)
+        dbg = Debugger(module, *call.args, **call.kwargs)
+        bad = rec.first_nonfinite() or rec.first_nonfinite(grad=True)
+        if bad is not None:
+            dbg.run_to(bad.name)
+            dbg.step()
+        return dbg
+
     def __repr__(self) -> str:
         return f"<fxviz.Incident: step {self.step}, non-finite {self.what} {list(self.names[:4])}>"
 
@@ -152,13 +181,19 @@ class Incident:
         try:
             for call in self.model_calls:
                 set_rng_state(call.rng)
-                rec = fxviz.record(eager, *call.args, backward=call.output_grads, **call.kwargs)
+                module = eager.get_submodule(call.path) if call.path else eager
+                grads = call.output_grads
+                rec = fxviz.record(module, *call.args, backward=grads, **call.kwargs)
+                call.recording = rec
                 recordings.append(rec)
             if optimizer is not None:
                 params = dict(eager.named_parameters())
                 with torch.no_grad():
                     for name, p in params.items():
-                        got = [r.gradients.parameters.get(name) for r in recordings]
+                        got = [
+                            r.gradients.parameters.get(_within(name, c.path))
+                            for r, c in zip(recordings, self.model_calls, strict=True)
+                        ]
                         values = [g.value for g in got if g is not None and g.value is not None]
                         p.grad = sum(values[1:], values[0].clone()) if values else None
                 with updates_of(model, optimizer, updates):
@@ -197,6 +232,13 @@ class Incident:
         if self.model_calls is None:
             self.replay()
         return save_incident(self, path)
+
+
+def _within(name: str, path: str) -> str:
+    """A parameter's name inside the called module ``path`` (its own name when ``""``)."""
+    if not path:
+        return name
+    return name[len(path) + 1 :] if name.startswith(path + ".") else "<elsewhere>"
 
 
 def _pick(recordings: list[Recording], updates: dict[str, torch.Tensor]) -> Recording:

@@ -22,7 +22,10 @@ from fxviz._record._summary import iter_tensors
 from fxviz._training._state import eager_module, parameter_names, rng_state, set_rng_state
 from fxviz.capture import trace
 
-__all__ = ["ModelCall", "record_model_calls", "record_step", "updates_of"]
+__all__ = ["REPLAYING", "ModelCall", "record_model_calls", "record_step", "updates_of"]
+
+# True while a replay runs (the callbacks' hooks then note nothing): a one-item list.
+REPLAYING = [False]
 
 
 @dataclasses.dataclass
@@ -35,6 +38,7 @@ class ModelCall:
     rng: dict[str, Any]
     output_grads: list[torch.Tensor | None]
     recording: Recording | None = None
+    path: str = ""  # the module called: "" the model, else a child's name
 
 
 def _record_forward(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -52,33 +56,52 @@ def _record_forward(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict
 
 @contextlib.contextmanager
 def record_model_calls(model: torch.nn.Module, calls: list[ModelCall]) -> Iterator[None]:
-    """While inside, every call of ``model`` runs recorded; each is appended to ``calls``."""
-    eager = eager_module(model)
+    """While inside, every call of ``model`` runs recorded; each is appended to ``calls``.
+
+    A step that calls a child of the model directly (a LightningModule's ``training_step``
+    calling ``self.net``) gets that child recorded; calls made inside a recorded call
+    are part of its recording."""
     interps: list[Any] = []
+    depth = [0]
 
-    def recording_forward(*args: Any, **kwargs: Any) -> Any:
-        rng = rng_state()
-        interp, output = _record_forward(eager, args, kwargs)
-        interps.append(interp)
-        call = ModelCall(args, kwargs, rng, [], interp.recording)
-        for _, t in iter_tensors(output):
-            if t.requires_grad:
-                slot = len(call.output_grads)
-                call.output_grads.append(None)
-                t.register_hook(_keeper(call.output_grads, slot))
-        calls.append(call)
-        return output
+    def recording(path: str, module: torch.nn.Module, plain: Callable[..., Any]) -> Any:
+        def forward(*args: Any, **kwargs: Any) -> Any:
+            if depth[0]:
+                return plain(*args, **kwargs)
+            rng = rng_state()
+            depth[0] += 1
+            try:
+                interp, output = _record_forward(module, args, kwargs)
+            finally:
+                depth[0] -= 1
+            interps.append(interp)
+            call = ModelCall(args, kwargs, rng, [], interp.recording, path)
+            for _, t in iter_tensors(output):
+                if t.requires_grad:
+                    slot = len(call.output_grads)
+                    call.output_grads.append(None)
+                    t.register_hook(_keeper(call.output_grads, slot))
+            calls.append(call)
+            return output
 
-    had = "forward" in model.__dict__
-    before = model.__dict__.get("forward")
-    model.forward = recording_forward  # type: ignore[method-assign]
+        return forward
+
+    eager = eager_module(model)
+    patched = [(model, "", eager)] + [
+        (child, name, child) for name, child in eager.named_children()
+    ]
+    saved = []
+    for module, path, target in patched:
+        saved.append((module, "forward" in module.__dict__, module.__dict__.get("forward")))
+        module.forward = recording(path, target, module.forward)  # type: ignore[method-assign]
     try:
         yield
     finally:
-        if had:
-            model.forward = before  # type: ignore[method-assign]
-        else:
-            del model.forward
+        for module, had, before in saved:
+            if had:
+                module.forward = before  # type: ignore[method-assign]
+            else:
+                del module.forward
         for interp in interps:
             grads = interp._fxviz_recorder.grads
             if grads is not None:  # the recordings keep the gradients that arrived
@@ -136,8 +159,12 @@ def record_step(
     model_calls: list[ModelCall] = []
     updates: dict[str, torch.Tensor] = {}
     outs = []
-    with record_model_calls(model, model_calls), updates_of(model, optimizer, updates):
-        for call in calls:
-            set_rng_state(call.rng)
-            outs.append(step_fn(*call.args, **call.kwargs))
+    REPLAYING[0] = True
+    try:
+        with record_model_calls(model, model_calls), updates_of(model, optimizer, updates):
+            for call in calls:
+                set_rng_state(call.rng)
+                outs.append(step_fn(*call.args, **call.kwargs))
+    finally:
+        REPLAYING[0] = False
     return model_calls, updates, outs

@@ -132,6 +132,7 @@ class Watch:
         spike: float | None = None,
         window: int = 100,
         distributed: bool | None = None,
+        hook_optimizer: bool = True,
     ) -> None:
         self.train_step = train_step
         self.model = model
@@ -151,7 +152,7 @@ class Watch:
         self._stash: list[tuple[torch.Tensor, torch.Tensor | None]] = []
         self._risky: Snapshot | None = None
         self._handles: list[Any] = []
-        if optimizer is not None:
+        if optimizer is not None and hook_optimizer:
             self._handles.append(optimizer.register_step_pre_hook(self._pre_hook))
             self._handles.append(optimizer.register_step_post_hook(self._post_hook))
 
@@ -237,13 +238,22 @@ class Watch:
         return self._handle(self._found, out)
 
     # -- optimizer hooks ------------------------------------------------------------------
+    def hold_update(self, optimizer: Any) -> None:
+        """Make ``optimizer.step()`` a no-op: take the gradients away (an optimizer skips
+        parameters without one) until :meth:`release_update`."""
+        self._stash = [(p, p.grad) for group in optimizer.param_groups for p in group["params"]]
+        for p, _ in self._stash:
+            p.grad = None
+
+    def release_update(self) -> None:
+        """Give back the gradients :meth:`hold_update` took."""
+        self._unstash()
+
     def _pre_hook(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         if not self._active or self._checked:
             return
         if self.check_update(optimizer) is not None:
-            self._stash = [(p, p.grad) for group in optimizer.param_groups for p in group["params"]]
-            for p, _ in self._stash:  # the optimizer skips parameters without a gradient
-                p.grad = None
+            self.hold_update(optimizer)
 
     def _post_hook(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         if not self._active:
