@@ -76,3 +76,15 @@ def setup(kind: str = "log", seed: int = 0, lr: float = 1e-2):
         return loss
 
     return model, opt, train_step, outputs
+
+
+def run_until_incident(step, data):
+    """Call ``step`` on each batch until it raises NonFiniteStep; its incident (or fail)."""
+    import fxviz
+
+    for b in data:
+        try:
+            step(b)
+        except fxviz.NonFiniteStep as e:
+            return e.incident
+    raise AssertionError("the watch raised no NonFiniteStep")

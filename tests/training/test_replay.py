@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import fxviz
-from tests.training.models import batches, setup
+from tests.training.models import batches, run_until_incident, setup
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -21,10 +21,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 def _incident(kind: str, bad: int = 4):
     model, opt, train_step, outputs = setup(kind)
     step = fxviz.watch(train_step, model, opt)
-    with pytest.raises(fxviz.NonFiniteStep) as caught:
-        for b in batches(bad + 3, bad, kind):
-            step(b)
-    return caught.value.incident, model, opt, outputs
+    return run_until_incident(step, batches(bad + 3, bad, kind)), model, opt, outputs
 
 
 def _bits(t: torch.Tensor) -> str:
