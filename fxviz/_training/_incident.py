@@ -157,6 +157,8 @@ class Incident:
         now = take_snapshot(model, optimizer)
         grads = [(p, p.grad) for p in eager_module(model).parameters()]
         self.snapshot.restore(model, optimizer)
+        for p, _ in grads:  # the first call replayed started after a zero_grad
+            p.grad = None
         try:
             calls, updates, _ = record_step(self.train_step, model, optimizer, self.calls)  # type: ignore[arg-type]
         finally:

@@ -15,6 +15,10 @@ root of float32's range), the same copy is taken before the update and the param
 checked after it (a second sync, on such steps only), so a parameter that became non-finite
 is restored. A parameter that overflows on a step not flagged so shows up as a non-finite
 loss or gradient at the next step.
+
+With AMP's ``GradScaler`` the check runs only when the scaler lets the optimizer step: its
+own skips (gradients overflowed at the current scale) are not incidents; a non-finite loss
+is one (checked unscaled, as the step returns it).
 """
 
 from __future__ import annotations
@@ -202,17 +206,19 @@ class Watch:
             for p in group["params"]
             if p.grad is not None
         ]
-        total = total_norm([g for _, g in grads], self._roots)
+        total = total_norm([g for _, g in grads])
         loss = _loss_sum(self._roots)
         total_v, loss_v, bad = self._read(total, loss)
-        if not bad and self._spiked(loss_v):
+        has_loss = bool(self._roots)
+        if not bad and has_loss and self._spiked(loss_v):
             self._found = self._incident("loss spike", (f"loss {loss_v:.4g}",), loss_v)
             return self._found
         if not bad:
             lr = max((float(g.get("lr", 0.0)) for g in optimizer.param_groups), default=0.0)
             if total_v * max(lr, 1e-30) > _RISK:
                 self._risky = take_snapshot(self.model, optimizer)
-            self._note_loss(loss_v)
+            if has_loss:
+                self._note_loss(loss_v)
             return None
         return self._on_bad(bad, grads, loss_v, optimizer)
 
@@ -221,11 +227,10 @@ class Watch:
         an incident."""
         self._active = False
         if self._found is None and not self._checked:
-            loss = _loss_of(out)
-            scalars = [*self._roots, *([] if loss is None else [loss])]
+            loss = _loss_of(out)  # unscaled, where the losses seen by backward may be
+            scalars = self._roots if loss is None else [loss]  # scaled (GradScaler)
             if scalars:
-                total = total_norm([], scalars)
-                _, loss_v, bad = self._read(total, loss if loss is not None else total)
+                _, loss_v, bad = self._read(torch.zeros(()), _loss_sum(scalars))
                 if bad:
                     what = "loss" if bad < 0 else f"loss on rank {bad - 1}"
                     self._found = self._incident(what, ("loss",), loss_v)
@@ -275,22 +280,21 @@ class Watch:
     def _read(self, total: torch.Tensor, loss: torch.Tensor) -> tuple[float, float, int]:
         """One host read: the norm, the loss and who failed (0 nobody, -1 this process,
         ``r + 1`` rank ``r``); under torch.distributed the ranks agree first."""
-        bad = (~torch.isfinite(total)).to(torch.int64)
+        loss = loss.to(total.device)
+        bad = (~torch.isfinite(total + loss)).to(torch.int64)
         dist = _process_group(self._distributed)
         if dist is not None:
             rank, world = dist.get_rank(), dist.get_world_size()
             code = bad * (world - rank)  # MAX picks the lowest failing rank
             dist.all_reduce(code, op=dist.ReduceOp.MAX)
             total_v, loss_v, code_v = torch.stack(
-                [total.float(), loss.float().to(total.device), code.to(total.device).float()]
+                [total.float(), loss.float(), code.to(total.device).float()]
             ).tolist()
             failed = world - int(code_v) if code_v else None
             if failed is None:
                 return total_v, loss_v, 0
             return total_v, loss_v, -1 if failed == rank else failed + 1
-        total_v, loss_v, bad_v = torch.stack(
-            [total.float(), loss.float().to(total.device), bad.float()]
-        ).tolist()
+        total_v, loss_v, bad_v = torch.stack([total.float(), loss.float(), bad.float()]).tolist()
         return total_v, loss_v, -1 if bad_v else 0
 
     def _on_bad(self, bad: int, grads: list[Any], loss_v: float, optimizer: Any) -> Incident:
@@ -359,7 +363,7 @@ def _named(model: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
 
 def _loss_sum(roots: list[torch.Tensor]) -> torch.Tensor:
     if not roots:
-        return torch.full((), float("nan"))
+        return torch.zeros(())
     return torch.stack([r.detach().float().sum() for r in roots]).sum()
 
 
