@@ -33,8 +33,8 @@ class Incident:
 
     Attributes:
         step: 0-based index of the call of the watched step.
-        what: ``"loss"``, ``"gradient"``, ``"parameter"`` or ``"loss spike"`` (``"gradient
-            on rank 1"`` when another rank failed).
+        what: ``"loss"``, ``"gradient"``, ``"parameter"``, ``"loss spike"``, or ``"rank"``
+            when another rank of a distributed run failed (``names``: ``("rank 1",)``).
         names: what was non-finite: ``"loss"`` and/or parameter names.
         loss: the loss the check saw (``nan`` when none), when known.
         snapshot: the parameters, buffers and optimizer state the step started from
@@ -75,25 +75,28 @@ class Incident:
             f"{type(optimizer).__module__}.{type(optimizer).__qualname__}" if optimizer else ""
         )
 
+    def _described(self, most: int) -> str:
+        """``non-finite gradient (fc1.weight, fc1.bias)``, ``non-finite values on rank 1``."""
+        if self.what == "rank":
+            return f"non-finite values on {self.names[0]}"
+        names = ", ".join(self.names[:most]) + (", ..." if len(self.names) > most else "")
+        return f"non-finite {self.what}" + (f" ({names})" if names else "")
+
     @property
     def message(self) -> str:
         """One paragraph: the step, what was non-finite, and what to do next."""
-        names = ", ".join(self.names[:6]) + (", ..." if len(self.names) > 6 else "")
         applied = "restored" if self.what == "parameter" else "not applied"
         return (
-            f"step {self.step}: non-finite {self.what}" + (f" ({names})" if names else "") + "; "
-            f"the optimizer's update of this step was {applied}. incident.replay() records "
-            "this exact step (rec.first_nonfinite(), rec.first_nonfinite(grad=True)); "
-            "fxviz.debug(incident) opens it, incident.save(path) keeps it"
+            f"step {self.step}: {self._described(6)}; the optimizer's update of this step was "
+            f"{applied}. incident.replay() records this exact step (rec.first_nonfinite(), "
+            "rec.first_nonfinite(grad=True)); fxviz.debug(incident) opens it, "
+            "incident.save(path) keeps it"
         )
 
     @property
     def headline(self) -> str:
         """``training step 3: non-finite gradient (fc1.weight, fc1.bias)``."""
-        names = ", ".join(self.names[:4]) + (", ..." if len(self.names) > 4 else "")
-        return f"training step {self.step}: non-finite {self.what}" + (
-            f" ({names})" if names else ""
-        )
+        return f"training step {self.step}: {self._described(4)}"
 
     def debugger(self, model: torch.nn.Module | None = None) -> Any:
         """A :class:`fxviz.Debugger` on the model's call in this step, stopped just after
@@ -117,7 +120,7 @@ class Incident:
         return dbg
 
     def __repr__(self) -> str:
-        return f"<fxviz.Incident: step {self.step}, non-finite {self.what} {list(self.names[:4])}>"
+        return f"<fxviz.Incident: step {self.step}, {self._described(4)}>"
 
     def replay(self, model: torch.nn.Module | None = None, optimizer: Any = None) -> Recording:
         """Run the step again, exactly, with every node recorded forward and backward.

@@ -232,8 +232,8 @@ class Watch:
             if scalars:
                 _, loss_v, bad = self._read(torch.zeros(()), _loss_sum(scalars))
                 if bad:
-                    what = "loss" if bad < 0 else f"loss on rank {bad - 1}"
-                    self._found = self._incident(what, ("loss",), loss_v)
+                    names = ("loss",) if bad < 0 else (f"rank {bad - 1}",)
+                    self._found = self._incident("loss" if bad < 0 else "rank", names, loss_v)
                 elif self._spiked(loss_v):
                     self._found = self._incident("loss spike", (f"loss {loss_v:.4g}",), loss_v)
                 else:
@@ -299,7 +299,7 @@ class Watch:
 
     def _on_bad(self, bad: int, grads: list[Any], loss_v: float, optimizer: Any) -> Incident:
         if bad > 0:
-            self._found = self._incident(f"gradient on rank {bad - 1}", (), loss_v)
+            self._found = self._incident("rank", (f"rank {bad - 1}",), loss_v)
             return self._found
         names = nonfinite_names(grads)
         if nonfinite_names((f"loss {i}", r.detach()) for i, r in enumerate(self._roots)):
