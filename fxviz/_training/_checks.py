@@ -22,7 +22,9 @@ def total_norm(tensors: list[torch.Tensor], scalars: Iterable[torch.Tensor] = ()
     if not parts:
         return torch.zeros(())
     device = parts[0].device
-    return torch.stack([p.to(device) for p in parts]).sum()
+    if any(p.device != device for p in parts):
+        parts = [p.to(device) for p in parts]
+    return torch.stack(parts).sum()
 
 
 def nonfinite_names(named: Iterable[tuple[str, torch.Tensor]]) -> list[str]:

@@ -25,12 +25,14 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import math
 import statistics
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
 import torch
+import torch.distributed
 
 from fxviz._training._checks import nonfinite_names, total_norm
 from fxviz._training._incident import Call, Incident
@@ -199,14 +201,8 @@ class Watch:
 
         Returns the :class:`Incident` found (the update must then not be applied)."""
         self._checked = True
-        names = parameter_names(self.model)
-        grads = [
-            (names.get(id(p), "?"), p.grad)
-            for group in optimizer.param_groups
-            for p in group["params"]
-            if p.grad is not None
-        ]
-        total = total_norm([g for _, g in grads])
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        total = total_norm([p.grad for p in params if p.grad is not None])
         loss = _loss_sum(self._roots)
         total_v, loss_v, bad = self._read(total, loss)
         has_loss = bool(self._roots)
@@ -220,7 +216,7 @@ class Watch:
             if has_loss:
                 self._note_loss(loss_v)
             return None
-        return self._on_bad(bad, grads, loss_v, optimizer)
+        return self._on_bad(bad, params, loss_v, optimizer)
 
     def end(self, out: Any) -> Any:
         """A call ended with ``out``: check its loss when no update was checked, and act on
@@ -281,27 +277,28 @@ class Watch:
         """One host read: the norm, the loss and who failed (0 nobody, -1 this process,
         ``r + 1`` rank ``r``); under torch.distributed the ranks agree first."""
         loss = loss.to(total.device)
-        bad = (~torch.isfinite(total + loss)).to(torch.int64)
         dist = _process_group(self._distributed)
-        if dist is not None:
-            rank, world = dist.get_rank(), dist.get_world_size()
-            code = bad * (world - rank)  # MAX picks the lowest failing rank
-            dist.all_reduce(code, op=dist.ReduceOp.MAX)
-            total_v, loss_v, code_v = torch.stack(
-                [total.float(), loss.float(), code.to(total.device).float()]
-            ).tolist()
-            failed = world - int(code_v) if code_v else None
-            if failed is None:
-                return total_v, loss_v, 0
-            return total_v, loss_v, -1 if failed == rank else failed + 1
-        total_v, loss_v, bad_v = torch.stack([total.float(), loss.float(), bad.float()]).tolist()
-        return total_v, loss_v, -1 if bad_v else 0
+        if dist is None:  # the common case: two numbers, one read, judged here
+            total_v, loss_v = torch.stack([total, loss]).tolist()
+            return total_v, loss_v, 0 if math.isfinite(total_v + loss_v) else -1
+        bad = (~torch.isfinite(total + loss)).to(torch.int64)
+        rank, world = dist.get_rank(), dist.get_world_size()
+        code = bad * (world - rank)  # MAX picks the lowest failing rank
+        dist.all_reduce(code, op=dist.ReduceOp.MAX)
+        total_v, loss_v, code_v = torch.stack([total, loss, code.to(total.device).float()]).tolist()
+        if not code_v:
+            return total_v, loss_v, 0
+        failed = world - int(code_v)
+        return total_v, loss_v, -1 if failed == rank else failed + 1
 
-    def _on_bad(self, bad: int, grads: list[Any], loss_v: float, optimizer: Any) -> Incident:
+    def _on_bad(self, bad: int, params: list[Any], loss_v: float, optimizer: Any) -> Incident:
         if bad > 0:
             self._found = self._incident("rank", (f"rank {bad - 1}",), loss_v)
             return self._found
-        names = nonfinite_names(grads)
+        named = parameter_names(self.model)
+        names = nonfinite_names(
+            (named.get(id(p), "?"), p.grad) for p in params if p.grad is not None
+        )
         if nonfinite_names((f"loss {i}", r.detach()) for i, r in enumerate(self._roots)):
             self._found = self._incident("loss", ("loss", *names), loss_v)
         elif names:
@@ -364,6 +361,8 @@ def _named(model: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
 def _loss_sum(roots: list[torch.Tensor]) -> torch.Tensor:
     if not roots:
         return torch.zeros(())
+    if len(roots) == 1:
+        return roots[0].detach().float().sum()
     return torch.stack([r.detach().float().sum() for r in roots]).sum()
 
 
@@ -384,8 +383,7 @@ def _loss_of(out: Any) -> torch.Tensor | None:
 def _process_group(distributed: bool | None) -> Any:
     if distributed is False:
         return None
-    import torch.distributed as dist
-
+    dist = torch.distributed
     if dist.is_available() and dist.is_initialized():
         return dist
     if distributed:
