@@ -36,7 +36,7 @@ class ModelCall:
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
     rng: dict[str, Any]
-    output_grads: list[torch.Tensor | None]
+    output_grads: list[torch.Tensor]
     recording: Recording | None = None
     path: str = ""  # the module called: "" the model, else a child's name
 
@@ -63,6 +63,7 @@ def record_model_calls(model: torch.nn.Module, calls: list[ModelCall]) -> Iterat
     are part of its recording."""
     interps: list[Any] = []
     depth = [0]
+    outputs: list[tuple[ModelCall, list[torch.Tensor | None], list[torch.Tensor]]] = []
 
     def recording(path: str, module: torch.nn.Module, plain: Callable[..., Any]) -> Any:
         def forward(*args: Any, **kwargs: Any) -> Any:
@@ -76,11 +77,12 @@ def record_model_calls(model: torch.nn.Module, calls: list[ModelCall]) -> Iterat
                 depth[0] -= 1
             interps.append(interp)
             call = ModelCall(args, kwargs, rng, [], interp.recording, path)
-            for _, t in iter_tensors(output):
-                if t.requires_grad:
-                    slot = len(call.output_grads)
-                    call.output_grads.append(None)
-                    t.register_hook(_keeper(call.output_grads, slot))
+            grads: list[torch.Tensor | None] = []
+            tensors = [t for _, t in iter_tensors(output) if t.requires_grad]
+            for t in tensors:
+                grads.append(None)
+                t.register_hook(_keeper(grads, len(grads) - 1))
+            outputs.append((call, grads, tensors))
             calls.append(call)
             return output
 
@@ -93,19 +95,24 @@ def record_model_calls(model: torch.nn.Module, calls: list[ModelCall]) -> Iterat
     saved = []
     for module, path, target in patched:
         saved.append((module, "forward" in module.__dict__, module.__dict__.get("forward")))
-        module.forward = recording(path, target, module.forward)  # type: ignore[method-assign]
+        module.forward = recording(path, target, module.forward)
     try:
         yield
     finally:
         for module, had, before in saved:
             if had:
-                module.forward = before  # type: ignore[method-assign]
+                module.forward = before
             else:
                 del module.forward
+        for call, grads, tensors in outputs:  # an output no loss reached: a zero gradient
+            call.output_grads = [
+                g if g is not None else torch.zeros_like(t)
+                for g, t in zip(grads, tensors, strict=True)
+            ]
         for interp in interps:
-            grads = interp._fxviz_recorder.grads
-            if grads is not None:  # the recordings keep the gradients that arrived
-                grads.remove()
+            watcher = interp._fxviz_recorder.grads
+            if watcher is not None:  # the recordings keep the gradients that arrived
+                watcher.remove()
 
 
 def _keeper(slots: list[torch.Tensor | None], i: int) -> Callable[[torch.Tensor], None]:

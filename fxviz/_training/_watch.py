@@ -403,7 +403,7 @@ def _observe_backward(roots: list[torch.Tensor]) -> Iterator[None]:
         roots.extend(t for t in items if isinstance(t, torch.Tensor) and t.numel() <= 16)
         return original(tensors, *args, **kwargs)
 
-    torch.autograd.backward = backward  # type: ignore[assignment]
+    torch.autograd.backward = backward
     try:
         yield
     finally:

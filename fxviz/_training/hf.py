@@ -34,7 +34,7 @@ class FxvizCallback(TrainerCallback):
     """
 
     def __init__(self, *, on_nonfinite: OnNonFinite = "raise") -> None:
-        self.on_nonfinite = on_nonfinite
+        self.on_nonfinite: OnNonFinite = on_nonfinite
         self.watch: Watch | None = None
         self._handle: Any = None
 

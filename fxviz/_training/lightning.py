@@ -32,7 +32,7 @@ class FxvizCallback(pl.Callback):
     """
 
     def __init__(self, *, on_nonfinite: OnNonFinite = "raise") -> None:
-        self.on_nonfinite = on_nonfinite
+        self.on_nonfinite: OnNonFinite = on_nonfinite
         self.watch: Watch | None = None
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -86,7 +86,7 @@ def _step_and_backward(module: pl.LightningModule) -> Any:
     """What replay runs for a batch: ``training_step``, then its loss's ``backward()``."""
 
     def step(batch: Any, batch_idx: int) -> Any:
-        out = module.training_step(batch, batch_idx)
+        out: Any = module.training_step(batch, batch_idx)
         loss = out if isinstance(out, torch.Tensor) else out["loss"]
         loss.backward()
         return loss

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import socket
 
+import pytest
 import torch.multiprocessing as mp
 
 from tests.training import distributed_worker
@@ -16,6 +17,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow  # a fresh interpreter (two): imports torch
 def test_two_gloo_ranks_stop_at_the_same_step(tmp_path):
     mp.spawn(distributed_worker.run, args=(2, _free_port(), str(tmp_path)), nprocs=2, join=True)
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]

@@ -56,6 +56,7 @@ def test_replay_names_the_backward_node_when_the_forward_is_finite():
     assert not torch.isfinite(rec.updates["fc1.weight"]).all()  # what AdamW would have done
 
 
+@pytest.mark.slow  # a fresh interpreter (two): imports torch
 def test_a_saved_incident_replays_in_a_fresh_process(tmp_path):
     incident, _, _, outputs = _incident("norm")
     rec = incident.replay()
