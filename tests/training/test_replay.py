@@ -130,3 +130,26 @@ def test_report_writes_the_step_and_what_went_wrong(tmp_path):
     page = path.read_text()
     assert "training step 4: non-finite gradient" in page
     assert "fc1.weight" in page
+
+
+def test_a_loaded_incident_opens_in_the_debugger_on_a_new_model(tmp_path):
+    from tests.training.models import LogNet
+
+    incident, *_ = _incident("log")
+    loaded = fxviz.load(incident.save(tmp_path / "log.fxinc"))
+    torch.manual_seed(7)
+    fresh = LogNet()
+    dbg = fxviz.debug(loaded, fresh).debugger
+    assert dbg.recording["log"].nonfinite_count > 0
+    for name, p in fresh.named_parameters():  # the file's weights, not its own
+        assert torch.equal(p, incident.snapshot.params[name])
+
+
+def test_replaying_on_a_model_that_is_not_the_watched_one_needs_the_model_calls():
+    from tests.training.models import LogNet
+
+    incident, *_ = _incident("log")
+    with pytest.raises(fxviz.InputError, match="replay it on the watched model first"):
+        incident.replay(LogNet())
+    incident.replay()  # learns the model's calls
+    assert incident.replay(LogNet()).first_nonfinite().name == "log"
