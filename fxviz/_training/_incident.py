@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from fxviz._record import Recording
+from fxviz._record import Recording, record
 from fxviz._training._replay import ModelCall, record_step, updates_of
 from fxviz._training._state import Snapshot, eager_module, set_rng_state, take_snapshot
 from fxviz.errors import InputError
@@ -172,8 +172,6 @@ class Incident:
         return _pick([c.recording for c in calls], updates)  # type: ignore[misc]
 
     def _replay_calls(self, model: torch.nn.Module, optimizer: Any) -> Recording:
-        import fxviz
-
         if not self.model_calls:
             raise InputError(
                 "this incident holds no model calls to replay on another model: replay it "
@@ -188,7 +186,7 @@ class Incident:
                 set_rng_state(call.rng)
                 module = eager.get_submodule(call.path) if call.path else eager
                 grads = call.output_grads
-                rec = fxviz.record(module, *call.args, backward=grads, **call.kwargs)
+                rec = record(module, *call.args, backward=grads, **call.kwargs)
                 call.recording = rec
                 recordings.append(rec)
             if optimizer is not None:
