@@ -98,6 +98,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/shapes.py
 	$(BIN)/python benchmarks/render.py
 	$(BIN)/python benchmarks/save_compare.py
+	$(BIN)/python benchmarks/training.py
 
 clean:
 	rm -rf $(VENV) $(LINT_VENV) build dist site *.egg-info .pytest_cache .ruff_cache node_modules fxviz/static

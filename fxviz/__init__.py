@@ -38,13 +38,14 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
                        "shapes_diff"),  # one engine: what changed, how values differ
     "fxviz.widgets": ("show", "debug", "GraphView", "DebuggerApp"),  # the notebook
     "fxviz._report": ("report",),  # one offline HTML file
-    "fxviz._saved": ("save", "load"),  # one .fxrec file
+    "fxviz._saved": ("save",),  # one .fxrec file
+    "fxviz._training": ("watch", "load"),  # training runs; load: .fxrec and .fxinc files
     "fxviz._ranks": ("compare_ranks",),  # runs of several processes, rank by rank
     "fxviz.errors": ("FxvizError", "NodeError", "InputError", "TraceError", "ShapeError",
                      "SpecError", "RenderError", "TargetError", "PlacementError",
                      "UnknownNodeError", "RecordingFileError", "DebuggerError",
                      "RecordingInterrupted", "FxvizWarning", "FxvizDeprecationWarning",
-                     "DrawingWarning"),
+                     "DrawingWarning", "NonFiniteStep"),
 }  # fmt: skip
 _LAZY: dict[str, str] = {name: module for module, names in _PUBLIC.items() for name in names}
 _SUBMODULES = ("overlays",)  # imported on first use: fxviz.overlays.highlight_nonfinite()
@@ -71,15 +72,60 @@ def __dir__() -> list[str]:
 _register_notebook_display()
 
 __all__ = [
-    "Capture", "Comparison", "Debugger", "DebuggerApp", "DebuggerError", "DrawingWarning",
-    "FxvizDeprecationWarning", "FxvizError", "FxvizWarning", "GraphBreak", "GraphDiff",
-    "GraphView", "InputError", "JointGraph", "JointRecording", "NodeError", "NodeRecord",
-    "PlacementError", "Recording", "RecordingFileError", "RecordingInterrupted",
-    "RecordingMixin", "RenderError", "ShapeError", "ShapeReport", "SpecError", "TargetError",
-    "TensorSpec", "TensorSummary", "TraceError", "UnknownNodeError", "__version__", "compare",
-    "compare_dtype", "compare_pass", "compare_ranks", "debug", "diff", "dtype_changed", "has_nonfinite", "load",
-    "overlays", "record", "report", "save", "shapes", "shapes_diff", "show", "spec", "to_dot",
-    "to_svg", "trace",
+    "Capture",
+    "Comparison",
+    "Debugger",
+    "DebuggerApp",
+    "DebuggerError",
+    "DrawingWarning",
+    "FxvizDeprecationWarning",
+    "FxvizError",
+    "FxvizWarning",
+    "GraphBreak",
+    "GraphDiff",
+    "GraphView",
+    "InputError",
+    "JointGraph",
+    "JointRecording",
+    "NodeError",
+    "NodeRecord",
+    "NonFiniteStep",
+    "PlacementError",
+    "Recording",
+    "RecordingFileError",
+    "RecordingInterrupted",
+    "RecordingMixin",
+    "RenderError",
+    "ShapeError",
+    "ShapeReport",
+    "SpecError",
+    "TargetError",
+    "TensorSpec",
+    "TensorSummary",
+    "TraceError",
+    "UnknownNodeError",
+    "__version__",
+    "compare",
+    "compare_dtype",
+    "compare_pass",
+    "compare_ranks",
+    "debug",
+    "diff",
+    "dtype_changed",
+    "has_nonfinite",
+    "load",
+    "overlays",
+    "record",
+    "report",
+    "save",
+    "shapes",
+    "shapes_diff",
+    "show",
+    "spec",
+    "to_dot",
+    "to_svg",
+    "trace",
+    "watch",
 ]  # fmt: skip
 
 if TYPE_CHECKING:  # static checkers and IDEs see the real objects (the names of _PUBLIC)
@@ -105,8 +151,9 @@ if TYPE_CHECKING:  # static checkers and IDEs see the real objects (the names of
         record,
     )
     from fxviz._report import report
-    from fxviz._saved import load, save
+    from fxviz._saved import save
     from fxviz._shapes import ShapeReport, TensorSpec, shapes, spec
+    from fxviz._training import load, watch
     from fxviz.capture import Capture, GraphBreak, JointGraph, trace
     from fxviz.errors import (
         DebuggerError,
@@ -116,6 +163,7 @@ if TYPE_CHECKING:  # static checkers and IDEs see the real objects (the names of
         FxvizWarning,
         InputError,
         NodeError,
+        NonFiniteStep,
         PlacementError,
         RecordingFileError,
         RecordingInterrupted,

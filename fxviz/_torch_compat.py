@@ -35,6 +35,7 @@ __all__ = [
     "extract_tensor_metadata",
     "fake_mode",
     "fake_tensor",
+    "foreach_norms",
     "graph_tail",
     "has_plain_codegen",
     "input_spec_mismatch",
@@ -429,3 +430,13 @@ class ProvenanceInterpreter(torch.fx.Interpreter):
             return super().run_node(n)
         finally:
             fx_traceback.current_meta = saved
+
+
+def foreach_norms(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The 2-norm of each tensor, in float32, in as few kernels as torch allows (the
+    training watch's per-step check). ``torch._foreach_norm`` (private; its ``dtype=``
+    argument checked on torch 2.4 - 2.13), else one ``linalg.vector_norm`` a tensor."""
+    try:
+        return list(torch._foreach_norm(tensors, 2, dtype=torch.float32))
+    except (AttributeError, TypeError, RuntimeError):
+        return [torch.linalg.vector_norm(t, dtype=torch.float32) for t in tensors]

@@ -21,6 +21,7 @@ __all__ = [
     "FxvizWarning",
     "InputError",
     "NodeError",
+    "NonFiniteStep",
     "PlacementError",
     "RecordingFileError",
     "RecordingInterrupted",
@@ -339,3 +340,25 @@ def warn_deprecated(old: str, new: str, *, stacklevel: int = 3) -> None:
         FxvizDeprecationWarning,
         stacklevel=stacklevel,
     )
+
+
+class NonFiniteStep(FxvizError, FloatingPointError):
+    """A watched training step produced a NaN or an infinity (``fxviz.watch``); the
+    optimizer's update of that step was not applied.
+
+    Attributes:
+        incident: the :class:`fxviz._training.Incident`: ``.step``, ``.what``, ``.names``,
+            and ``.replay()`` to record that exact step again.
+
+    >>> import fxviz
+    >>> issubclass(fxviz.NonFiniteStep, FloatingPointError)
+    True
+    """
+
+    def __init__(self, message: str, *, incident: Any = None) -> None:
+        super().__init__(message)
+        self.incident = incident
+
+    def __reduce__(self) -> Any:
+        """Pickled without the incident (it holds the model and the batch)."""
+        return (type(self), (str(self),))

@@ -18,7 +18,7 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 
 def test_there_are_tutorials():
-    assert [p.name[:2] for p in NOTEBOOKS] == ["01", "02", "03", "04", "05", "06", "07", "08", "09"]
+    assert [p.name[:2] for p in NOTEBOOKS] == [f"{i:02d}" for i in range(1, 11)]
 
 
 def _files_near_the_notebooks() -> set[Path]:

@@ -19,6 +19,7 @@ import torch
 from fxviz._capture import Capture
 from fxviz._record._records import Recording
 from fxviz._static import static_file
+from fxviz._training import Incident
 from fxviz._version import __version__
 from fxviz.render._api import Drawing
 from fxviz.render._fold import Params
@@ -77,6 +78,9 @@ def report(
         >>> page.startswith("<!doctype html>") and "http" not in page.split("<script>")[0]
         True
     """
+    if isinstance(obj, Incident):  # a training run's bad step: the page of its replay
+        title = title or f"fxviz: {obj.headline}"
+        obj = obj.replay()
     source = source_of(obj)
     own = source.report(max_preview)  # comparisons and joint graphs make their own page
     if own is not None:

@@ -32,6 +32,11 @@ _STATS = ("min", "max", "mean", "std", "absmax")
 _COUNTS = ("nan", "posinf", "neginf", "zeros")
 
 
+# Other kinds of fxviz file, by their metadata "format": a higher layer registers its
+# reader here (``READERS[format] = reader(path, safetensors handle, metadata)``).
+READERS: dict[str, Any] = {}
+
+
 def load(path: str | os.PathLike[str]) -> LoadedRecording:
     """Read a recording written by :meth:`fxviz.Recording.save`.
 
@@ -51,6 +56,9 @@ def load(path: str | os.PathLike[str]) -> LoadedRecording:
         metadata = handle.metadata() or {}
     except (SafetensorError, OSError, ValueError) as e:
         raise RecordingFileError(f"{path} is corrupted: {e}") from None
+    reader = READERS.get(metadata.get("format", ""))
+    if reader is not None:  # another kind of fxviz file (an incident: fxviz._training)
+        return reader(path, handle, metadata)
     if metadata.get("format") != FORMAT:
         raise RecordingFileError(
             f"{path} is a safetensors file but not a saved fxviz recording (no "

@@ -22,6 +22,10 @@ def debug(
 ) -> DebuggerApp:
     """A debugger app for ``gm_or_module`` on ``inputs``: step, inspect, break on NaN.
 
+    Given an incident of :func:`fxviz.watch` (``fxviz.debug(incident)``, or
+    ``fxviz.debug(incident, model)`` for a loaded one), the step is replayed and the
+    debugger opens just after its first non-finite node.
+
     ``options`` go to :class:`fxviz.Debugger` (``interpreter``, ``keep``, ``stats``).
 
     Examples:
@@ -32,7 +36,10 @@ def debug(
         'finished — 5/5 nodes · breakpoints: none'
     """
     from fxviz._record import Debugger
+    from fxviz._training import Incident
 
+    if isinstance(gm_or_module, Incident):  # a training run's bad step, replayed
+        return DebuggerApp(gm_or_module.debugger(*inputs), depth=depth, params=params)
     return DebuggerApp(Debugger(gm_or_module, *inputs, **options), depth=depth, params=params)
 
 

@@ -1,0 +1,130 @@
+"""``incident.save(path)`` / ``fxviz.load(path)``: one safetensors file, JSON inside, no pickle.
+
+Layout as a ``.fxrec`` (``fxviz/_saved/_save.py``): an 8-byte header length, a JSON header
+whose ``__metadata__`` says ``"format": "fxviz.incident"``, ``"version": "1"`` and holds
+under ``"fxviz"`` the incident (step, what, names, optimizer class) and value trees whose
+leaves point into raw byte blocks: the step's parameters, buffers and optimizer state, and
+each model call's inputs, RNG states and output gradients. Loading parses JSON and maps
+bytes; it never runs code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import struct
+from typing import Any
+
+import torch
+
+from fxviz._saved._values import Blocks, decode_value, encode_value
+from fxviz._training._incident import Incident
+from fxviz._training._replay import ModelCall
+from fxviz._training._state import Snapshot
+from fxviz.errors import RecordingFileError
+
+__all__ = ["FORMAT", "load_incident", "save_incident"]
+
+FORMAT = "fxviz.incident"
+VERSION = 1
+
+
+def save_incident(incident: Incident, path: str | os.PathLike[str]) -> pathlib.Path:
+    """Write ``incident`` to ``path`` (written beside it, then renamed into place)."""
+    path = pathlib.Path(path)
+    blocks = Blocks()
+    snap = incident.snapshot
+    body = {
+        "step": incident.step,
+        "what": incident.what,
+        "names": list(incident.names),
+        "loss": repr(incident.loss) if incident.loss is not None else None,
+        "optimizer_class": incident.optimizer_class,
+        "params": encode_value(snap.params, blocks),
+        "buffers": encode_value(snap.buffers, blocks),
+        "optimizer": encode_value(snap.optimizer, blocks),
+        "model_calls": [
+            {
+                "args": encode_value(c.args, blocks),
+                "kwargs": encode_value(c.kwargs, blocks),
+                "rng": encode_value(c.rng, blocks),
+                "output_grads": encode_value(c.output_grads, blocks),
+                "path": c.path,
+            }
+            for c in incident.model_calls or []
+        ],
+    }
+    metadata = {"format": FORMAT, "version": str(VERSION), "fxviz": json.dumps(body)}
+    header: dict[str, Any] = {"__metadata__": metadata}
+    ready, offset = [], 0
+    for key, block in blocks.blocks.items():
+        block = block.cpu()
+        size = block.numel() + (-block.numel() % 8)
+        header[key] = {"dtype": "U8", "shape": [size], "data_offsets": [offset, offset + size]}
+        offset += size
+        ready.append(block)
+    raw = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    raw += b" " * (-len(raw) % 8)
+    partial = path.with_name(path.name + ".partial")
+    try:
+        with open(partial, "wb") as f:
+            f.write(struct.pack("<Q", len(raw)))
+            f.write(raw)
+            for block in ready:
+                f.write(memoryview(block.numpy()))
+                f.write(b"\0" * (-block.numel() % 8))
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
+    return path
+
+
+def load_incident(path: pathlib.Path, handle: Any, metadata: dict[str, str]) -> Incident:
+    """The :class:`Incident` in an open incident file (``fxviz.load`` calls this)."""
+    version = metadata.get("version", "")
+    if not version.isdigit() or int(version) > VERSION:
+        raise RecordingFileError(
+            f"{path} was saved in incident format {version[:20]!r}, newer than this fxviz "
+            f"reads (format {VERSION}): upgrade fxviz"
+        )
+    try:
+        body = json.loads(metadata.get("fxviz", ""))
+        keys = set(handle.keys())
+
+        def tensor(key: str) -> torch.Tensor:
+            if key not in keys:
+                raise RecordingFileError(f"{path} is corrupted: no block {key[:40]!r}")
+            return handle.get_tensor(key)
+
+        def value(tree: Any) -> Any:
+            return decode_value(tree, tensor)
+
+        calls = [
+            ModelCall(
+                value(c["args"]),
+                value(c["kwargs"]),
+                value(c["rng"]),
+                value(c["output_grads"]),
+                path=str(c.get("path", "")),
+            )
+            for c in body["model_calls"]
+        ]
+        loss = body["loss"]
+        return Incident(
+            step=int(body["step"]),
+            what=str(body["what"]),
+            names=tuple(str(n) for n in body["names"]),
+            loss=float(loss) if loss is not None else None,
+            calls=[],
+            snapshot=Snapshot(
+                value(body["params"]), value(body["buffers"]), value(body["optimizer"])
+            ),
+            model=None,
+            optimizer=None,
+            train_step=None,
+            model_calls=calls,
+            optimizer_class=str(body["optimizer_class"]),
+        )
+    except (ValueError, KeyError, TypeError, RecursionError) as e:
+        raise RecordingFileError(f"{path} is a corrupted incident file: {e}") from None
