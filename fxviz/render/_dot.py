@@ -18,10 +18,26 @@ from fxviz.render._model import DrawEdge, DrawGraph, DrawNode, dot_id
 from fxviz.render._overlays import Overlay, apply_overlays
 from fxviz.render._style import KIND_STYLES, html_label, palette_colour, tooltip_text
 
-__all__ = ["MAX_CLUSTER_CHILDREN", "render"]
+__all__ = ["KIND_LABELS", "MAX_CLUSTER_CHILDREN", "render"]
 
 MAX_CLUSTER_CHILDREN = 500  # larger groups are split so no single layout is huge
 _INPUT_KINDS = ("placeholder", "get_attr", "parameter", "buffer", "constant")
+
+# What each node kind is called in a legend: the DOT legend here and, through the page
+# contract (fxviz/render/_payload.py), the widget's and the report's HTML legends.
+KIND_LABELS: dict[str, str] = {
+    "placeholder": "input",
+    "output": "output",
+    "get_attr": "attribute",
+    "parameter": "parameter",
+    "buffer": "buffer",
+    "constant": "constant",
+    "call_function": "function",
+    "call_method": "method",
+    "call_module": "module call",
+    "module": "collapsed module",
+    "stub": "copy of a widely used input",
+}
 _FONT = "Helvetica,Arial,sans-serif"
 _WIDE_MARGIN = "0.24,0.08"  # inches, for nodes drawn with a badge or a thick outline
 _BOX3D_MARGIN = "0.17,0.05"  # a module call's box: its 3-D edge overlaps the label's margin
@@ -336,18 +352,6 @@ def _legend(dot: graphviz.Digraph, draw: DrawGraph, boxes: dict[str, Box]) -> No
     present = list(dict.fromkeys(n.kind for n in draw.nodes))
     if boxes:
         present.append("module")
-    names = {
-        "placeholder": "input",
-        "output": "output",
-        "get_attr": "attribute",
-        "parameter": "parameter",
-        "buffer": "buffer",
-        "constant": "constant",
-        "call_function": "function",
-        "call_method": "method",
-        "call_module": "module call",
-        "module": "collapsed module",
-    }
     with _subgraph(dot, "cluster__legend") as legend:
         legend.attr(label="legend", fontsize="9", style="dotted", color="#aaaaaa")
         for kind in present:
@@ -356,7 +360,7 @@ def _legend(dot: graphviz.Digraph, draw: DrawGraph, boxes: dict[str, Box]) -> No
             shape, style, fill = KIND_STYLES[kind]
             legend.node(
                 f"fxviz:legend:{kind}",  # never a dot_id() result: no node merges into it
-                label=names.get(kind, kind),
+                label=KIND_LABELS.get(kind, kind),
                 shape=shape,
                 style=style,
                 fillcolor=fill or "#dddddd",

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
+import traitlets
+
 from fxviz._record import Debugger, nonfinite
 from fxviz.errors import FxvizError, first_line
 from fxviz.render._fold import Params
 from fxviz.render._inspect import inspector_data
-from fxviz.render._payload import BREAKPOINTS_SUFFIX, debugger_states, node_rows_page
-from fxviz.widgets._graph_view import TABLE_ROWS, GraphView
+from fxviz.render._payload import (
+    BREAKPOINTS_SUFFIX,
+    TABLE_ROWS,
+    debugger_states,
+    node_rows_page,
+)
+from fxviz.widgets._graph_view import GraphView
 
 __all__ = ["DebuggerApp"]
 
@@ -17,10 +24,12 @@ __all__ = ["DebuggerApp"]
 class DebuggerApp(GraphView):
     """Step a :class:`fxviz.Debugger` in the notebook: ``fxviz.debug(model, x)``.
 
-    Toolbar actions travel as messages (``step``, ``back``, ``step10``, ``continue``,
-    ``restart``, ``run_to_selected``, ``toggle_breakpoint``, ``break_nan``); the graph is
-    laid out once and node states change as CSS classes. Keys: ``n`` step, ``b`` back,
-    ``c`` continue, ``/`` search.
+    Toolbar actions travel as messages (the types of
+    :data:`fxviz.render._payload.TOOLBAR_ACTIONS`: ``step``, ``back``, ``step10``,
+    ``continue``, ``restart``, ``run_to_selected``, ``toggle_breakpoint``, ``break_nan``);
+    the graph is laid out once and node states change as CSS classes. Keys: ``n`` step,
+    ``b`` back, ``c`` continue, ``r`` restart, ``/`` search. ``pressed``: the toggles
+    that are on (``break_nan``; ``toggle_breakpoint`` when the selection has one).
 
     Examples:
         >>> import torch, fxviz
@@ -29,6 +38,8 @@ class DebuggerApp(GraphView):
         >>> app.status
         "stopped at '_0' (step) — 1/3 nodes · breakpoints: none"
     """
+
+    pressed = traitlets.List(traitlets.Unicode()).tag(sync=True)
 
     def __init__(
         self,
@@ -44,17 +55,7 @@ class DebuggerApp(GraphView):
 
     def handle(self, content: dict[str, Any]) -> None:
         """Act on one toolbar message; debugger errors go to the status line."""
-        dbg = self.debugger
-        actions = {
-            "step": lambda: dbg.step(),
-            "step10": lambda: dbg.step(10),
-            "back": lambda: dbg.back(),
-            "continue": dbg.continue_,
-            "restart": dbg.restart,
-            "run_to_selected": lambda: dbg.run_to(self._require_selection()),
-            "toggle_breakpoint": lambda: dbg.toggle_breakpoint(self._require_selection()),
-            "break_nan": self._toggle_nan_breakpoint,
-        }
+        actions = self.actions()
         kind = content.get("type")
         if kind not in actions:
             super().handle(content)
@@ -67,6 +68,20 @@ class DebuggerApp(GraphView):
         except KeyboardInterrupt:
             self.error = "interrupted"
         self._refresh()
+
+    def actions(self) -> dict[str, Any]:
+        """What each toolbar message type does (one for each of ``TOOLBAR_ACTIONS``)."""
+        dbg = self.debugger
+        return {
+            "step": lambda: dbg.step(),
+            "step10": lambda: dbg.step(10),
+            "back": lambda: dbg.back(),
+            "continue": dbg.continue_,
+            "restart": dbg.restart,
+            "run_to_selected": lambda: dbg.run_to(self._require_selection()),
+            "toggle_breakpoint": lambda: dbg.toggle_breakpoint(self._require_selection()),
+            "break_nan": self._toggle_nan_breakpoint,
+        }
 
     def _toggle_nan_breakpoint(self) -> None:
         if "nonfinite" in self.debugger.breakpoints:
@@ -90,6 +105,7 @@ class DebuggerApp(GraphView):
         breakpoints = ", ".join(dbg.breakpoints) or "none"
         self.status = dbg.status + BREAKPOINTS_SUFFIX.format(breakpoints=breakpoints)
         self._show_rows(*node_rows_page(self._drawing, recording.records(), limit=TABLE_ROWS))
+        self._press()
         if self.selected:
             self._show(self.selected)
         elif (culprit := _stopped_after(dbg)) is not None:
@@ -99,6 +115,15 @@ class DebuggerApp(GraphView):
 
     def _on_select(self, change: Any) -> None:
         self._show(change["new"])
+        self._press()
+
+    def _press(self) -> None:
+        """Which toggles look pressed: what the debugger holds, never the page's guess."""
+        held = self.debugger.breakpoints
+        pressed = ["break_nan"] if "nonfinite" in held else []
+        if self.selected and f"at {self.selected}" in held:
+            pressed.append("toggle_breakpoint")
+        self.pressed = pressed
 
     def _show(self, name: str) -> None:
         recording = self.debugger.recording
