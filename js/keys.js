@@ -9,8 +9,8 @@ export function takeFocusOnClick(root) {
     // after the host's own handlers (a notebook focuses its cell on mousedown)
     setTimeout(() => root.focus({ preventScroll: true }), 0);
   };
-  root.addEventListener("mousedown", grab);
-  root.addEventListener("click", grab);
+  // capture: a part below (the pan/zoom layer, a host's output wrapper) may stop the event
+  for (const kind of ["pointerdown", "mousedown", "click"]) root.addEventListener(kind, grab, true);
 }
 
 // Keys while the widget (or a control in it) has focus. `keys`: key -> action type;
