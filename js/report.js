@@ -78,9 +78,11 @@ class Replay {
   }
   publish() {
     const step = this.steps[this.pos];
-    const marks = [...this.breakpoints].map((b) => `at ${b}`).concat(this.breakNan ? ["nonfinite"] : []);
+    const nan = this.model.get(T.contract)?.texts?.nonfinite ?? "nonfinite";
+    const marks = [...this.breakpoints].map((b) => `at ${b}`).concat(this.breakNan ? [nan] : []);
+    const status = this.reason === "nonfinite" && step.nonfinite_status ? step.nonfinite_status : step.status.replace("{reason}", this.reason);
     this.model.set(T.states, this.statesAt(this.pos));
-    this.model.set(T.status, step.status.replace("{reason}", this.reason) + this.suffix.replace("{breakpoints}", marks.join(", ") || "none"));
+    this.model.set(T.status, status + this.suffix.replace("{breakpoints}", marks.join(", ") || "none"));
     this.model.set(T.rows, this.rows.slice(0, this.pos + (step.error ? 1 : 0)));
     this.showPressed();
     this.showSelected();

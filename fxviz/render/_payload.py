@@ -63,10 +63,12 @@ __all__ = [
     "TABLE_ROWS",
     "TOOLBAR_ACTIONS",
     "box_expansions",
+    "breakpoint_names",
     "debugger_states",
     "graph_payload",
     "node_rows",
     "node_rows_page",
+    "nonfinite_status",
     "page_contract",
     "replay_payload",
 ]
@@ -107,6 +109,26 @@ TOOLBAR_ACTIONS: tuple[tuple[str, str, str, str, bool], ...] = (
         True,
     ),
 )
+
+
+def nonfinite_status(names: list[str], position: int) -> str:
+    """The status line after a NaN/Inf break: it names the node that produced the value
+    (the one just run), never the next one, and says NaN/Inf in words.
+
+    >>> nonfinite_status(["x", "log", "relu", "output"], 2)
+    "stopped after 'log' produced NaN/Inf — 2/4 nodes"
+    """
+    culprit = names[position - 1]
+    return f"stopped after {culprit!r} produced {NONFINITE_TEXT} — {position}/{len(names)} nodes"
+
+
+def breakpoint_names(breakpoints: list[str]) -> str:
+    """The breakpoints as a status line lists them (the NaN/Inf one in words).
+
+    >>> breakpoint_names(["at relu", "nonfinite"]), breakpoint_names([])
+    ('at relu, NaN/Inf', 'none')
+    """
+    return ", ".join(NONFINITE_TEXT if b == "nonfinite" else b for b in breakpoints) or "none"
 
 
 def page_contract() -> dict[str, Any]:
@@ -242,7 +264,7 @@ def replay_payload(recording: Recording, *, skip_fetches: bool = True) -> dict[s
     Debugger's status line, ``{reason}`` standing for why it stopped), ``states`` (the
     node states that differ from position ``p - 1``; all of them at 0), ``nonfinite``
     (whether the node just run satisfies :func:`fxviz.nonfinite`: where "break on
-    NaN/Inf" stops), ``error`` (the cursor is on the node that raised), ``stop`` (why
+    NaN/Inf" stops; ``nonfinite_status``: the status line when it stops there), ``error`` (the cursor is on the node that raised), ``stop`` (why
     "continue" stops on reaching ``p`` whatever the breakpoints: ``"error"``, ``"end"``
     or ``None``) and ``moves`` (the position ``step``, ``step10`` and ``back`` go to).
 
@@ -284,6 +306,9 @@ def replay_payload(recording: Recording, *, skip_fetches: bool = True) -> dict[s
                 "status": status_line(names, position, "{reason}", error),
                 "states": states,
                 "nonfinite": bool(position and flags[position - 1]),
+                "nonfinite_status": (
+                    nonfinite_status(names, position) if position and flags[position - 1] else None
+                ),
                 "error": error is not None,
                 "stop": "error" if error is not None else "end" if position >= len(names) else None,
                 "moves": {

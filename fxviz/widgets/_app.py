@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
+from collections.abc import Iterator
 from typing import Any
 
 import traitlets
@@ -13,8 +16,10 @@ from fxviz.render._inspect import inspector_data
 from fxviz.render._payload import (
     BREAKPOINTS_SUFFIX,
     TABLE_ROWS,
+    breakpoint_names,
     debugger_states,
     node_rows_page,
+    nonfinite_status,
 )
 from fxviz.widgets._graph_view import GraphView
 
@@ -50,7 +55,12 @@ class DebuggerApp(GraphView):
         **kwargs: Any,
     ) -> None:
         self.debugger = debugger
-        super().__init__(_labelled(debugger), depth=depth, params=params, mode="debugger", **kwargs)
+        with torch_logs_kept() as logged:  # torch's own shape-pass log, never above the widget
+            drawn = _labelled(debugger)
+        super().__init__(drawn, depth=depth, params=params, mode="debugger", **kwargs)
+        self.torch_log = [r.getMessage() for r in logged]  # kept for whoever asks
+        if drawn is debugger.graph_module and logged and not self.error:
+            self.error = _no_shapes_note(logged)
         self._refresh()
 
     def handle(self, content: dict[str, Any]) -> None:
@@ -102,8 +112,11 @@ class DebuggerApp(GraphView):
         dbg = self.debugger
         recording = dbg.recording
         self.node_states = debugger_states(dbg)
-        breakpoints = ", ".join(dbg.breakpoints) or "none"
-        self.status = dbg.status + BREAKPOINTS_SUFFIX.format(breakpoints=breakpoints)
+        status = dbg.status
+        if dbg.stop_reason == "nonfinite" and dbg.position:  # name the node that made it
+            status = nonfinite_status([n.name for n in dbg.graph.nodes], dbg.position)
+        breakpoints = breakpoint_names(dbg.breakpoints)
+        self.status = status + BREAKPOINTS_SUFFIX.format(breakpoints=breakpoints)
         self._show_rows(*node_rows_page(self._drawing, recording.records(), limit=TABLE_ROWS))
         self._press()
         if self.selected:
@@ -140,6 +153,59 @@ class DebuggerApp(GraphView):
 
     def __repr__(self) -> str:
         return f"<fxviz.DebuggerApp: {self.debugger.status}>"
+
+
+@contextlib.contextmanager
+def torch_logs_kept() -> Iterator[list[logging.LogRecord]]:
+    """Keep what torch logs (``torch.*`` loggers) while fxviz works on the user's behalf
+    in a list instead of printing it: a fake-tensor pass that fails logs a 19-line
+    traceback (``failed while attempting to run meta for aten.mm.default``) that is only
+    fxviz trying the cheapest way to label shapes.
+
+    >>> import logging
+    >>> with torch_logs_kept() as kept:
+    ...     logging.getLogger("torch._subclasses.fake_tensor").error("failed to run meta")
+    >>> [r.getMessage() for r in kept]
+    ['failed to run meta']
+    """
+    kept: list[logging.LogRecord] = []
+
+    class _Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            kept.append(record)
+
+    keep = _Keep()
+    names = [
+        "torch",
+        *(n for n in list(logging.Logger.manager.loggerDict) if n.startswith("torch.")),
+    ]
+    saved = []
+    for name in names:
+        logger = logging.getLogger(name)
+        if name == "torch" or logger.handlers or not logger.propagate:
+            saved.append((logger, logger.handlers[:], logger.propagate))
+            logger.handlers = [keep]
+            logger.propagate = False
+    try:
+        yield kept
+    finally:
+        for logger, handlers, propagate in saved:
+            logger.handlers = handlers
+            logger.propagate = propagate
+
+
+def _no_shapes_note(logged: list[logging.LogRecord]) -> str:
+    """One line for a graph drawn without shapes because torch's shape pass failed."""
+    reason = ""
+    for record in logged:
+        error = record.exc_info[1] if record.exc_info else None
+        if error is not None:
+            text = str(error).splitlines()[0].rstrip(".") if str(error) else type(error).__name__
+            reason = f" ({text})"
+    return (
+        "Output shapes are not shown: working them out before running failed"
+        f"{reason}. Step or continue to see which node fails and why."
+    )
 
 
 # Stop reasons that name where the cursor is, not a node that just ran.

@@ -240,11 +240,17 @@ def test_a_nan_break_opens_the_inspector_on_the_node_that_made_it(offline, tmp_p
     _open(page, path)
     for name in ("log", "mean", "output"):  # nothing has run: no node looks like NaN yet
         _looks_unmarked(node(page, name))
-    page.locator("button[data-action=break_nan]").click()
+    toggle = page.locator("button[data-action=break_nan]")
+    unpressed = toggle.evaluate("b => getComputedStyle(b).backgroundColor")
+    toggle.click()
+    assert toggle.get_attribute("aria-pressed") == "true"  # the toggle looks pressed
+    assert toggle.evaluate("b => getComputedStyle(b).backgroundColor") != unpressed
     page.locator("button[data-action=continue]").click()
-    page.wait_for_function(
-        "document.querySelector('.fxviz-status').textContent.includes('(nonfinite)')"
+    page.wait_for_function(  # names the node that produced it, in words
+        "document.querySelector('.fxviz-status').textContent"
+        ".startsWith(\"stopped after 'log' produced NaN/Inf\")"
     )
+    assert "breakpoints: NaN/Inf" in page.locator(".fxviz-status").inner_text()
     assert page.locator(".fxviz-inspector .fxviz-title").inner_text() == "log"
     log = node(page, "log")
     assert shown(log.locator(".fxviz-marker-nonfinite"))
