@@ -1,13 +1,34 @@
 // An overview of big graphs: the whole layout as a small image, the visible part framed;
-// a click there centres the view on that point.
+// a click there centres the view on that point. Optional: its × hides it and the search
+// bar's "overview" button brings it back (remembered per browser).
 import { h } from "./dom.js";
+
+const HIDDEN_KEY = "fxviz.minimap.hidden";
+
+function hiddenByChoice() {
+  try { return globalThis.localStorage?.getItem(HIDDEN_KEY) === "1"; } catch { return false; }
+}
+function rememberHidden(hidden) {
+  try { globalThis.localStorage?.setItem(HIDDEN_KEY, hidden ? "1" : "0"); } catch { /* storage refused */ }
+}
 
 export function overview(container, getPanZoom) {
   const box = h("div", { class: "fxviz-minimap", title: "overview: click to move there" });
   const image = h("img", { alt: "" });
   const frame = h("div", { class: "fxviz-minimap-frame" });
-  box.append(image, frame);
+  const close = h("button", { class: "fxviz-minimap-close", title: "hide the overview", "aria-label": "hide the overview" }, "×");
+  const toggle = h("button", { class: "fxviz-btn fxviz-minimap-toggle", title: "show the overview of the whole graph" }, "overview");
+  toggle.style.display = "none";
+  box.append(image, frame, close);
   let url = null;
+  const place = () => {
+    const hidden = hiddenByChoice();
+    if (url && !hidden) container.append(box);
+    else box.remove();
+    toggle.style.display = url && hidden ? "" : "none";
+  };
+  close.addEventListener("click", (event) => { event.stopPropagation(); rememberHidden(true); place(); });
+  toggle.addEventListener("click", () => { rememberHidden(false); place(); this_.update(); });
   const geometry = () => {
     const pz = getPanZoom();
     if (!pz || !image.naturalWidth) return null;
@@ -25,16 +46,17 @@ export function overview(container, getPanZoom) {
     const y = (event.clientY - rect.top - g.top) / g.scale;
     g.pz.pan({ x: g.s.width / 2 - x * g.s.realZoom, y: g.s.height / 2 - y * g.s.realZoom });
   });
-  return {
+  const this_ = {
+    toggle, // for the search bar
     show(svgText) {
       if (url) URL.revokeObjectURL(url);
       url = null;
-      box.remove();
-      if (!svgText) return;
-      url = URL.createObjectURL(new Blob([svgText], { type: "image/svg+xml" }));
-      image.onload = () => this.update();
-      image.src = url;
-      container.append(box);
+      if (svgText) {
+        url = URL.createObjectURL(new Blob([svgText], { type: "image/svg+xml" }));
+        image.onload = () => this_.update();
+        image.src = url;
+      }
+      place();
     },
     update() {
       const g = geometry();
@@ -48,4 +70,5 @@ export function overview(container, getPanZoom) {
       });
     },
   };
+  return this_;
 }

@@ -47,7 +47,7 @@ function render({ model, el }) {
   const fit = h("button", { class: "fxviz-btn fxviz-fit", title: "fit the whole graph in the panel", onclick: () => { state.panZoom?.fit(); state.panZoom?.center(); } }, "fit");
   const prev = h("button", { class: "fxviz-btn fxviz-prev", title: "previous match (shift+Enter)", onclick: () => jump(-1) }, "↑");
   const next = h("button", { class: "fxviz-btn fxviz-next", title: "next match (Enter)", onclick: () => jump(1) }, "↓");
-  const tools = h("div", { class: "fxviz-search-bar" }, els.search, prev, next, els.count, fit, help);
+  const tools = h("div", { class: "fxviz-search-bar" }, els.search, prev, next, els.count, fit, ctx.minimap.toggle, help);
   const side = h("div", { class: "fxviz-side" }, els.inspector, els.legend);
   els.root.append(els.toolbar, els.errors, tools, h("div", { class: "fxviz-main" }, els.graph, side), els.table);
   el.append(els.root);
