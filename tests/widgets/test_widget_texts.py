@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import subprocess
 import sys
 
@@ -62,3 +63,17 @@ def test_a_nan_stop_names_the_node_that_made_it_in_words():
     assert app.status.startswith("stopped after 'log' produced NaN/Inf — ")
     assert app.inspector["name"] == "log"  # the inspector agrees with the status
     assert "nonfinite" in app.node_states["log"]
+
+
+def test_labels_show_the_users_names_not_torch_internals():
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU())
+    x = torch.randn(2, 16)
+    source = fxviz.to_dot(fxviz.trace(model, x, method="dynamo")).source
+    nodes = [line for line in source.splitlines() if " [label=<" in line]
+    assert len(nodes) >= 4
+    drawn = " ".join(re.sub(r'tooltip="[^"]*"', "", line) for line in nodes)  # labels only
+    assert "torch._C" not in drawn
+    assert "torch.nn.functional" not in drawn
+    assert "Linear" in drawn
+    assert "ReLU" in drawn
+    assert "torch._C._nn.linear" in source  # the full target stays in the tooltip
