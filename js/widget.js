@@ -117,7 +117,10 @@ function render({ model, el }) {
       els.count.textContent = "searching…"; // updateMatches runs again when the index arrives
       return;
     }
-    if (!state.entries.length || state.entries.stale) state.entries = searchIndex(index, state.byTitle.keys());
+    if (!state.entries.length || state.entries.stale) {
+      const drawn = [...state.byTitle].filter(([, g]) => g.classList.contains("fx-node")).map(([title]) => title);
+      state.entries = searchIndex(index, drawn, (name) => unit(model, name));
+    }
     setMatches(state, findNodes(state.entries, query));
     const n = state.matches.length;
     els.count.textContent = query.trim() ? `${n} match${n === 1 ? "" : "es"}` : "";

@@ -363,7 +363,7 @@ class _Tree:
         for kind, item in items:
             cluster = self.extra.get(item.id) if kind == "node" else None
             groups[cluster or ""].append((kind, item))
-        for cluster in sorted(groups):
+        for cluster in groups:  # in drawing order: a joint graph's forward pass first (left)
             if not cluster:
                 for kind, item in groups[cluster]:
                     (out.node if kind == "node" else out.box)(graph, item)
