@@ -1,11 +1,14 @@
 // One layout worker shared by every fxviz widget on the page (anywidget loads this module
 // once per widget, so the singleton lives on globalThis under a versioned key). A layout
 // that runs past its time limit terminates the worker: WebAssembly cannot be interrupted.
+// Where a page forbids workers (a Content-Security-Policy `worker-src 'none'`, as some
+// VS Code webviews have), the worker fails before answering anything: every layout then
+// runs on the main thread instead.
 /* global FXVIZ_WORKER_SOURCE */
-const KEY = "__fxviz_layout_v1";
+const KEY = "__fxviz_layout_v2";
 
 function shared() {
-  globalThis[KEY] ??= { worker: null, url: null, nextId: 1, pending: new Map(), noWorker: false };
+  globalThis[KEY] ??= { worker: null, url: null, nextId: 1, pending: new Map(), noWorker: false, answered: false };
   return globalThis[KEY];
 }
 
@@ -13,6 +16,7 @@ function startWorker(state) {
   state.url ??= URL.createObjectURL(new Blob([FXVIZ_WORKER_SOURCE], { type: "text/javascript" }));
   const worker = new Worker(state.url);
   worker.onmessage = (event) => {
+    state.answered = true;
     const { id, svg, error } = event.data;
     const job = state.pending.get(id);
     if (!job) return;
@@ -21,10 +25,16 @@ function startWorker(state) {
     error ? job.reject(new Error(error)) : job.resolve(svg);
   };
   worker.onerror = (event) => {
-    for (const job of state.pending.values()) job.reject(new Error(event.message || "layout worker failed"));
-    state.pending.clear();
     worker.terminate();
     state.worker = null;
+    const jobs = [...state.pending.values()];
+    state.pending.clear();
+    if (!state.answered) { // it never worked here: the page forbids workers
+      state.noWorker = true;
+      for (const job of jobs) { clearTimeout(job.timer); onMainThread(job.dot).then(job.resolve, job.reject); }
+      return;
+    }
+    for (const job of jobs) job.reject(new Error(event.message || "layout worker failed"));
   };
   return worker;
 }
@@ -34,13 +44,19 @@ async function onMainThread(dot) {
   return globalThis.__fxvizLayoutMain(dot);
 }
 
+// A Content-Security-Policy that forbids workers reports it here too (some browsers
+// throw from `new Worker`, others only report the violation and fire `error`).
+globalThis.document?.addEventListener?.("securitypolicyviolation", (event) => {
+  if (/^(worker|child|script)-src/.test(event.effectiveDirective ?? "") && String(event.blockedURI).startsWith("blob")) shared().noWorker = true;
+});
+
 export function layout(dot, { timeoutMs = 30000 } = {}) {
   const state = shared();
   if (!state.noWorker && !state.worker) {
     try {
       state.worker = startWorker(state);
     } catch {
-      state.noWorker = true; // e.g. a Content-Security-Policy without blob: workers
+      state.noWorker = true; // a browser that throws at once
     }
   }
   if (state.noWorker) return onMainThread(dot);
@@ -54,7 +70,7 @@ export function layout(dot, { timeoutMs = 30000 } = {}) {
       state.pending.clear();
       reject(new Error(`layout took longer than ${Math.round(timeoutMs / 1000)} s and was stopped`));
     }, timeoutMs);
-    state.pending.set(id, { resolve, reject, timer });
+    state.pending.set(id, { resolve, reject, timer, dot });
     state.worker.postMessage({ id, dot });
   });
 }

@@ -16,10 +16,12 @@ export const T = {
   renderMs: "render_ms",
   layoutTimeout: "layout_timeout_s",
   index: "index",
+  contract: "contract",
+  pressed: "pressed",
 };
 
 // fxviz.render._payload.PAYLOAD_VERSION: the page refuses data of another version.
-export const PAYLOAD_VERSION = 2;
+export const PAYLOAD_VERSION = 3;
 
 // Node states become CSS classes with this prefix (fxviz-current, fxviz-done...).
 export const STATE_PREFIX = "fxviz-";

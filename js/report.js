@@ -1,8 +1,8 @@
 // The offline HTML report: the notebook widget's front end, driven by recorded data
 // instead of a kernel. A small in-page model answers the widget's get/set/on/send, and
-// a replay moves a cursor through the recorded run. What each position looks like (node
-// states, status text, where "break on NaN/Inf" stops) was made in Python by the
-// Debugger's own rules (fxviz/render/_payload.py): the page only moves the cursor.
+// a replay moves a cursor through the recorded run. What each position looks like and
+// where each action goes from it were made in Python by the Debugger's own rules
+// (fxviz/render/_payload.py): the page only looks positions up.
 import { PAYLOAD_VERSION, T } from "./names.js";
 import widget from "./widget.js";
 
@@ -25,39 +25,29 @@ class PageModel {
   save_changes() {}
 }
 
+// The replay: a cursor over positions the Python Debugger produced. Where each action
+// goes from a position (`moves`), why "continue" stops there (`stop`, `nonfinite`) and what
+// the page shows (`states`, `status`) come from fxviz/render/_payload.py replay_payload;
+// the page keeps only the cursor, the person's breakpoints and the NaN/Inf toggle.
 class Replay {
   constructor(data, model) {
     this.model = model;
     this.rows = data.rows;
     this.inspectors = data.inspectors;
-    ({ order: this.order, steps: this.steps, breakpoints_suffix: this.suffix } = data.replay);
-    this.last = this.steps.length - 1; // the end, or the node that raised
-    this.pos = 0;
+    ({ order: this.order, steps: this.steps, breakpoints_suffix: this.suffix, start: this.start, positions: this.positions } = data.replay);
+    this.pos = this.start;
     this.reason = "start";
     this.breakpoints = new Set();
     this.breakNan = false;
-    // parameter fetches (made in Python, as Debugger(skip_fetches=True) sees them):
-    // stepped over like Debugger.step, unless a breakpoint names one
-    this.skip = new Set(data.replay.skip ?? []);
-    this.skipFetches();
-  }
-  skipFetches() {
-    while (this.pos < this.last && this.skip.has(this.order[this.pos]) && !this.breakpoints.has(this.order[this.pos])) this.pos += 1;
-  }
-  advance() {
-    if (this.pos >= this.last) return false;
-    this.pos += 1;
-    return true;
   }
   act(type) {
     const sel = this.model.get(T.selected);
-    if (type === "step") { this.skipFetches(); this.advance(); this.skipFetches(); this.reason = "step"; }
-    else if (type === "step10") { for (let i = 0; i < 10 && (this.skipFetches(), this.advance()); i++); this.skipFetches(); this.reason = "step"; }
-    else if (type === "back") { this.back(); this.reason = "back"; }
-    else if (type === "restart") { this.pos = 0; this.skipFetches(); this.reason = "start"; }
+    const moves = this.steps[this.pos].moves;
+    if (Object.hasOwn(moves, type)) { this.pos = moves[type]; this.reason = type === "back" ? "back" : "step"; }
+    else if (type === "restart") { this.pos = this.start; this.reason = "start"; }
     else if (type === "continue") this.continue_();
     else if (type === "run_to_selected" && sel && this.order.includes(sel)) {
-      this.pos = Math.min(this.order.indexOf(sel), this.last);
+      this.pos = Math.min(this.order.indexOf(sel), this.steps.length - 1);
       this.reason = `run_to ${sel}`;
     } else if (type === "toggle_breakpoint" && sel) {
       if (this.breakpoints.has(sel)) this.breakpoints.delete(sel);
@@ -65,24 +55,21 @@ class Replay {
     } else if (type === "break_nan") this.breakNan = !this.breakNan;
     this.publish();
   }
-  // The Debugger's back(): over fetches too, and never before the leading fetches.
-  back() {
-    this.pos = Math.max(0, this.pos - 1);
-    while (this.pos > 0 && this.skip.has(this.order[this.pos])) this.pos -= 1;
-    this.skipFetches();
-  }
-  // The Debugger's continue_: stop at an error, the end, after a NaN/Inf, before a breakpoint.
+  // The first later position where the Debugger's continue_ would stop: Python's own
+  // stops (error, end), a NaN/Inf when asked, or before a node with a breakpoint.
   continue_() {
-    while (this.advance()) {
-      const step = this.steps[this.pos];
-      if (step.error) { this.reason = "error"; return; }
-      if (this.pos >= this.order.length) { this.reason = "end"; return; }
-      if (this.breakNan && step.nonfinite) { this.reason = "nonfinite"; return; }
-      if (this.breakpoints.has(this.order[this.pos])) { this.reason = "breakpoint"; return; }
+    for (let p = this.pos + 1; p < this.steps.length; p++) {
+      const step = this.steps[p];
+      const reason = step.stop ?? (this.breakNan && step.nonfinite ? "nonfinite" : this.breakpoints.has(this.order[p]) ? "breakpoint" : null);
+      if (reason) { this.pos = p; this.reason = reason; return; }
     }
-    this.reason = "end";
   }
-  goto(pos) { this.pos = Math.max(0, Math.min(this.last, pos)); this.reason = "timeline"; this.publish(); }
+  // The scrubber's i-th position (positions on a parameter fetch are never visited).
+  goto(i) {
+    this.pos = this.positions[Math.max(0, Math.min(this.positions.length - 1, i))];
+    this.reason = "timeline";
+    this.publish();
+  }
   statesAt(pos) {
     const states = Object.create(null); // node names are user data: "__proto__" included
     for (let p = 0; p <= pos; p++) for (const [name, list] of Object.entries(this.steps[p].states)) states[name] = list;
@@ -91,12 +78,19 @@ class Replay {
   }
   publish() {
     const step = this.steps[this.pos];
-    const marks = [...this.breakpoints].map((b) => `at ${b}`).concat(this.breakNan ? ["nonfinite"] : []);
+    const nan = this.model.get(T.contract)?.texts?.nonfinite ?? "nonfinite";
+    const marks = [...this.breakpoints].map((b) => `at ${b}`).concat(this.breakNan ? [nan] : []);
+    const status = this.reason === "nonfinite" && step.nonfinite_status ? step.nonfinite_status : step.status.replace("{reason}", this.reason);
     this.model.set(T.states, this.statesAt(this.pos));
-    this.model.set(T.status, step.status.replace("{reason}", this.reason) + this.suffix.replace("{breakpoints}", marks.join(", ") || "none"));
+    this.model.set(T.status, status + this.suffix.replace("{breakpoints}", marks.join(", ") || "none"));
     this.model.set(T.rows, this.rows.slice(0, this.pos + (step.error ? 1 : 0)));
+    this.showPressed();
     this.showSelected();
-    this.onChange?.(this.pos);
+    this.onChange?.(this.positions.indexOf(this.pos));
+  }
+  showPressed() {
+    const sel = this.model.get(T.selected);
+    this.model.set(T.pressed, [...(this.breakNan ? ["break_nan"] : []), ...(sel && this.breakpoints.has(sel) ? ["toggle_breakpoint"] : [])]);
   }
   // The node the inspector opens on: the selection, else the node that made the replay stop
   // (after a NaN/Inf break, the one that produced it), else the next to run.
@@ -126,7 +120,7 @@ export function mountReport(el, data) {
     {
       [T.dot]: data.dot, [T.index]: data.index ?? [], [T.mode]: data.replay ? "debugger" : "graph", [T.selected]: "",
       [T.states]: data.node_states ?? {}, [T.units]: data.units, [T.inspector]: {}, [T.rows]: data.rows, [T.status]: data.status ?? "",
-      [T.error]: "", [T.renderMs]: 0, [T.layoutTimeout]: 60,
+      [T.error]: "", [T.renderMs]: 0, [T.layoutTimeout]: 60, [T.contract]: data.contract, [T.pressed]: [],
     },
     (message) => {
       if (message.type === "toggle_module") openBox(message.unit);
@@ -154,11 +148,15 @@ export function mountReport(el, data) {
     overviewButton.style.display = "none";
   });
   const inspectorOf = (name) => (Object.hasOwn(data.inspectors, name) ? data.inspectors[name] : {});
-  model.on(`change:${T.selected}`, () => (replay ? replay.showSelected() : model.set(T.inspector, inspectorOf(model.get(T.selected)))));
+  model.on(`change:${T.selected}`, () => {
+    if (!replay) { model.set(T.inspector, inspectorOf(model.get(T.selected))); return; }
+    replay.showPressed();
+    replay.showSelected();
+  });
   if (data.replay) {
     replay = new Replay(data, model);
     const slider = document.createElement("input");
-    Object.assign(slider, { type: "range", min: 0, max: replay.last, value: 0, className: "fxviz-timeline", title: "time travel through the recorded run" });
+    Object.assign(slider, { type: "range", min: 0, max: replay.positions.length - 1, value: 0, className: "fxviz-timeline", title: "time travel through the recorded run" });
     slider.addEventListener("input", () => replay.goto(Number(slider.value)));
     replay.onChange = (pos) => { slider.value = String(pos); };
     el.before(slider);

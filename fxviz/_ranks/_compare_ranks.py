@@ -25,7 +25,6 @@ from fxviz.errors import InputError, UnknownNodeError
 if TYPE_CHECKING:
     import pandas as pd
 
-    from fxviz.render._model import DrawGraph
 
 __all__ = ["RankCell", "RankComparison", "RankDivergence", "compare_ranks"]
 

@@ -2,11 +2,11 @@
 
 from fxviz._saved import load
 from fxviz._saved._load import READERS
-from fxviz._training._file import FORMAT, load_incident
+from fxviz._training._file import FORMAT, incident_fields
 from fxviz._training._incident import Call, Incident
 from fxviz._training._watch import Watch, watch
 from fxviz.errors import NonFiniteStep
 
-READERS[FORMAT] = load_incident  # fxviz.load(path) reads incident files too
+READERS[FORMAT] = lambda *file: Incident(**incident_fields(*file))  # fxviz.load reads .fxinc too
 
 __all__ = ["Call", "Incident", "NonFiniteStep", "Watch", "load", "watch"]

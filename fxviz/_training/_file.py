@@ -14,17 +14,19 @@ import json
 import os
 import pathlib
 import struct
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from fxviz._saved._values import Blocks, decode_value, encode_value
-from fxviz._training._incident import Incident
 from fxviz._training._replay import ModelCall
 from fxviz._training._state import Snapshot
 from fxviz.errors import RecordingFileError
 
-__all__ = ["FORMAT", "load_incident", "save_incident"]
+if TYPE_CHECKING:
+    from fxviz._training._incident import Incident
+
+__all__ = ["FORMAT", "incident_fields", "save_incident"]
 
 FORMAT = "fxviz.incident"
 VERSION = 1
@@ -80,10 +82,11 @@ def save_incident(incident: Incident, path: str | os.PathLike[str]) -> pathlib.P
     return path
 
 
-def load_incident(path: pathlib.Path, handle: Any, metadata: dict[str, str]) -> Incident:
-    """The :class:`Incident` in an open incident file (``fxviz.load`` calls this)."""
+def incident_fields(path: pathlib.Path, handle: Any, metadata: dict[str, str]) -> dict[str, Any]:
+    """The fields of the :class:`Incident` in an open incident file (``fxviz.load`` makes
+    it: ``fxviz._training`` registers the reader)."""
     version = metadata.get("version", "")
-    if not version.isdigit() or int(version) > VERSION:
+    if not (version.isascii() and version.isdigit()) or int(version) > VERSION:
         raise RecordingFileError(
             f"{path} was saved in incident format {version[:20]!r}, newer than this fxviz "
             f"reads (format {VERSION}): upgrade fxviz"
@@ -111,20 +114,20 @@ def load_incident(path: pathlib.Path, handle: Any, metadata: dict[str, str]) -> 
             for c in body["model_calls"]
         ]
         loss = body["loss"]
-        return Incident(
-            step=int(body["step"]),
-            what=str(body["what"]),
-            names=tuple(str(n) for n in body["names"]),
-            loss=float(loss) if loss is not None else None,
-            calls=[],
-            snapshot=Snapshot(
+        return {
+            "step": int(body["step"]),
+            "what": str(body["what"]),
+            "names": tuple(str(n) for n in body["names"]),
+            "loss": float(loss) if loss is not None else None,
+            "calls": [],
+            "snapshot": Snapshot(
                 value(body["params"]), value(body["buffers"]), value(body["optimizer"])
             ),
-            model=None,
-            optimizer=None,
-            train_step=None,
-            model_calls=calls,
-            optimizer_class=str(body["optimizer_class"]),
-        )
+            "model": None,
+            "optimizer": None,
+            "train_step": None,
+            "model_calls": calls,
+            "optimizer_class": str(body["optimizer_class"]),
+        }
     except (ValueError, KeyError, TypeError, RecursionError) as e:
         raise RecordingFileError(f"{path} is a corrupted incident file: {e}") from None

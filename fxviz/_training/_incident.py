@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from fxviz._record import Recording, record
+from fxviz._training._file import save_incident
 from fxviz._training._replay import ModelCall, record_step, updates_of
 from fxviz._training._state import Snapshot, eager_module, set_rng_state, take_snapshot
 from fxviz.errors import InputError
@@ -230,8 +231,6 @@ class Incident:
         another process, given a model of the same class.
 
         The step is replayed first when it was not yet (to learn the model's inputs)."""
-        from fxviz._training._file import save_incident
-
         if self.model_calls is None:
             self.replay()
         return save_incident(self, path)

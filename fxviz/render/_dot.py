@@ -18,10 +18,27 @@ from fxviz.render._model import DrawEdge, DrawGraph, DrawNode, dot_id
 from fxviz.render._overlays import Overlay, apply_overlays
 from fxviz.render._style import KIND_STYLES, html_label, palette_colour, tooltip_text
 
-__all__ = ["MAX_CLUSTER_CHILDREN", "render"]
+__all__ = ["KIND_LABELS", "MAX_CLUSTER_CHILDREN", "render", "shown_title"]
 
 MAX_CLUSTER_CHILDREN = 500  # larger groups are split so no single layout is huge
 _INPUT_KINDS = ("placeholder", "get_attr", "parameter", "buffer", "constant")
+
+# What each node kind is called in a legend: the DOT legend here and, through the page
+# contract (fxviz/render/_payload.py), the widget's and the report's HTML legends.
+KIND_LABELS: dict[str, str] = {
+    "placeholder": "input",
+    "output": "output",
+    "get_attr": "attribute",
+    "parameter": "parameter",
+    "buffer": "buffer",
+    "constant": "constant",
+    "call_function": "function",
+    "call_method": "method",
+    "call_module": "module call",
+    "module": "collapsed module",
+    "stub": "copy of a widely used input",
+    "collective": "collective",
+}
 _FONT = "Helvetica,Arial,sans-serif"
 _WIDE_MARGIN = "0.24,0.08"  # inches, for nodes drawn with a badge or a thick outline
 _BOX3D_MARGIN = "0.17,0.05"  # a module call's box: its 3-D edge overlaps the label's margin
@@ -150,6 +167,38 @@ def _edge_attrs(edge: DrawEdge, source: DrawNode | None, label: bool) -> dict[st
     return attrs
 
 
+# torch's internal spellings of the functions a person wrote, as the person wrote them
+_USER_PREFIXES = (
+    ("torch._C._nn.", "F."),
+    ("torch.nn.functional.", "F."),
+    ("torch._C._linalg.", "torch.linalg."),
+)
+
+
+def shown_title(n: DrawNode, modules: dict[str, str]) -> str:
+    """What a node's label calls it: the user's names, never torch's internals. A function
+    call that is all of its module (``torch._C._nn.linear`` inside an ``nn.Linear``) is
+    that module (``Linear(64→128)``); other internal spellings become what the user wrote
+    (``F.scaled_dot_product_attention``).
+
+    >>> from fxviz.render._model import DrawNode
+    >>> node = DrawNode("g0_linear", "g0_linear", "call_function", "torch._C._nn.linear", module="0")
+    >>> shown_title(node, {"0": "Linear(64→128)"}), shown_title(node, {})
+    ('Linear(64→128)', 'F.linear')
+    """
+    title = n.title
+    if n.kind != "call_function":
+        return title
+    label = modules.get(n.module, "") if n.module else ""
+    short = title.rsplit(".", 1)[-1].replace("_", "").lower()
+    if label and label.split("(", 1)[0].lower() == short:
+        return label
+    for internal, user in _USER_PREFIXES:
+        if title.startswith(internal):
+            return user + title.removeprefix(internal)
+    return title
+
+
 class _Statements:
     """Emits node statements (plain nodes, collapsed boxes, stubs) with their overlays."""
 
@@ -164,8 +213,8 @@ class _Statements:
     def node(self, graph: graphviz.Digraph, n: DrawNode) -> None:
         style, badges = apply_overlays(n, self.overlays)
         shape, base, fill = KIND_STYLES.get(n.kind, KIND_STYLES["call_function"])
-        title = n.title
-        bold = n.name if n.name != n.title else ""
+        title = shown_title(n, self.draw.modules)
+        bold = n.name if n.name != title else ""
         try:
             label = html_label(title, [*n.lines, *badges], bold=bold, limit=self.limit)
         except Exception:  # one bad label never blanks the graph
@@ -315,7 +364,7 @@ class _Tree:
         for kind, item in items:
             cluster = self.extra.get(item.id) if kind == "node" else None
             groups[cluster or ""].append((kind, item))
-        for cluster in sorted(groups):
+        for cluster in groups:  # in drawing order: a joint graph's forward pass first (left)
             if not cluster:
                 for kind, item in groups[cluster]:
                     (out.node if kind == "node" else out.box)(graph, item)
@@ -336,19 +385,6 @@ def _legend(dot: graphviz.Digraph, draw: DrawGraph, boxes: dict[str, Box]) -> No
     present = list(dict.fromkeys(n.kind for n in draw.nodes))
     if boxes:
         present.append("module")
-    names = {
-        "placeholder": "input",
-        "output": "output",
-        "get_attr": "attribute",
-        "parameter": "parameter",
-        "buffer": "buffer",
-        "constant": "constant",
-        "call_function": "function",
-        "call_method": "method",
-        "call_module": "module call",
-        "module": "collapsed module",
-        "collective": "collective",
-    }
     with _subgraph(dot, "cluster__legend") as legend:
         legend.attr(label="legend", fontsize="9", style="dotted", color="#aaaaaa")
         for kind in present:
@@ -357,7 +393,7 @@ def _legend(dot: graphviz.Digraph, draw: DrawGraph, boxes: dict[str, Box]) -> No
             shape, style, fill = KIND_STYLES[kind]
             legend.node(
                 f"fxviz:legend:{kind}",  # never a dot_id() result: no node merges into it
-                label=names.get(kind, kind),
+                label=KIND_LABELS.get(kind, kind),
                 shape=shape,
                 style=style,
                 fillcolor=fill or "#dddddd",

@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
+from collections.abc import Iterator
 from typing import Any
+
+import traitlets
 
 from fxviz._record import Debugger, has_nonfinite
 from fxviz.errors import FxvizError, first_line
 from fxviz.render._fold import Params
 from fxviz.render._inspect import inspector_data
-from fxviz.render._payload import BREAKPOINTS_SUFFIX, debugger_states, node_rows_page
-from fxviz.widgets._graph_view import TABLE_ROWS, GraphView
+from fxviz.render._payload import (
+    BREAKPOINTS_SUFFIX,
+    TABLE_ROWS,
+    breakpoint_names,
+    debugger_states,
+    node_rows_page,
+    nonfinite_status,
+)
+from fxviz.widgets._graph_view import GraphView
 
 __all__ = ["DebuggerApp"]
 
@@ -17,10 +29,12 @@ __all__ = ["DebuggerApp"]
 class DebuggerApp(GraphView):
     """Step a :class:`fxviz.Debugger` in the notebook: ``fxviz.debug(model, x)``.
 
-    Toolbar actions travel as messages (``step``, ``back``, ``step10``, ``continue``,
-    ``restart``, ``run_to_selected``, ``toggle_breakpoint``, ``break_nan``); the graph is
-    laid out once and node states change as CSS classes. Keys: ``n`` step, ``b`` back,
-    ``c`` continue, ``/`` search.
+    Toolbar actions travel as messages (the types of
+    :data:`fxviz.render._payload.TOOLBAR_ACTIONS`: ``step``, ``back``, ``step10``,
+    ``continue``, ``restart``, ``run_to_selected``, ``toggle_breakpoint``, ``break_nan``);
+    the graph is laid out once and node states change as CSS classes. Keys: ``n`` step,
+    ``b`` back, ``c`` continue, ``r`` restart, ``/`` search. ``pressed``: the toggles
+    that are on (``break_nan``; ``toggle_breakpoint`` when the selection has one).
 
     Examples:
         >>> import torch, fxviz
@@ -29,6 +43,8 @@ class DebuggerApp(GraphView):
         >>> app.status
         "stopped at '_0' (step) — 1/3 nodes · breakpoints: none"
     """
+
+    pressed = traitlets.List(traitlets.Unicode()).tag(sync=True)
 
     def __init__(
         self,
@@ -39,22 +55,17 @@ class DebuggerApp(GraphView):
         **kwargs: Any,
     ) -> None:
         self.debugger = debugger
-        super().__init__(_labelled(debugger), depth=depth, params=params, mode="debugger", **kwargs)
+        with torch_logs_kept() as logged:  # torch's own shape-pass log, never above the widget
+            drawn = _labelled(debugger)
+        super().__init__(drawn, depth=depth, params=params, mode="debugger", **kwargs)
+        self.torch_log = [r.getMessage() for r in logged]  # kept for whoever asks
+        if drawn is debugger.graph_module and logged and not self.error:
+            self.error = _no_shapes_note(logged)
         self._refresh()
 
     def handle(self, content: dict[str, Any]) -> None:
         """Act on one toolbar message; debugger errors go to the status line."""
-        dbg = self.debugger
-        actions = {
-            "step": lambda: dbg.step(),
-            "step10": lambda: dbg.step(10),
-            "back": lambda: dbg.back(),
-            "continue": dbg.continue_,
-            "restart": dbg.restart,
-            "run_to_selected": lambda: dbg.run_to(self._require_selection()),
-            "toggle_breakpoint": lambda: dbg.toggle_breakpoint(self._require_selection()),
-            "break_nan": self._toggle_nan_breakpoint,
-        }
+        actions = self.actions()
         kind = content.get("type")
         if kind not in actions:
             super().handle(content)
@@ -67,6 +78,20 @@ class DebuggerApp(GraphView):
         except KeyboardInterrupt:
             self.error = "interrupted"
         self._refresh()
+
+    def actions(self) -> dict[str, Any]:
+        """What each toolbar message type does (one for each of ``TOOLBAR_ACTIONS``)."""
+        dbg = self.debugger
+        return {
+            "step": lambda: dbg.step(),
+            "step10": lambda: dbg.step(10),
+            "back": lambda: dbg.back(),
+            "continue": dbg.continue_,
+            "restart": dbg.restart,
+            "run_to_selected": lambda: dbg.run_to(self._require_selection()),
+            "toggle_breakpoint": lambda: dbg.toggle_breakpoint(self._require_selection()),
+            "break_nan": self._toggle_nan_breakpoint,
+        }
 
     def _toggle_nan_breakpoint(self) -> None:
         if has_nonfinite.__name__ in self.debugger.breakpoints:
@@ -87,9 +112,13 @@ class DebuggerApp(GraphView):
         dbg = self.debugger
         recording = dbg.recording
         self.node_states = debugger_states(dbg)
-        breakpoints = ", ".join(dbg.breakpoints) or "none"
-        self.status = dbg.status + BREAKPOINTS_SUFFIX.format(breakpoints=breakpoints)
+        status = dbg.status
+        if dbg.stop_reason == has_nonfinite.__name__ and dbg.position:  # name the node that made it
+            status = nonfinite_status([n.name for n in dbg.graph.nodes], dbg.position)
+        breakpoints = breakpoint_names(dbg.breakpoints)
+        self.status = status + BREAKPOINTS_SUFFIX.format(breakpoints=breakpoints)
         self._show_rows(*node_rows_page(self._drawing, recording.records(), limit=TABLE_ROWS))
+        self._press()
         if self.selected:
             self._show(self.selected)
         elif (culprit := _stopped_after(dbg)) is not None:
@@ -99,6 +128,15 @@ class DebuggerApp(GraphView):
 
     def _on_select(self, change: Any) -> None:
         self._show(change["new"])
+        self._press()
+
+    def _press(self) -> None:
+        """Which toggles look pressed: what the debugger holds, never the page's guess."""
+        held = self.debugger.breakpoints
+        pressed = ["break_nan"] if has_nonfinite.__name__ in held else []
+        if self.selected and f"at {self.selected}" in held:
+            pressed.append("toggle_breakpoint")
+        self.pressed = pressed
 
     def _show(self, name: str) -> None:
         recording = self.debugger.recording
@@ -115,6 +153,59 @@ class DebuggerApp(GraphView):
 
     def __repr__(self) -> str:
         return f"<fxviz.DebuggerApp: {self.debugger.status}>"
+
+
+@contextlib.contextmanager
+def torch_logs_kept() -> Iterator[list[logging.LogRecord]]:
+    """Keep what torch logs (``torch.*`` loggers) while fxviz works on the user's behalf
+    in a list instead of printing it: a fake-tensor pass that fails logs a 19-line
+    traceback (``failed while attempting to run meta for aten.mm.default``) that is only
+    fxviz trying the cheapest way to label shapes.
+
+    >>> import logging
+    >>> with torch_logs_kept() as kept:
+    ...     logging.getLogger("torch._subclasses.fake_tensor").error("failed to run meta")
+    >>> [r.getMessage() for r in kept]
+    ['failed to run meta']
+    """
+    kept: list[logging.LogRecord] = []
+
+    class _Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            kept.append(record)
+
+    keep = _Keep()
+    names = [
+        "torch",
+        *(n for n in list(logging.Logger.manager.loggerDict) if n.startswith("torch.")),
+    ]
+    saved = []
+    for name in names:
+        logger = logging.getLogger(name)
+        if name == "torch" or logger.handlers or not logger.propagate:
+            saved.append((logger, logger.handlers[:], logger.propagate))
+            logger.handlers = [keep]
+            logger.propagate = False
+    try:
+        yield kept
+    finally:
+        for logger, handlers, propagate in saved:
+            logger.handlers = handlers
+            logger.propagate = propagate
+
+
+def _no_shapes_note(logged: list[logging.LogRecord]) -> str:
+    """One line for a graph drawn without shapes because torch's shape pass failed."""
+    reason = ""
+    for record in logged:
+        error = record.exc_info[1] if record.exc_info else None
+        if error is not None:
+            text = str(error).splitlines()[0].rstrip(".") if str(error) else type(error).__name__
+            reason = f" ({text})"
+    return (
+        "Output shapes are not shown: working them out before running failed"
+        f"{reason}. Step or continue to see which node fails and why."
+    )
 
 
 # Stop reasons that name where the cursor is, not a node that just ran.

@@ -12,12 +12,10 @@ from fxviz.render._api import Drawing, collector_paused
 from fxviz.render._collapse import BIG_GRAPH, cluster_path, unit_path
 from fxviz.render._fold import Params
 from fxviz.render._inspect import inspector_data
-from fxviz.render._payload import graph_payload, node_rows_page
+from fxviz.render._payload import TABLE_ROWS, graph_payload, node_rows_page, page_contract
 from fxviz.render._source import degrade
 
 __all__ = ["BIG_GRAPH", "TABLE_ROWS", "GraphView"]
-
-TABLE_ROWS = 1000  # rows the table shows (js/widget.js): 50,000 would freeze the page
 
 
 class GraphView(anywidget.AnyWidget):
@@ -38,6 +36,8 @@ class GraphView(anywidget.AnyWidget):
         inspector, rows, status, error: what the side panel, table, status line and error
             area show (the table: the first :data:`TABLE_ROWS` rows; ``rows_total``: how
             many there are). render_ms: the browser's last layout + paint time.
+        contract: what the page reads instead of restating Python
+            (:func:`fxviz.render._payload.page_contract`).
         index: ``[[name, target, module], ...]`` for every node: what search looks in.
             Empty until the browser asks (``{"type": "index"}``, on first use of search):
             at 50,000 nodes it is megabytes the first paint need not wait for.
@@ -64,9 +64,10 @@ class GraphView(anywidget.AnyWidget):
     node_states = traitlets.Dict().tag(sync=True)
     units = traitlets.Dict().tag(sync=True)
     units_delta = traitlets.Dict().tag(sync=True)
-    depth = traitlets.Int(None, allow_none=True).tag(sync=True)
-    expanded = traitlets.List(traitlets.Unicode()).tag(sync=True)
-    collapsed = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    # kept in Python: the browser sends messages (toggle_module...), never reads these
+    depth = traitlets.Int(None, allow_none=True)
+    expanded = traitlets.List(traitlets.Unicode())
+    collapsed = traitlets.List(traitlets.Unicode())
     inspector = traitlets.Dict().tag(sync=True)
     rows = traitlets.List().tag(sync=True)
     rows_total = traitlets.Int(0).tag(sync=True)
@@ -75,6 +76,7 @@ class GraphView(anywidget.AnyWidget):
     render_ms = traitlets.Float(0.0).tag(sync=True)
     layout_timeout_s = traitlets.Float(30.0).tag(sync=True)
     index = traitlets.List().tag(sync=True)
+    contract = traitlets.Dict(page_contract()).tag(sync=True)  # states, actions, limits...
 
     def __init__(
         self, obj: Any, *, depth: int | None = None, params: Params = "fold", **kwargs: Any

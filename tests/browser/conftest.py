@@ -32,7 +32,8 @@ FLAGS = [
     "--disable-dev-shm-usage",
 ]
 # Screenshots go to a git-ignored build folder; `make screenshots` copies them to assets/.
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "build" / "screenshots"
+REPO = Path(__file__).resolve().parents[2]
+SCREENSHOTS = REPO / "build" / "screenshots"
 
 
 def _free_port() -> int:
@@ -72,6 +73,8 @@ def _jupyter(root: Path, app: str) -> Iterator[str]:
         stderr=subprocess.STDOUT,
         env={  # settings (the theme a test picks) stay in the temporary folder
             **os.environ, "JUPYTER_PLATFORM_DIRS": "1",
+            # the kernel imports this checkout's fxviz, not whichever one the venv installed
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
             "JUPYTERLAB_SETTINGS_DIR": str(root.parent / f"{root.name}-settings"),
             "JUPYTERLAB_WORKSPACES_DIR": str(root.parent / f"{root.name}-workspaces"),
         },

@@ -53,7 +53,13 @@ def test_report_of_a_capture_shows_frames_and_breaks(browser, tmp_path):
 
         # the replay steps from the break marker into the next graph
         at_break = names.index("python0")
-        page.locator(".fxviz-timeline").fill(str(at_break))
+        slot = page.evaluate(  # the scrubber's positions skip parameter fetches
+            "at => JSON.parse(document.getElementById('fxviz-data').textContent)"
+            ".replay.positions.indexOf(at)",
+            at_break,
+        )
+        assert slot >= 0
+        page.locator(".fxviz-timeline").fill(str(slot))
         page.wait_for_function(f"{CURRENT} === 'python0'")
         page.locator("button[data-action=step]").click()
         page.wait_for_function(f"{CURRENT} === {names[at_break + 1]!r}")

@@ -38,8 +38,16 @@ def test_clicking_a_backward_node_marks_the_forward_node_it_differentiates(brows
     _node(page, "bw_threshold_backward").wait_for()
     before = _outline(page, "fw_relu")
     assert before["stroke"] != _PURPLE
+    forward = page.locator(".fxviz-graph g.cluster").filter(has_text="forward (").bounding_box()
+    backward = page.locator(".fxviz-graph g.cluster").filter(has_text="backward (").bounding_box()
+    assert forward["x"] < backward["x"]  # forward first: on the left
 
-    _node(page, "bw_threshold_backward").click()
+    search = page.locator(".fxviz-search")  # search reaches the backward pass too
+    search.fill("threshold_backward")
+    page.wait_for_function(
+        "document.querySelector('.fxviz-match-count')?.textContent === '1 match'"
+    )
+    search.press("Enter")  # selects it and brings it into view
     page.wait_for_function(
         "document.querySelector('.fxviz-inspector .fxviz-title')?.textContent"
         " === 'threshold_backward'"
@@ -104,4 +112,8 @@ def test_report_of_both_passes_renders_offline(offline, tmp_path):
     links = page.locator("table.fxviz-joint-links")
     assert links.is_visible()
     assert "threshold_backward" in links.inner_text()
+    page.locator(".fxviz-search").fill("primals_5")  # one name, a node in each pass
+    assert page.locator(".fxviz-match-count").inner_text() == "2 matches"
+    matched = page.locator(".fxviz-graph g.fxviz-match title").all_text_contents()
+    assert sorted(matched) == ["bw_primals_5", "fw_primals_5"]
     assert requests == []

@@ -128,6 +128,13 @@ def _open(page, path):
     page.wait_for_function("document.querySelector('.fxviz')?.dataset.opening")
 
 
+def _open_legend(page):
+    """Open the legend (closed by default, then as the person last left it)."""
+    if not page.locator(".fxviz-legend details").evaluate("d => d.open"):
+        page.locator(".fxviz-legend summary").click()
+    assert page.locator(".fxviz-legend details").evaluate("d => d.open")
+
+
 def test_a_cnn_opens_readable_with_every_label_inside_its_shape(offline, tmp_path):
     page, _ = offline
     torch.manual_seed(0)
@@ -144,6 +151,7 @@ def test_a_cnn_opens_readable_with_every_label_inside_its_shape(offline, tmp_pat
     assert box["y"] + box["height"] <= panel["y"] + panel["height"]
     legend = page.locator(".fxviz-legend")
     assert shown(legend)
+    _open_legend(page)
     assert "Conv2d(3→16" in legend.inner_text()
     status, toolbar = page.locator(".fxviz-status"), page.locator(".fxviz-buttons")
     assert abs(status.bounding_box()["y"] - toolbar.bounding_box()["y"]) < 40
@@ -206,11 +214,13 @@ def test_states_combine_on_one_node_and_the_legend_explains_them(offline, tmp_pa
     assert "drop-shadow" in style["filter"]  # selected
     assert shown(x.locator(".fxviz-marker-breakpoint"))  # breakpoint
     legend = page.locator(".fxviz-legend")
+    _open_legend(page)
     for words in ("next to run", "selected", "breakpoint", "raised", "NaN/Inf", "already ran"):
         assert words in legend.inner_text()
     assert all(shown(s) for s in legend.locator(".fxviz-legend-sample").all())
     page.locator(".fxviz-legend summary").click()  # collapsible
     assert not shown(legend.locator(".fxviz-legend-sample").first)
+    assert page.evaluate("localStorage.getItem('fxviz.legend.open')") == "0"  # remembered
 
 
 def test_a_nan_break_opens_the_inspector_on_the_node_that_made_it(offline, tmp_path):
@@ -230,11 +240,17 @@ def test_a_nan_break_opens_the_inspector_on_the_node_that_made_it(offline, tmp_p
     _open(page, path)
     for name in ("log", "mean", "output"):  # nothing has run: no node looks like NaN yet
         _looks_unmarked(node(page, name))
-    page.locator("button[data-action=break_nan]").click()
+    toggle = page.locator("button[data-action=break_nan]")
+    unpressed = toggle.evaluate("b => getComputedStyle(b).backgroundColor")
+    toggle.click()
+    assert toggle.get_attribute("aria-pressed") == "true"  # the toggle looks pressed
+    assert toggle.evaluate("b => getComputedStyle(b).backgroundColor") != unpressed
     page.locator("button[data-action=continue]").click()
-    page.wait_for_function(
-        "document.querySelector('.fxviz-status').textContent.includes('(nonfinite)')"
+    page.wait_for_function(  # names the node that produced it, in words
+        "document.querySelector('.fxviz-status').textContent"
+        ".startsWith(\"stopped after 'log' produced NaN/Inf\")"
     )
+    assert "breakpoints: NaN/Inf" in page.locator(".fxviz-status").inner_text()
     assert page.locator(".fxviz-inspector .fxviz-title").inner_text() == "log"
     log = node(page, "log")
     assert shown(log.locator(".fxviz-marker-nonfinite"))
@@ -314,6 +330,7 @@ def test_the_report_follows_the_systems_light_or_dark_setting(offline, tmp_path,
     _open(page, path)
     for _ in range(3):
         page.locator("button[data-action=step]").click()
+    _open_legend(page)
     node(page, "linear1").click()
     page.wait_for_function(
         "document.querySelector('.fxviz-inspector .fxviz-title')?.textContent === 'linear1'"

@@ -60,6 +60,13 @@ def test_replay_steps_over_parameter_fetches(browser, tmp_path):
         page.locator("button[data-action=back]").click()
         page.wait_for_function(f"{CURRENT} === {start!r}")
         assert f"stopped at {start!r}" in page.evaluate(STATUS)
+        # the scrubber never spends a position on a fetch: its first is the start
+        timeline = page.locator(".fxviz-timeline")
+        assert timeline.get_attribute("max") == str(len(nodes) - len(fetches))
+        timeline.fill("1")
+        page.wait_for_function(f"{CURRENT} === {ops[0]!r}")
+        timeline.fill("0")
+        page.wait_for_function(f"{CURRENT} === {start!r}")
     finally:
         page.close()
 

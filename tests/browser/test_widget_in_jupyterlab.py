@@ -86,11 +86,13 @@ def test_nan_breakpoint_and_collapsing_modules(browser, lab):
     assert page.locator(".fxviz-graph g.fx-module").count() == 3
     page.locator("button[data-action=break_nan]").click()
     page.wait_for_function(
-        "document.querySelector('.fxviz-status')?.textContent.includes('breakpoints: has_nonfinite')"
+        "document.querySelector('.fxviz-status')?.textContent.includes('breakpoints: NaN/Inf')"
     )
+    assert page.locator("button[data-action=break_nan]").get_attribute("aria-pressed") == "true"
     page.locator("button[data-action=continue]").click()
-    page.wait_for_function(
-        "document.querySelector('.fxviz-status')?.textContent.includes('(nonfinite)')"
+    page.wait_for_function(  # the node that produced the NaN, named, and NaN/Inf in words
+        "document.querySelector('.fxviz-status')?.textContent"
+        ".startsWith(\"stopped after 'log' produced NaN/Inf\")"
     )
     assert shown(page.locator(".fxviz-graph g.fxviz-nonfinite .fxviz-marker-nonfinite").first)
     page.wait_for_function(  # the inspector opens on the node that made the NaN
@@ -181,7 +183,7 @@ def test_notebook_02_debugger_reads_well_in_each_front_end_and_theme(browser, ju
     widget.locator("button[data-action=break_nan]").click()
     widget.locator("button[data-action=continue]").click()
     page.wait_for_function(
-        "document.querySelector('.fxviz-status')?.textContent.includes('(nonfinite)')"
+        "document.querySelector('.fxviz-status')?.textContent.includes('produced NaN/Inf')"
     )
     page.wait_for_function(
         "document.querySelector('.fxviz-inspector .fxviz-title')?.textContent === 'log'"

@@ -32,3 +32,20 @@ def test_the_build_config_stays_in_mjs_files():
     package = json.loads((ROOT / "package.json").read_text())
     assert "type" not in package
     assert package["scripts"]["build"] == "node js/build.mjs"
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="Node.js is not installed")
+def test_the_js_unit_tests_pass_under_node():
+    package = json.loads((ROOT / "package.json").read_text())
+    assert package["scripts"]["test"] == "node --test js/test/"
+    done = subprocess.run(
+        ["node", "--test", "js/test/"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "# fail 0" in done.stdout
+    assert "# pass 0" not in done.stdout  # the tests were found and ran

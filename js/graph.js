@@ -1,0 +1,141 @@
+// The graph panel: lays DOT out once per view, then only restyles node states, marks
+// search matches and moves the view. `ctx` is the widget (js/widget.js): its model, its
+// state (js/state.js), its elements and the page contract.
+import svgPanZoom from "svg-pan-zoom";
+import { layout } from "./layout.js";
+import { whenSized } from "./dom.js";
+import { fillLegend, markerFor } from "./legend.js";
+import { adoptGraph, currentName, isLatest, restyle, startLayout, unitOf, wantedStates } from "./state.js";
+import { T } from "./names.js";
+import { fitLabels, nodeBox, openingView, outlineOf, topmostNode } from "./view.js";
+
+export const MATCH = "fxviz-match";
+export const READABLE_ZOOM = 1.2; // px per SVG unit that makes 10 pt labels 12 px tall
+
+export const unit = (model, name) => unitOf(model.get(T.units), model.get(T.unitsDelta), name);
+
+export function currentTitle(model) {
+  const name = currentName(model.get(T.states));
+  return name === null ? null : unit(model, name);
+}
+
+export async function draw(ctx) {
+  const { model, state, els } = ctx;
+  const dot = model.get(T.dot);
+  if (!dot) return;
+  const run = startLayout(state);
+  const started = performance.now();
+  els.graph.querySelector(".fxviz-message")?.replaceChildren("laying out…");
+  let text;
+  try {
+    text = await layout(dot, { timeoutMs: 1000 * (model.get(T.layoutTimeout) || 30) });
+  } catch (error) {
+    if (!isLatest(state, run)) return;
+    ctx.showError(`${error.message}. Collapse modules (a smaller depth) to draw this graph.`);
+    els.graph.querySelector(".fxviz-message")?.replaceChildren("the layout failed (see above)");
+    ctx.send({ type: "layout_failed", message: error.message });
+    return;
+  }
+  if (!isLatest(state, run)) return; // a newer DOT arrived meanwhile
+  state.panZoom?.destroy();
+  ctx.minimap.show(null);
+  els.graph.innerHTML = text;
+  const svg = els.graph.querySelector("svg");
+  svg.removeAttribute("width");
+  svg.removeAttribute("height");
+  const byTitle = new Map();
+  for (const g of svg.querySelectorAll("g.node")) {
+    const title = g.querySelector("title")?.textContent;
+    if (title) byTitle.set(title, g);
+  }
+  adoptGraph(state, svg, byTitle);
+  // read before svg-pan-zoom takes the viewBox over
+  const [, , width, height] = (svg.getAttribute("viewBox") || "0 0 1 1").trim().split(/[\s,]+/).map(Number);
+  const elongated = !(Math.max(width / height, height / width) <= 12); // a hairline as an image
+  fitLabels(byTitle.values());
+  // svg-pan-zoom measures the panel: in a panel not laid out yet (an output JupyterLab
+  // or Notebook 7 has not shown, a theme switch re-laying the page) every size is 0
+  // and the zoom becomes NaN, hiding the graph for good. Open the view once it has a size.
+  whenSized(els.graph, () => { if (isLatest(state, run)) open(ctx, text, elongated); });
+  // time to the first frame showing the new graph, not just to its insertion
+  requestAnimationFrame(() => setTimeout(() => {
+    model.set(T.renderMs, performance.now() - started);
+    model.save_changes();
+    // the kernel holds the units back until the first view is on screen (megabytes at
+    // 50,000 nodes that the first paint need not wait for): ask for them now
+    if (!state.painted) { state.painted = true; ctx.send({ type: "painted" }); }
+  }, 0));
+}
+
+function open(ctx, text, elongated) {
+  const { model, state, els } = ctx;
+  state.panZoom = svgPanZoom(state.svg, {
+    zoomEnabled: true, controlIconsEnabled: false, fit: true, center: true, minZoom: 0.02, maxZoom: 5000,
+    dblClickZoomEnabled: false, onPan: () => ctx.minimap.update(), onZoom: () => ctx.minimap.update(),
+  });
+  const top = topmostNode(state.byTitle.values());
+  const opening = openingView(state.panZoom, state.svg, top);
+  els.root.dataset.opening = opening;
+  // an overview only where the graph does not fit: over a fitted graph it hides nodes
+  ctx.minimap.show(opening !== "fit" && state.byTitle.size > 150 && !elongated ? text : null);
+  const current = currentTitle(model);
+  if (opening === "top" && current && current !== top?.querySelector("title")?.textContent) focusOn(ctx, current, null);
+  fillLegend(els.legend, state.byTitle.values(), { withStates: ctx.debuggerMode(), contract: ctx.contract() });
+  ctx.updateMatches();
+  applyStates(ctx);
+  ctx.showError(model.get(T.error));
+}
+
+// Centre the view on a node (zoomed in to at least `zoom` px per unit when given),
+// unless `always` is false and it is already well inside the panel.
+export function focusOn(ctx, title, zoom, { always = true } = {}) {
+  const { state } = ctx;
+  const g = title && state.byTitle.get(title);
+  const panZoom = state.panZoom;
+  if (!g || !panZoom) return;
+  const sizes = panZoom.getSizes();
+  if (zoom) panZoom.zoom(Math.max(sizes.realZoom, zoom) / sizes.realZoom * panZoom.getZoom());
+  const s = panZoom.getSizes();
+  const box = nodeBox(state.svg, g);
+  const x = box.x + box.width / 2;
+  const y = box.y + box.height / 2;
+  const pan = panZoom.getPan();
+  const left = pan.x + box.x * s.realZoom, top = pan.y + box.y * s.realZoom;
+  const inside = left >= 0 && top >= 0 && left + box.width * s.realZoom <= s.width && top + box.height * s.realZoom <= s.height;
+  if (!always && inside) return;
+  panZoom.pan({ x: s.width / 2 - x * s.realZoom, y: s.height / 2 - y * s.realZoom });
+}
+
+// Node states as classes (and badges), changing only the nodes whose states changed.
+export function restyleNodes(ctx) {
+  const { model, state } = ctx;
+  if (!state.svg) return;
+  const wanted = wantedStates(model.get(T.states), model.get(T.selected), (name) => unit(model, name), (title) => state.byTitle.has(title));
+  const tag = ctx.contract().texts?.nonfinite_tag ?? "NaN";
+  for (const { title, add, remove, states } of restyle(state, wanted)) {
+    const g = state.byTitle.get(title);
+    g.classList.remove(...remove);
+    g.classList.add(...add);
+    for (const marker of state.markers.get(title) ?? []) marker.remove();
+    state.markers.delete(title);
+    for (const badge of ["breakpoint", "nonfinite"]) {
+      if (!states.has(badge)) continue;
+      const outline = outlineOf(g);
+      const marker = outline && markerFor(badge, outline.getBBox(), 1, tag);
+      if (!marker) continue;
+      (outline.parentNode || g).append(marker);
+      state.markers.set(title, [...(state.markers.get(title) ?? []), marker]);
+    }
+  }
+}
+
+export function applyStates(ctx) {
+  restyleNodes(ctx);
+  ctx.renderPanels();
+}
+
+export function markMatches(ctx) {
+  const { model, state } = ctx;
+  for (const g of state.byTitle.values()) g.classList.remove(MATCH);
+  for (const name of state.matches) state.byTitle.get(unit(model, name))?.classList.add(MATCH);
+}

@@ -1,0 +1,44 @@
+// The inspector: the selected node's fields, histogram, preview and error.
+import { h } from "./dom.js";
+
+const NS = "http://www.w3.org/2000/svg";
+
+export function renderInspector(box, info) {
+  box.replaceChildren();
+  if (!info || !info.name) {
+    box.append(h("div", { class: "fxviz-hint" }, "click a node to inspect it"));
+    return;
+  }
+  box.append(h("div", { class: "fxviz-title" }, info.name));
+  const dl = h("dl");
+  for (const [key, value] of info.fields || []) dl.append(h("dt", {}, key), h("dd", {}, String(value)));
+  box.append(dl);
+  if (info.histogram?.counts?.length) box.append(histogram(info.histogram));
+  if (info.preview) box.append(h("pre", { class: "fxviz-preview" }, info.preview));
+  if (info.error) box.append(h("pre", { class: "fxviz-node-error" }, info.error));
+}
+
+function histogram({ counts, low, high }) {
+  const width = 220, height = 48, top = Math.max(...counts, 1), bar = width / counts.length;
+  const chart = document.createElementNS(NS, "svg");
+  chart.setAttribute("class", "fxviz-histogram");
+  chart.setAttribute("viewBox", `0 0 ${width} ${height + 12}`);
+  counts.forEach((count, i) => {
+    const r = document.createElementNS(NS, "rect");
+    const barHeight = (count / top) * height;
+    r.setAttribute("x", i * bar);
+    r.setAttribute("y", height - barHeight);
+    r.setAttribute("width", Math.max(bar - 1, 1));
+    r.setAttribute("height", barHeight);
+    chart.append(r);
+  });
+  for (const [x, text, anchor] of [[0, low, "start"], [width, high, "end"]]) {
+    const t = document.createElementNS(NS, "text");
+    t.setAttribute("x", x);
+    t.setAttribute("y", height + 11);
+    t.setAttribute("text-anchor", anchor);
+    t.textContent = Number(text).toPrecision(3);
+    chart.append(t);
+  }
+  return chart;
+}
