@@ -30,6 +30,8 @@ from fxviz._capture import (
     is_user_file,
     traced_forward,
 )
+from fxviz._capture._eager import eager_is_compiling
+from fxviz._capture._state import restored_state
 from fxviz._torch_compat import positional_graph, thread_scoped_fx_patches
 from fxviz.errors import TraceError
 
@@ -120,7 +122,7 @@ def _capture(
 ) -> torch.fx.GraphModule:
     if method != "auto":
         try:
-            return _tagged(_CAPTURES[method](obj, *inputs, concrete_args), method)
+            return _tagged(_faithful(method, _CAPTURES[method], obj, inputs, concrete_args), method)
         except TraceError:
             raise
         except Exception as error:
@@ -130,10 +132,58 @@ def _capture(
     for name in order:
         capture = _dynamo_of_forward if name == "dynamo" else _CAPTURES[name]
         try:
-            return _tagged(capture(obj, *inputs, concrete_args), name)
+            return _tagged(_faithful(name, capture, obj, inputs, concrete_args), name)
         except Exception as error:
             failures.append((name, error))
     raise TraceError(_describe_failures(obj, failures, inputs)) from failures[-1][1]
+
+
+def _faithful(
+    method: str, capture: Callable[..., Any], obj: Any, inputs: Any, concrete_args: Any
+) -> torch.fx.GraphModule:
+    """Capture, then leave the model exactly as it was; refuse a graph that would not do
+    what ``obj(*args, **kwargs)`` does (the next method of ``auto`` is then tried)."""
+    if method == "symbolic":
+        _refuse_root_hooks(obj)
+    with restored_state(obj) as state:
+        gm = capture(obj, *inputs, concrete_args)
+        changes = state.changes()
+    # What the graph cannot hold: symbolic tracing ran the writes instead of recording
+    # them; an exported graph holds its tensor writes but no Python attribute.
+    refused = changes if method == "symbolic" else [c for c in changes if "in place" not in c]
+    if refused and method in ("symbolic", "export"):
+        raise TraceError(
+            f"{_name(obj)}.forward changes the model ({', '.join(refused)}): "
+            f"{_HOW[method]} would run that write while tracing instead of recording it, "
+            "so the graph would not do what a call does. Capture one run instead: "
+            "fxviz.trace(model, *args, method='dynamo') (or method='real')"
+        )
+    if refused:
+        gm.meta["fxviz_python_writes"] = refused
+    return gm
+
+
+def _refuse_root_hooks(obj: Any) -> None:
+    """``symbolic_trace`` traces ``forward``, not ``__call__``: the root's hooks never run."""
+    if not isinstance(obj, torch.nn.Module):
+        return
+    from torch.nn.modules import module as nn_module
+
+    hooks = [
+        kind
+        for kind, found in (
+            ("forward", obj._forward_hooks or nn_module._global_forward_hooks),
+            ("forward-pre", obj._forward_pre_hooks or nn_module._global_forward_pre_hooks),
+        )
+        if found
+    ]
+    if hooks:
+        raise TraceError(
+            f"{_name(obj)} has {' and '.join(hooks)} hooks of its own: symbolic tracing "
+            "traces forward and never runs them, so the graph would not give the model's "
+            "output. Pass example inputs (export, Dynamo and a real run call the model "
+            "with its hooks): fxviz.trace(model, x)"
+        )
 
 
 def _tagged(gm: torch.fx.GraphModule, method: str) -> torch.fx.GraphModule:
@@ -152,7 +202,12 @@ def _export(obj: Any, args: tuple, kwargs: dict, concrete_args: Any) -> torch.fx
         )
     module = obj if isinstance(obj, torch.nn.Module) else _FunctionModule(obj)
     # torch.export prints the partial graph to stderr when it fails: fxviz reports instead
-    with warnings.catch_warnings(), _quiet_torch_logs(), contextlib.redirect_stderr(io.StringIO()):
+    with (
+        warnings.catch_warnings(),
+        _quiet_torch_logs(),
+        contextlib.redirect_stderr(io.StringIO()),
+        eager_is_compiling(dynamo=False),
+    ):
         warnings.simplefilter("ignore")
         program = torch.export.export(module, tuple(args), kwargs or None)
     gm = program.module()

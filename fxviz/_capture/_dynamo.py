@@ -17,6 +17,7 @@ from typing import Any
 import torch
 import torch.fx
 
+from fxviz._capture._eager import eager_is_compiling
 from fxviz._capture._inputs import flatten_inputs
 from fxviz._capture._state import restored_state
 from fxviz._capture._stitch import Capture, GraphBreak, GraphCall, stitch
@@ -78,11 +79,13 @@ def capture_dynamo(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
     try:
         with (
             _quiet(),
-            restored_state(model),
+            restored_state(model) as state,
+            eager_is_compiling(dynamo=True),
             dynamo.config.patch(suppress_errors=False, verbose=False),
         ):
             compiled = dynamo.optimize(backend, nopython=False, guard_export_fn=keep_guards)(model)
             output = compiled(*args, **kwargs)
+            writes = state.writes()
     finally:
         dynamo.reset()
     return stitch(
@@ -96,6 +99,7 @@ def capture_dynamo(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
         breaks=lambda k: _break_after(k, calls, reasons, graphs),
         guards=guards,
         recompiles=recompiles,
+        writes=writes,
     )
 
 

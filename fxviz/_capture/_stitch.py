@@ -19,7 +19,7 @@ import torch
 import torch.fx
 
 from fxviz._capture._inputs import flatten_inputs
-from fxviz._capture._segments import PythonSegment, check_same_inputs
+from fxviz._capture._segments import PythonSegment, check_same_inputs, tensors_in
 from fxviz.errors import InputError
 
 __all__ = ["Capture", "GraphBreak", "GraphCall", "stitch"]
@@ -133,12 +133,15 @@ def stitch(
     breaks: Callable[[int], GraphBreak],
     guards: Sequence[str] = (),
     recompiles: Sequence[str] = (),
+    writes: Sequence[tuple[Any, str | None, str, Any]] = (),
 ) -> Capture:
     """Stitch the graph ``calls`` of one run into a :class:`Capture`.
 
     ``breaks(k)`` describes the Python after call ``k`` (``-1``: before the first call).
     Values are matched by identity: a tensor a graph takes that an input, a parameter or
     an earlier graph produced becomes an edge; anything else came from Python.
+    ``writes`` (``(module, registry, name, value)``): the attributes the run assigned,
+    which the ``python_return`` node assigns again, with this call's tensors.
     """
     builder = _Builder(model)
     placeholders = [builder.graph.placeholder(name) for name in names]
@@ -180,6 +183,15 @@ def stitch(
         previous = builder.inline(call, gm, inputs)
     tail_args = [*placeholders] if first_python else []
     tail_args += [n for n in previous if n not in tail_args]
+    # The output is rebuilt from the values this call computed, never the captured run's
+    # tensors (their autograd graph saw the model's state before it was restored).
+    replace: dict[int, int] = {}
+    for t in tensors_in([output, [value for *_, value in writes]]):
+        node = builder.lookup(t)
+        if node is not None and id(t) not in replace:
+            if node not in tail_args:
+                tail_args.append(node)
+            replace[id(t)] = tail_args.index(node)
     info = breaks(len(calls) - 1)
     tail = builder.graph.call_function(
         PythonSegment(
@@ -187,6 +199,8 @@ def stitch(
             output,
             expected=list(leaves) if first_python else None,
             fresh=False,
+            replace=replace,
+            writes=writes,
         ),
         tuple(tail_args),
     )
