@@ -158,9 +158,34 @@ def _faithful(
             "so the graph would not do what a call does. Capture one run instead: "
             "fxviz.trace(model, *args, method='dynamo') (or method='real')"
         )
-    if refused:
-        gm.meta["fxviz_python_writes"] = refused
+    if method == "symbolic":
+        _refuse_parameter_writes(gm, obj)
     return gm
+
+
+def _refuse_parameter_writes(gm: torch.fx.GraphModule, obj: Any) -> None:
+    """An in-place write to a parameter runs in eager only under ``torch.no_grad()``,
+    which symbolic tracing does not record: the graph would raise where the call did not."""
+    for node in gm.graph.nodes:
+        target = str(node.target)
+        writes = node.op == "call_method" and target.endswith("_") and not target.startswith("_")
+        first = node.args[0] if node.args else None
+        if not (writes and isinstance(first, torch.fx.Node) and first.op == "get_attr"):
+            continue
+        value = _attribute(gm, str(first.target))
+        if isinstance(value, torch.nn.Parameter) and value.requires_grad:
+            raise TraceError(
+                f"{_name(obj)}.forward writes the parameter {first.target} in place "
+                f"({target}): eager runs that only under torch.no_grad(), which symbolic "
+                "tracing does not record. Capture one run instead: "
+                "fxviz.trace(model, *args, method='dynamo') (or method='real')"
+            )
+
+
+def _attribute(obj: Any, path: str) -> Any:
+    for part in path.split("."):
+        obj = getattr(obj, part, None)
+    return obj
 
 
 def _refuse_root_hooks(obj: Any) -> None:

@@ -56,7 +56,7 @@ class ModelState:
 
     def changes(self) -> list[str]:
         """What differs from the snapshot: ``['steps (written in place)', 'count (set)']``."""
-        found = [f"{p} (written in place)" for p, t, v, _ in self.tensors if t._version != v]
+        found = [f"{p} (written in place)" for p, t, v, s in self.tensors if _written(t, v, s)]
         for path, module, attrs, registries in self.modules:
             prefix = f"{path}." if path else ""
             now = {k: v for k, v in vars(module).items() if k not in _REGISTRIES}
@@ -101,12 +101,28 @@ class ModelState:
                 ):
                     after.clear()
                     after.update(before)
-        changed = [(t, v, saved) for _, t, v, saved in self.tensors if t._version != v]
+        changed = [(t, v, saved) for _, t, v, saved in self.tensors if _written(t, v, saved)]
         with torch.no_grad():
             for t, _, saved in changed:
                 if t.shape == saved.shape:
                     t.copy_(saved)
         _set_versions([t for t, _, _ in changed], [v for _, v, _ in changed])
+
+
+def _written(t: torch.Tensor, version: int, saved: torch.Tensor) -> bool:
+    """Whether ``t`` was written since ``saved`` was taken. The version counter says so,
+    except for writes made under a tracing mode (``make_fx`` updates batch-norm
+    statistics without bumping it): the values are compared too."""
+    if t._version != version:
+        return True
+    if t.is_meta or t.shape != saved.shape or t.dtype != saved.dtype:
+        return t.shape != saved.shape
+    try:
+        return not torch.equal(
+            t.detach().view(-1).view(torch.uint8), saved.view(-1).view(torch.uint8)
+        )
+    except RuntimeError:  # a layout with no byte view
+        return not torch.equal(t, saved)
 
 
 def _same(a: Any, b: Any) -> bool:
