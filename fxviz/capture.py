@@ -94,6 +94,11 @@ def trace(
 
         return trace_joint(obj, *example_inputs)  # type: ignore[return-value]
     if isinstance(obj, torch.fx.GraphModule):
+        if not any(node.op == "output" for node in reversed(obj.graph.nodes)):
+            raise TraceError(
+                f"the graph of {type(obj).__name__} has no output node, so it returns "
+                "nothing to record: add one (gm.graph.output(node); gm.recompile())"
+            )
         return obj
     if isinstance(obj, torch.export.ExportedProgram):
         return obj.module()
