@@ -31,7 +31,7 @@ from fxviz._capture import (
     traced_forward,
 )
 from fxviz._capture._eager import eager_is_compiling
-from fxviz._capture._state import restored_state
+from fxviz._capture._state import attribute_writes, restored_state
 from fxviz._torch_compat import positional_graph, thread_scoped_fx_patches
 from fxviz.errors import TraceError
 
@@ -239,7 +239,14 @@ def _export(obj: Any, args: tuple, kwargs: dict, concrete_args: Any) -> torch.fx
         eager_is_compiling(dynamo=False),
     ):
         warnings.simplefilter("ignore")
-        program = torch.export.export(module, tuple(args), kwargs or None)
+        with attribute_writes(obj) as written:
+            program = torch.export.export(module, tuple(args), kwargs or None)
+    if written:
+        raise TraceError(
+            f"{_name(obj)}.forward sets {', '.join(sorted(set(written)))}: an exported "
+            "graph keeps the value it saw and never sets it. Capture one run instead: "
+            "fxviz.trace(model, *args, method='dynamo') (or method='real')"
+        )
     gm = program.module()
     if kwargs:
         positional_graph(gm)  # placeholders named after the keyword inputs

@@ -344,3 +344,37 @@ def test_python_attributes_set_in_forward_are_set_by_the_recorded_run():
     rec = fxviz.record(gm, x)
     assert model.calls == 1
     assert torch.equal(model.last, rec.output.relu())
+
+
+def test_export_refuses_a_python_counter_it_would_bake_in():
+    class Counts(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 3)
+            self.calls = 0
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.calls += 1
+            return self.lin(x) * self.calls
+
+    model = Counts()
+    with pytest.raises(TraceError, match="sets calls: an exported graph keeps the value"):
+        fxviz.trace(model, torch.randn(2, 3), method="export")
+    assert model.calls == 0
+
+
+def test_values_python_made_are_replayed_as_the_graph_was_given_them():
+    @torch.compiler.disable
+    def made_in_python(x: torch.Tensor) -> torch.Tensor:
+        return x.clone()
+
+    class WritesIt(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            z = made_in_python(x)
+            z.add_(x * 2)  # a graph writes, in place, what Python made
+            return z.relu()
+
+    x = torch.randn(5)
+    capture = fxviz.trace(WritesIt(), x, method="dynamo")
+    for _ in range(2):
+        assert torch.equal(fxviz.record(capture, x).output, (3 * x).relu())

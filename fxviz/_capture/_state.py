@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["MISSING", "ModelState", "restored_state"]
+__all__ = ["MISSING", "ModelState", "attribute_writes", "restored_state"]
 
 _REGISTRIES = ("_parameters", "_buffers", "_modules")
 MISSING: Any = object()  # an attribute that was not there
@@ -126,12 +126,16 @@ def _written(t: torch.Tensor, version: int, saved: torch.Tensor) -> bool:
 
 
 def _same(a: Any, b: Any) -> bool:
-    """Identity for objects; equality for plain values (an int bumped in place is new)."""
+    """The same object, or an equal plain value (torch.export puts equal copies of some
+    attributes back; a tensor compares by identity only)."""
     if a is b:
         return True
-    if isinstance(a, (int, float, str, bool, bytes, type(None))) and type(a) is type(b):
-        return a == b
-    return False
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor) or type(a) is not type(b):
+        return False
+    try:
+        return bool(a == b)
+    except Exception:  # containers of tensors, objects whose == raises
+        return False
 
 
 def _set_versions(tensors: list[torch.Tensor], versions: list[int]) -> None:
@@ -164,3 +168,36 @@ def restored_state(model: Any, state: ModelState | None = None) -> Iterator[Mode
         torch.random.set_rng_state(cpu)
         if cuda is not None:
             torch.cuda.set_rng_state_all(cuda)
+
+
+@contextlib.contextmanager
+def attribute_writes(model: Any) -> Iterator[list[str]]:
+    """Collect the plain attributes of ``model``'s modules that the block assigns a new
+    value to, even when something puts the old value back afterwards (``torch.export``
+    restores them, while its graph keeps the value it saw: ``self.count += 1`` is baked
+    in and never written)."""
+    found: list[str] = []
+    if not isinstance(model, torch.nn.Module):
+        yield found
+        return
+    paths = {id(m): p for p, m in model.named_modules()}
+    original = torch.nn.Module.__setattr__
+
+    def tracking(module: torch.nn.Module, name: str, value: Any) -> None:
+        path = paths.get(id(module))
+        if (
+            path is not None
+            and name not in module._parameters
+            and name not in module._buffers
+            and name not in module._modules
+            and not isinstance(value, (torch.Tensor, torch.nn.Module))
+            and not _same(vars(module).get(name, MISSING), value)
+        ):
+            found.append(f"{path}.{name}" if path else name)
+        original(module, name, value)
+
+    torch.nn.Module.__setattr__ = tracking  # type: ignore[method-assign]
+    try:
+        yield found
+    finally:
+        torch.nn.Module.__setattr__ = original  # type: ignore[method-assign]

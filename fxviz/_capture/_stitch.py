@@ -70,6 +70,9 @@ class GraphCall:
     inputs: Sequence[Any]
     outputs: Any
     prefix: str = ""
+    # Inputs Python made, as they were when the call began (by id): the graph may write
+    # them in place, and the capture must hand the next run what the graph was given.
+    before: dict[int, torch.Tensor] = dataclasses.field(default_factory=dict)
 
 
 class Capture(torch.fx.GraphModule):
@@ -166,7 +169,9 @@ def stitch(
             expected = list(leaves) if first_python else None
             args = [*placeholders] if first_python else []
             args += [n for n in previous if n not in args]
-            values = tuple(_fresh(v) for _, v in from_python)
+            values = tuple(
+                call.before[id(v)] if id(v) in call.before else _fresh(v) for _, v in from_python
+            )
             name = f"python{len(made_breaks)}"
             node = builder.graph.call_function(
                 PythonSegment(name, values, expected=expected), tuple(args)
@@ -216,7 +221,7 @@ def stitch(
     capture.guards = list(guards)
     capture.recompiles = list(recompiles)
     for call in capture.calls:  # the stitched graph holds what it needs: free the rest
-        call.inputs, call.outputs = (), None
+        call.inputs, call.outputs, call.before = (), None, {}
     capture.input_names = list(names)
     capture._signature = model
     capture._example = list(leaves)
