@@ -31,7 +31,7 @@ from fxviz._capture import (
     traced_forward,
 )
 from fxviz._capture._eager import eager_is_compiling
-from fxviz._capture._state import attribute_writes, restored_state
+from fxviz._capture._state import ModelState, attribute_writes, restored_state
 from fxviz._torch_compat import positional_graph, thread_scoped_fx_patches
 from fxviz.errors import TraceError
 
@@ -148,15 +148,18 @@ def _faithful(
 ) -> torch.fx.GraphModule:
     """Capture, then leave the model exactly as it was; refuse a graph that would not do
     what ``obj(*args, **kwargs)`` does (the next method of ``auto`` is then tried)."""
+    if method in ("dynamo", "real"):  # one run, whose state they restore themselves
+        return capture(obj, *inputs, concrete_args)
     if method == "symbolic":
         _refuse_root_hooks(obj)
-    with restored_state(obj) as state:
+    # Tracing runs no parameter for real: only the buffers' values are copied.
+    with restored_state(obj, ModelState(obj, parameters=False)) as state:
         gm = capture(obj, *inputs, concrete_args)
         changes = state.changes()
     # What the graph cannot hold: symbolic tracing ran the writes instead of recording
     # them; an exported graph holds its tensor writes but no Python attribute.
     refused = changes if method == "symbolic" else [c for c in changes if "in place" not in c]
-    if refused and method in ("symbolic", "export"):
+    if refused:
         raise TraceError(
             f"{_name(obj)}.forward changes the model ({', '.join(refused)}): "
             f"{_HOW[method]} would run that write while tracing instead of recording it, "

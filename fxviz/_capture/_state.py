@@ -36,9 +36,12 @@ class ModelState:
         []
     """
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, *, parameters: bool = True) -> None:
+        """``parameters=False``: parameters' values are not copied (a trace that never
+        runs them for real cannot write them): their writes are found by version and
+        reported, not undone."""
         self.modules: list[tuple[str, torch.nn.Module, dict[str, Any], dict[str, dict]]] = []
-        self.tensors: list[tuple[str, torch.Tensor, int, torch.Tensor]] = []
+        self.tensors: list[tuple[str, torch.Tensor, int, torch.Tensor | None]] = []
         if not isinstance(model, torch.nn.Module):
             return
         for path, module in model.named_modules(remove_duplicate=True):
@@ -47,12 +50,14 @@ class ModelState:
             attrs = {k: v for k, v in vars(module).items() if k not in _REGISTRIES}
             registries = {r: dict(getattr(module, r)) for r in _REGISTRIES}
             self.modules.append((path, module, attrs, registries))
+        buffers = {path for path, _ in model.named_buffers()}
         seen: set[int] = set()
         for path, t in [*model.named_parameters(), *model.named_buffers()]:
             if id(t) in seen:
                 continue
             seen.add(id(t))
-            self.tensors.append((path, t, t._version, t.detach().clone()))
+            copy = t.detach().clone() if parameters or path in buffers else None
+            self.tensors.append((path, t, t._version, copy))
 
     def changes(self) -> list[str]:
         """What differs from the snapshot: ``['steps (written in place)', 'count (set)']``."""
@@ -104,17 +109,19 @@ class ModelState:
         changed = [(t, v, saved) for _, t, v, saved in self.tensors if _written(t, v, saved)]
         with torch.no_grad():
             for t, _, saved in changed:
-                if t.shape == saved.shape:
+                if saved is not None and t.shape == saved.shape:
                     t.copy_(saved)
         _set_versions([t for t, _, _ in changed], [v for _, v, _ in changed])
 
 
-def _written(t: torch.Tensor, version: int, saved: torch.Tensor) -> bool:
+def _written(t: torch.Tensor, version: int, saved: torch.Tensor | None) -> bool:
     """Whether ``t`` was written since ``saved`` was taken. The version counter says so,
     except for writes made under a tracing mode (``make_fx`` updates batch-norm
     statistics without bumping it): the values are compared too."""
     if t._version != version:
         return True
+    if saved is None:
+        return False
     if t.is_meta or t.shape != saved.shape or t.dtype != saved.dtype:
         return t.shape != saved.shape
     try:
