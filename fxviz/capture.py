@@ -307,8 +307,10 @@ def _check_same_output(gm: Any, obj: Any, args: tuple, kwargs: dict) -> None:
     """An exported graph called with keyword inputs must still give the model's output."""
     from fxviz._capture._real import tensors_in
 
-    got = tensors_in(gm(*bind_inputs(gm, args, kwargs)))
-    want = tensors_in(obj(*args, **kwargs))
+    with restored_state(obj):  # both run for real: neither may change the model
+        got = tensors_in(gm(*bind_inputs(gm, args, kwargs)))
+    with restored_state(obj):
+        want = tensors_in(obj(*args, **kwargs))
     if len(got) != len(want) or not all(
         a.shape == b.shape and torch.equal(a, b) for a, b in zip(got, want, strict=True)
     ):
