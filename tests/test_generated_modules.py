@@ -219,7 +219,7 @@ def test_export_holds_or_refuses_and_never_changes_the_model(spec):
 
 
 @pytest.mark.exhaustive
-@settings(FAST, max_examples=600)
+@settings(FAST, max_examples=2000)
 @given(
     specs(max_steps=10),
     st.sampled_from(["auto", "symbolic", "export", "dynamo", "real"]),
