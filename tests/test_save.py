@@ -373,6 +373,8 @@ def _load_error(path):
 
 def test_a_nul_in_the_path_is_a_clear_error(tmp_path):
     assert "contains a NUL character" in _load_error(f"{tmp_path}/a\0b.fxrec")
+    with pytest.raises(fxviz.RecordingFileError, match="contains a NUL character"):
+        _recording().save(f"{tmp_path}/a\0b.fxrec")
 
 
 @pytest.mark.parametrize("version", ["¹", "٣", "1.0", " 1", "", "-1"])

@@ -30,6 +30,7 @@ import torch
 from fxviz._record._records import NodeRecord, Recording
 from fxviz._saved._graph import drawing_to_json
 from fxviz._saved._values import Blocks, encode_value
+from fxviz.errors import RecordingFileError
 
 __all__ = ["FORMAT", "SUFFIX", "VERSION", "save"]
 
@@ -57,6 +58,8 @@ def save(
     from fxviz.render._api import draw
 
     path = pathlib.Path(path)
+    if "\0" in str(path):
+        raise RecordingFileError(f"invalid path {str(path)!r}: it contains a NUL character")
     blocks = Blocks()
     records = [_record_json(r, blocks if values else None) for r in recording.values()]
     body = {
