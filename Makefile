@@ -34,7 +34,7 @@ test: $(STAMP) $(BUNDLE)
 
 # Generated-graph tests with thousands of examples (the default run has a few hundred).
 test-slow: $(STAMP) $(BUNDLE)
-	$(BIN)/python -m pytest -m exhaustive tests/test_generated_graphs.py
+	$(BIN)/python -m pytest -m exhaustive tests/test_generated_graphs.py tests/test_generated_modules.py
 
 screenshots: $(STAMP) $(BUNDLE)
 	$(BIN)/python -m pytest -m browser tests/browser

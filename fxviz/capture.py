@@ -34,6 +34,8 @@ from fxviz._capture import (
 )
 from fxviz._capture._real import tensors_in
 from fxviz._capture._subject import traceable
+from fxviz._capture._eager import eager_is_compiling
+from fxviz._capture._state import ModelState, attribute_writes, restored_state
 from fxviz._torch_compat import positional_graph, thread_scoped_fx_patches
 from fxviz.errors import TraceError
 
@@ -100,6 +102,11 @@ def trace(
         model = trace(obj, *example_inputs)
         return trace_joint(obj, model, *example_inputs)  # type: ignore[return-value]
     if isinstance(obj, torch.fx.GraphModule):
+        if not any(node.op == "output" for node in reversed(obj.graph.nodes)):
+            raise TraceError(
+                f"the graph of {type(obj).__name__} has no output node, so it returns "
+                "nothing to record: add one (gm.graph.output(node); gm.recompile())"
+            )
         return obj
     if isinstance(obj, torch.export.ExportedProgram):
         return obj.module()
@@ -128,7 +135,7 @@ def _capture(
 ) -> torch.fx.GraphModule:
     if method != "auto":
         try:
-            return _tagged(_CAPTURES[method](obj, *inputs, concrete_args), method)
+            return _tagged(_faithful(method, _CAPTURES[method], obj, inputs, concrete_args), method)
         except TraceError:
             raise
         except Exception as error:
@@ -138,10 +145,86 @@ def _capture(
     for name in order:
         capture = _dynamo_of_forward if name == "dynamo" else _CAPTURES[name]
         try:
-            return _tagged(capture(obj, *inputs, concrete_args), name)
+            return _tagged(_faithful(name, capture, obj, inputs, concrete_args), name)
         except Exception as error:
             failures.append((name, error))
     raise TraceError(_describe_failures(obj, failures, inputs)) from failures[-1][1]
+
+
+def _faithful(
+    method: str, capture: Callable[..., Any], obj: Any, inputs: Any, concrete_args: Any
+) -> torch.fx.GraphModule:
+    """Capture, then leave the model exactly as it was; refuse a graph that would not do
+    what ``obj(*args, **kwargs)`` does (the next method of ``auto`` is then tried)."""
+    if method in ("dynamo", "real"):  # one run, whose state they restore themselves
+        return capture(obj, *inputs, concrete_args)
+    if method == "symbolic":
+        _refuse_root_hooks(obj)
+    # Tracing runs no parameter for real: only the buffers' values are copied.
+    with restored_state(obj, ModelState(obj, parameters=False)) as state:
+        gm = capture(obj, *inputs, concrete_args)
+        changes = state.changes()
+    # What the graph cannot hold: symbolic tracing ran the writes instead of recording
+    # them; an exported graph holds its tensor writes but no Python attribute.
+    refused = changes if method == "symbolic" else [c for c in changes if "in place" not in c]
+    if refused:
+        raise TraceError(
+            f"{_name(obj)}.forward changes the model ({', '.join(refused)}): "
+            f"{_HOW[method]} would run that write while tracing instead of recording it, "
+            "so the graph would not do what a call does. Capture one run instead: "
+            "fxviz.trace(model, *args, method='dynamo') (or method='real')"
+        )
+    if method == "symbolic":
+        _refuse_parameter_writes(gm, obj)
+    return gm
+
+
+def _refuse_parameter_writes(gm: torch.fx.GraphModule, obj: Any) -> None:
+    """An in-place write to a parameter runs in eager only under ``torch.no_grad()``,
+    which symbolic tracing does not record: the graph would raise where the call did not."""
+    for node in gm.graph.nodes:
+        target = str(node.target)
+        writes = node.op == "call_method" and target.endswith("_") and not target.startswith("_")
+        first = node.args[0] if node.args else None
+        if not (writes and isinstance(first, torch.fx.Node) and first.op == "get_attr"):
+            continue
+        value = _attribute(gm, str(first.target))
+        if isinstance(value, torch.nn.Parameter) and value.requires_grad:
+            raise TraceError(
+                f"{_name(obj)}.forward writes the parameter {first.target} in place "
+                f"({target}): eager runs that only under torch.no_grad(), which symbolic "
+                "tracing does not record. Capture one run instead: "
+                "fxviz.trace(model, *args, method='dynamo') (or method='real')"
+            )
+
+
+def _attribute(obj: Any, path: str) -> Any:
+    for part in path.split("."):
+        obj = getattr(obj, part, None)
+    return obj
+
+
+def _refuse_root_hooks(obj: Any) -> None:
+    """``symbolic_trace`` traces ``forward``, not ``__call__``: the root's hooks never run."""
+    if not isinstance(obj, torch.nn.Module):
+        return
+    from torch.nn.modules import module as nn_module
+
+    hooks = [
+        kind
+        for kind, found in (
+            ("forward", obj._forward_hooks or nn_module._global_forward_hooks),
+            ("forward-pre", obj._forward_pre_hooks or nn_module._global_forward_pre_hooks),
+        )
+        if found
+    ]
+    if hooks:
+        raise TraceError(
+            f"{_name(obj)} has {' and '.join(hooks)} hooks of its own: symbolic tracing "
+            "traces forward and never runs them, so the graph would not give the model's "
+            "output. Pass example inputs (export, Dynamo and a real run call the model "
+            "with its hooks): fxviz.trace(model, x)"
+        )
 
 
 def _tagged(gm: torch.fx.GraphModule, method: str) -> torch.fx.GraphModule:
@@ -160,9 +243,21 @@ def _export(obj: Any, args: tuple, kwargs: dict, concrete_args: Any) -> torch.fx
         )
     module = obj if isinstance(obj, torch.nn.Module) else _FunctionModule(obj)
     # torch.export prints the partial graph to stderr when it fails: fxviz reports instead
-    with warnings.catch_warnings(), _quiet_torch_logs(), contextlib.redirect_stderr(io.StringIO()):
+    with (
+        warnings.catch_warnings(),
+        _quiet_torch_logs(),
+        contextlib.redirect_stderr(io.StringIO()),
+        eager_is_compiling(dynamo=False),
+    ):
         warnings.simplefilter("ignore")
-        program = torch.export.export(module, tuple(args), kwargs or None)
+        with attribute_writes(obj) as written:
+            program = torch.export.export(module, tuple(args), kwargs or None)
+    if written:
+        raise TraceError(
+            f"{_name(obj)}.forward sets {', '.join(sorted(set(written)))}: an exported "
+            "graph keeps the value it saw and never sets it. Capture one run instead: "
+            "fxviz.trace(model, *args, method='dynamo') (or method='real')"
+        )
     gm = program.module()
     if kwargs:
         positional_graph(gm)  # placeholders named after the keyword inputs
@@ -218,8 +313,10 @@ def _need_inputs(method: str, obj: Any, args: tuple, kwargs: dict) -> None:
 
 def _check_same_output(gm: Any, obj: Any, args: tuple, kwargs: dict) -> None:
     """An exported graph called with keyword inputs must still give the model's output."""
-    got = tensors_in(gm(*bind_inputs(gm, args, kwargs)))
-    want = tensors_in(obj(*args, **kwargs))
+    with restored_state(obj):  # both run for real: neither may change the model
+        got = tensors_in(gm(*bind_inputs(gm, args, kwargs)))
+    with restored_state(obj):
+        want = tensors_in(obj(*args, **kwargs))
     if len(got) != len(want) or not all(
         a.shape == b.shape and torch.equal(a, b) for a, b in zip(got, want, strict=True)
     ):

@@ -2,7 +2,10 @@
 
 Every failure is one ``fxviz: error: ...`` line on stderr (the message's further lines
 indented under it, then a hint), never a traceback unless ``--debug`` asks for one. Exit
-codes: 0 done, 1 the model failed (or fxviz did), 2 bad usage or input, 130 Ctrl-C.
+codes: 0 done, 1 the model failed (or fxviz did), 2 bad usage or input, 130 Ctrl-C, 141
+the reader of the output went away (``| head``). A failing node is one line (node, op,
+error) and a hint; ``--debug`` adds its inputs, what to do and the traceback. ``-o``
+never replaces a file without ``--force`` and never writes through a symbolic link.
 ``--help`` and usage errors answer without importing torch.
 """
 
@@ -34,6 +37,8 @@ _INPUT_HELP = (
 )
 _DEBUG_HELP = "on an error, show the Python traceback too"
 _DEBUG_HINT = "hint: add --debug to see the Python traceback"
+_NODE_HINT = "(add --debug for the node's inputs and the Python traceback)"
+_FORCE_HELP = "replace the output file if it exists"
 
 
 class UsageError(Exception):
@@ -69,6 +74,7 @@ def _parser() -> argparse.ArgumentParser:
         help="record the built-in example (TwoLayerNet), print its table, write a replay report",
     )
     demo.add_argument("-o", "--output", default="fxviz-demo.html", help="the report to write")
+    demo.add_argument("--force", action="store_true", help=_FORCE_HELP)
     shapes = commands.add_parser(
         "shapes",
         parents=[common],
@@ -100,8 +106,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     rep.add_argument("target", metavar="TARGET", help=_TARGET_HELP)
     rep.add_argument("--input", "-i", action="append", default=[], metavar="SPEC", help=_INPUT_HELP)
-    rep.add_argument("--mode", choices=("real", "fake", "meta"), default="real")
+    # default None: a saved recording (TARGET.fxrec) refuses a --mode it would ignore
+    rep.add_argument("--mode", choices=("real", "fake", "meta"), default=None)
     rep.add_argument("-o", "--output", default="fxviz-report.html", help="the HTML file to write")
+    rep.add_argument("--force", action="store_true", help=_FORCE_HELP)
     _add_compare(commands)
     _add_compare_ranks(commands)
     return parser
@@ -118,6 +126,7 @@ def _add_compare_ranks(commands: argparse._SubParsersAction) -> None:
     )
     ranks.add_argument("files", metavar="FILES", nargs="+", help="one .fxrec file a rank")
     ranks.add_argument("-o", "--output", default="fxviz-ranks.html", help="the HTML file to write")
+    ranks.add_argument("--force", action="store_true", help=_FORCE_HELP)
     ranks.add_argument("--reference", metavar="FILE", help="a single-process run (.fxrec)")
     ranks.add_argument("--backward", action="store_true", help="compare the saved gradients")
     ranks.add_argument("--metric", choices=("exact", "sqnr", "allclose"), default=None)
@@ -136,21 +145,37 @@ def _add_compare(commands: argparse._SubParsersAction) -> None:
     cmp.add_argument("a", metavar="A", help="the reference run (a .fxrec file)")
     cmp.add_argument("b", metavar="B", help="the run to check against it (a .fxrec file)")
     cmp.add_argument("-o", "--output", default="fxviz-compare.html", help="the HTML file to write")
+    cmp.add_argument("--force", action="store_true", help=_FORCE_HELP)
     cmp.add_argument("--metric", choices=("sqnr", "allclose", "cosine"), default="sqnr")
-    cmp.add_argument("--sqnr-db", type=float, default=30.0, help="SQNR floor in dB (default 30)")
-    cmp.add_argument("--min-cosine", type=float, default=0.999, help="with --metric cosine")
-    cmp.add_argument("--rtol", type=float, default=1e-5, help="with --metric allclose")
-    cmp.add_argument("--atol", type=float, default=1e-6, help="with --metric allclose")
+    # defaults None: a threshold of another metric is refused, not silently ignored
+    cmp.add_argument("--sqnr-db", type=float, default=None, help="SQNR floor in dB (default 30)")
+    cmp.add_argument("--min-cosine", type=float, default=None, help="with --metric cosine (0.999)")
+    cmp.add_argument("--rtol", type=float, default=None, help="with --metric allclose (1e-5)")
+    cmp.add_argument("--atol", type=float, default=None, help="with --metric allclose (1e-6)")
 
 
 def _run_compare(args: argparse.Namespace) -> int:
     from fxviz._compare._commands import run_compare
     from fxviz._report import report
 
+    for option, value, metric in (
+        ("--sqnr-db", args.sqnr_db, "sqnr"),
+        ("--min-cosine", args.min_cosine, "cosine"),
+        ("--rtol", args.rtol, "allclose"),
+        ("--atol", args.atol, "allclose"),
+    ):
+        if value is not None and args.metric != metric:
+            raise UsageError(
+                f"{option} applies to --metric {metric}, not --metric {args.metric}",
+                "fxviz compare",
+            )
     return run_compare(
-        args.a, args.b, args.output,
-        metric=args.metric, sqnr_db=args.sqnr_db, rtol=args.rtol, atol=args.atol,
-        min_cosine=args.min_cosine, report=report,
+        args.a, args.b, args.output, metric=args.metric,
+        sqnr_db=30.0 if args.sqnr_db is None else args.sqnr_db,
+        min_cosine=0.999 if args.min_cosine is None else args.min_cosine,
+        rtol=1e-5 if args.rtol is None else args.rtol,
+        atol=1e-6 if args.atol is None else args.atol,
+        report=report,
     )  # fmt: skip
 
 
@@ -169,19 +194,53 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("fxviz: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        return _reader_left()
+    except NodeError as e:  # one line (node, op, error); the rest with --debug
+        message = str(e).strip() or type(e).__name__
+        if debug:
+            _print_error(message, error=e)
+        else:
+            _print_error(message.splitlines()[0], hint=_node_hint(message))
+        return 1
     except FxvizError as e:
         _print_error(str(e) or type(e).__name__, error=e if debug else None, hint=_hint(e, debug))
-        return 1 if isinstance(e, NodeError) else 2
+        return 2
     except Exception as e:  # a bug, in fxviz or in a library: still one line, code 1
         message = f"unexpected {type(e).__name__}: {e}"
         _print_error(message, error=e if debug else None, hint=None if debug else _DEBUG_HINT)
         return 1
 
 
+def _node_hint(message: str) -> str:
+    """The error's own "What to do", on one line, and where the rest is."""
+    _, found, what = message.partition("What to do:")
+    what = " ".join(what.replace(" above", "").split())
+    return f"hint: {what} {_NODE_HINT}" if found and what else f"hint: {_NODE_HINT[1:-1]}"
+
+
+def _reader_left() -> int:
+    """The reader of stdout went away (``fxviz shapes ... | head``): stop quietly, as a
+    Unix tool killed by SIGPIPE does (exit code 141), with no error of Python's at exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is not a file (a test's capture)
+        pass
+    return 141
+
+
 def _run(args: argparse.Namespace) -> int:
     """Check what can be checked without torch, then import and run the command."""
     if getattr(args, "output", None) is not None:
-        _check_output(args.output, f"fxviz {args.command}")
+        _check_output(args.output, f"fxviz {args.command}", force=args.force)
+    if args.command == "report" and args.target.endswith(".fxrec") and (args.input or args.mode):
+        given = "--input" if args.input else "--mode"
+        raise UsageError(
+            f"{given} does not apply to a saved recording: {args.target} is reported as it "
+            "was recorded (to record again, give the model as TARGET)",
+            "fxviz report",
+        )
     if args.command == "demo":
         from fxviz._demo import run_demo
 
@@ -209,13 +268,20 @@ def _run(args: argparse.Namespace) -> int:
         return run_saved_report(args.target, args.output, report=report)
     from fxviz._commands import run_report
 
-    return run_report(args.target, args.input, args.mode, args.output)
+    return run_report(args.target, args.input, args.mode or "real", args.output)
 
 
-def _check_output(output: str, prog: str) -> None:
-    """Refuse an output path that cannot be written, before any work is done."""
+def _check_output(output: str, prog: str, *, force: bool = False) -> None:
+    """Refuse an output path that cannot (or must not) be written, before any work."""
     folder = os.path.dirname(output) or "."
-    if os.path.isdir(output):
+    if not output.strip() or "\0" in output:
+        why = f"-o {output!r} is not a file name: name the file to write, such as report.html"
+    elif os.path.islink(output):
+        why = (
+            f"-o {output} is a symbolic link (to {os.readlink(output)}): fxviz does not "
+            "write through links; name the file itself"
+        )
+    elif os.path.isdir(output):
         why = f"-o {output} is a folder: name a file such as {os.path.join(output, 'report.html')}"
     elif not os.path.isdir(folder):
         why = f"-o {output}: the folder {folder} does not exist (create it first)"
@@ -223,6 +289,10 @@ def _check_output(output: str, prog: str) -> None:
         os.path.exists(output) and not os.access(output, os.W_OK)
     ):
         why = f"-o {output}: cannot write there (permission denied)"
+    elif os.path.lexists(output) and not force:
+        why = f"-o {output} exists: add --force to replace it, or name another file"
+    elif os.path.lexists(output) and not os.path.isfile(output):
+        why = f"-o {output} is not a regular file (a FIFO or a device): name a file"
     else:
         return
     raise UsageError(why, prog)

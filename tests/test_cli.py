@@ -80,6 +80,13 @@ def test_shapes_errors_are_one_clear_line_with_exit_codes(capsys):
     assert main(["shapes", "fxviz.examples:TwoLayerNet", "-i", "randn(2,999)"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("fxviz: error: node 'linear1' (call_module linear1")
+    first, hint = err.splitlines()  # one line, then the hint; the rest with --debug
+    assert "2x999" in first
+    assert hint.startswith("  hint: fix the shapes or dtypes")
+    assert hint.endswith("(add --debug for the node's inputs and the Python traceback)")
+    assert main(["--debug", "shapes", "fxviz.examples:TwoLayerNet", "-i", "randn(2,999)"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" in err
     assert "x: float32[2, 999]" in err
     assert main(["shapes", "fxviz.examples:TwoLayerNet", "-i", "__import__('os')"]) == 2
     assert "unknown function '__import__'" in capsys.readouterr().err
@@ -291,3 +298,80 @@ def test_help_and_usage_errors_do_not_import_torch(tmp_path, args, code):
     assert done.stdout.splitlines()[-1] == f"torch not imported {code}", done.stderr
     if code == 2:
         assert done.stderr.startswith("fxviz: error: ")
+
+
+# --- every option has an effect or is refused; one table, so a new option gets a row ---
+
+_SAVED = "SAVED"  # replaced by a saved recording's path
+_EXISTING = "EXISTING"  # replaced by a file that exists
+_LINK = "LINK"  # replaced by a symbolic link
+
+
+@pytest.mark.parametrize(
+    ("args", "why"),
+    [
+        (["report", _SAVED, "--input", "randn(2)"], "--input does not apply to a saved recording"),
+        (["report", _SAVED, "--mode", "fake"], "--mode does not apply to a saved recording"),
+        (["report", TWO_LAYER, "-i", "randn(2,1000)", "-o", ""], "is not a file name"),
+        (["report", TWO_LAYER, "-i", "randn(2,1000)", "-o", " "], "is not a file name"),
+        (["report", TWO_LAYER, "-i", "randn(2,1000)", "-o", _EXISTING], "add --force"),
+        (["demo", "-o", _EXISTING], "add --force"),
+        (["report", TWO_LAYER, "-i", "randn(2,1000)", "-o", _LINK], "symbolic link"),
+        (["report", TWO_LAYER, "-i", "randn(2,1000)", "-o", _LINK, "--force"], "symbolic link"),
+        (["compare", _SAVED, _SAVED, "-o", _EXISTING], "add --force"),
+        (["compare", _SAVED, _SAVED, "--rtol", "1e-3"], "--rtol applies to --metric allclose"),
+        (["compare", _SAVED, _SAVED, "--atol", "1"], "--atol applies to --metric allclose"),
+        (
+            ["compare", _SAVED, _SAVED, "--metric", "cosine", "--sqnr-db", "20"],
+            "--sqnr-db applies to --metric sqnr",
+        ),
+        (["shapes", TWO_LAYER, "-i", "randn(2,1000)", "--device", "cuda"], "needs --mode fake"),
+        (["shapes", TWO_LAYER, "-i", "randn(2,1000)", "--force"], "unrecognized arguments"),
+    ],
+)
+def test_an_option_without_effect_is_refused_in_one_line(capsys, tmp_path, args, why):
+    saved = tmp_path / "run.fxrec"
+    fxviz_record_saved(saved)
+    existing = tmp_path / "existing.html"
+    existing.write_text("keep me")
+    link = tmp_path / "link.html"
+    link.symlink_to(existing)
+    names = {_SAVED: str(saved), _EXISTING: str(existing), _LINK: str(link)}
+    err = _fails(capsys, [names.get(a, a) for a in args], 2)
+    assert why in err
+    assert existing.read_text() == "keep me"
+    assert link.is_symlink()
+
+
+def fxviz_record_saved(path):
+    import fxviz
+    from fxviz.examples import TwoLayerNet
+
+    fxviz.record(TwoLayerNet(), torch.randn(2, 1000)).save(path)
+
+
+def test_force_replaces_an_existing_output(capsys, tmp_path):
+    page = tmp_path / "r.html"
+    page.write_text("old")
+    args = ["report", TWO_LAYER, "-i", "randn(2,1000)", "-o", str(page), "--force"]
+    assert main(args) == 0
+    assert page.read_text().startswith("<!doctype html>")
+    saved = tmp_path / "run.fxrec"
+    fxviz_record_saved(saved)
+    assert main(["report", str(saved), "-o", str(page), "--force"]) == 0
+
+
+def test_a_reader_that_leaves_early_ends_the_command_quietly(tmp_path):
+    code = (
+        "import subprocess, sys\n"
+        "p = subprocess.Popen([sys.executable, '-m', 'fxviz', 'shapes', sys.argv[1], '-i',"
+        " 'randn(2,1000)', '--mode', 'meta', '--format', 'csv'], stdout=subprocess.PIPE,"
+        " stderr=subprocess.PIPE)\n"
+        "p.stdout.close()\n"  # the reader is gone before the table is printed
+        "err = p.stderr.read().decode()\n"
+        "print(p.wait(), 'error' in err or 'Broken' in err, 'Traceback' in err)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, TWO_LAYER], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "141 False False", done.stdout  # quiet (a progress bar may show)

@@ -250,7 +250,7 @@ def test_cli_compare_and_report_from_saved_files(gpt, tmp_path):
     loose = _fxviz("compare", "fp32.fxrec", "bf16.fxrec", "--sqnr-db", "10", cwd=tmp_path)
     assert loose.returncode == 0
     (tmp_path / "junk.fxrec").write_bytes(b"\x80\x04junk")
-    bad = _fxviz("compare", "fp32.fxrec", "junk.fxrec", cwd=tmp_path)
+    bad = _fxviz("compare", "fp32.fxrec", "junk.fxrec", "-o", "bad.html", cwd=tmp_path)
     assert bad.returncode == 2
     assert "never unpickles" in bad.stderr
     rep = _fxviz("report", "bf16.fxrec", "-o", "run.html", cwd=tmp_path)

@@ -322,3 +322,83 @@ def test_load_is_exported_lazily():
         timeout=120,
     )
     assert done.stdout.strip() == "ok", done.stderr
+
+
+def test_every_dtype_torch_can_hold_round_trips(tmp_path):
+    from fxviz._saved._values import STORABLE_DTYPES
+
+    x = torch.randn(3, 4)
+    made = {}
+    for dtype in sorted(STORABLE_DTYPES, key=str):
+        try:
+            made[str(dtype)] = x.to(dtype)
+        except (RuntimeError, TypeError):  # no conversion (bits, float4): bytes as they are
+            made[str(dtype)] = torch.arange(48, dtype=torch.uint8).view(dtype)
+    assert {"torch.complex64", "torch.complex128", "torch.uint16"} <= set(made)
+    rec = fxviz.record(lambda x: ((x * 1j).exp(), made), x)
+    loaded = fxviz.load(rec.save(tmp_path / "dtypes.fxrec"))
+    z, values = loaded.output
+    assert z.dtype == torch.complex64
+    assert torch.equal(z, rec.output[0])
+    for name, want in made.items():
+        got = values[name]
+        assert got.dtype == want.dtype, name
+        assert got.shape == want.shape, name
+        assert torch.equal(got.view(torch.uint8), want.view(torch.uint8)), name
+
+
+def test_only_regular_files_are_opened(tmp_path):
+    import threading
+
+    fifo = tmp_path / "pipe.fxrec"
+    os.mkfifo(fifo)
+    errors = []
+    reader = threading.Thread(target=lambda: errors.append(_load_error(fifo)), daemon=True)
+    reader.start()
+    reader.join(20)
+    if reader.is_alive():  # unblock the hung open() before failing
+        with open(fifo, "wb"):
+            pass
+    assert not reader.is_alive(), "loading a FIFO blocked"
+    assert "is not a regular file (a FIFO)" in errors[0]
+    assert "(a character device)" in _load_error("/dev/null")
+    assert "(a directory)" in _load_error(tmp_path)
+
+
+def _load_error(path):
+    with pytest.raises(fxviz.RecordingFileError) as info:
+        fxviz.load(path)
+    return str(info.value)
+
+
+def test_a_nul_in_the_path_is_a_clear_error(tmp_path):
+    assert "contains a NUL character" in _load_error(f"{tmp_path}/a\0b.fxrec")
+    with pytest.raises(fxviz.RecordingFileError, match="contains a NUL character"):
+        _recording().save(f"{tmp_path}/a\0b.fxrec")
+
+
+@pytest.mark.parametrize("version", ["¹", "٣", "1.0", " 1", "", "-1"])
+def test_the_format_version_is_ascii_digits(saved, tmp_path, version):
+    header, body = _split(saved)
+    header["__metadata__"]["version"] = version
+    odd = tmp_path / "odd.fxrec"
+    _join(odd, header, body)
+    assert "recording format" in _load_error(odd)
+
+
+def test_a_repeated_view_is_bounded_by_what_reading_it_takes(saved, tmp_path):
+    header, body = _split(saved)
+    records = json.loads(header["__metadata__"]["fxviz"])
+    leaf = records["records"][1]["value"]
+    records["records"][1]["value"] = {**leaf, "shape": [2**33], "stride": [0]}
+    header["__metadata__"]["fxviz"] = json.dumps(records)
+    bad = tmp_path / "repeat.fxrec"
+    _join(bad, header, body)
+    loaded = fxviz.load(bad)
+    with pytest.raises(fxviz.RecordingFileError, match="reading it would take"):
+        loaded[1].value
+    # a real expanded value (stride 0) still round-trips
+    rec = fxviz.record(lambda x: x.expand(1000, 3), torch.randn(1, 3))
+    again = fxviz.load(rec.save(tmp_path / "expanded.fxrec"))
+    assert again.output.stride() == (0, 1)
+    assert torch.equal(again.output, rec.output)

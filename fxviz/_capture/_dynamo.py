@@ -17,7 +17,9 @@ from typing import Any
 import torch
 import torch.fx
 
+from fxviz._capture._eager import eager_is_compiling
 from fxviz._capture._inputs import flatten_inputs
+from fxviz._capture._segments import tensors_in
 from fxviz._capture._state import restored_state
 from fxviz._capture._stitch import Capture, GraphBreak, GraphCall, stitch
 from fxviz._nodes import source_line
@@ -65,8 +67,16 @@ def capture_dynamo(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
             )
 
         def run(*inputs: Any) -> Any:
+            # What Python made (not an input, a parameter or a graph's output), copied
+            # before the graph may write it in place.
+            before = {
+                id(t): t.detach().clone()
+                for t in inputs
+                if isinstance(t, torch.Tensor) and id(t) not in known
+            }
             outputs = gm.forward(*inputs)
-            calls.append(GraphCall(index, list(inputs), outputs))
+            calls.append(GraphCall(index, list(inputs), outputs, before=before))
+            known.update(id(t) for t in tensors_in(outputs))
             return outputs
 
         return run
@@ -75,15 +85,20 @@ def capture_dynamo(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
         guards.extend(str(g) for g in found)
 
     names, leaves = flatten_inputs(model, args, kwargs)
+    known = {id(t) for t in leaves if isinstance(t, torch.Tensor)}
+    if isinstance(model, torch.nn.Module):
+        known.update(id(t) for t in [*model.parameters(), *model.buffers()])
     dynamo.reset()
     try:
         with (
             _quiet(),
-            restored_state(model),
+            restored_state(model) as state,
+            eager_is_compiling(dynamo=True),
             dynamo.config.patch(suppress_errors=False, verbose=False),
         ):
             compiled = dynamo.optimize(backend, nopython=False, guard_export_fn=keep_guards)(model)
             output = compiled(*args, **kwargs)
+            writes = state.writes()
     finally:
         dynamo.reset()
     return stitch(
@@ -97,6 +112,7 @@ def capture_dynamo(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
         breaks=lambda k: _break_after(k, calls, reasons, graphs),
         guards=guards,
         recompiles=recompiles,
+        writes=writes,
     )
 
 

@@ -15,6 +15,7 @@ import torch
 import torch.fx
 
 from fxviz._capture._inputs import flatten_inputs
+from fxviz._capture._segments import tensors_in
 from fxviz._capture._state import restored_state
 from fxviz._capture._stitch import Capture, GraphBreak, GraphCall, stitch
 
@@ -40,7 +41,7 @@ def capture_real(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> C
         result["outputs"] = outs
         return outs
 
-    with warnings.catch_warnings(), restored_state(model):
+    with warnings.catch_warnings(), restored_state(model) as state:
         warnings.simplefilter("ignore")
         gm = make_fx(
             run,
@@ -49,6 +50,7 @@ def capture_real(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> C
             record_stack_traces=True,
             _error_on_data_dependent_ops=False,
         )(*arg_leaves)
+        writes = state.writes()
     stamps.apply(gm.graph)
     # No dead-code elimination: an op whose result went to Python (.item(), .tolist())
     # ran all the same.
@@ -62,32 +64,8 @@ def capture_real(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> C
         result["output"],
         method="real",
         breaks=lambda k: GraphBreak(k, "the model returned"),
+        writes=writes,
     )
-
-
-def tensors_in(value: Any, _seen: set[int] | None = None) -> list[torch.Tensor]:
-    """Every tensor in ``value``: containers, dataclasses and plain objects (a Hugging Face
-    ``DynamicCache`` holds its tensors in attributes pytree cannot see)."""
-    seen = set() if _seen is None else _seen
-    if id(value) in seen or isinstance(value, (str, bytes, int, float, bool, type(None))):
-        return []
-    seen.add(id(value))
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, torch.nn.Module):
-        return []
-    if isinstance(value, dict):
-        items: Any = value.values()
-    elif isinstance(value, (list, tuple, set)):
-        items = value
-    elif hasattr(value, "__dict__"):
-        items = vars(value).values()
-    else:
-        return []
-    found: list[torch.Tensor] = []
-    for item in items:
-        found.extend(tensors_in(item, seen))
-    return found
 
 
 class _ModuleStamps:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,7 +12,7 @@ from fxviz._capture._inputs import describe_value
 from fxviz._torch_compat import is_fake
 from fxviz.errors import InputError
 
-__all__ = ["PythonSegment", "check_same_inputs"]
+__all__ = ["PythonSegment", "check_same_inputs", "tensors_in"]
 
 
 class PythonSegment:
@@ -31,19 +32,28 @@ class PythonSegment:
         *,
         expected: Sequence[Any] | None = None,
         fresh: bool = True,
+        replace: dict[int, int] | None = None,
+        writes: Sequence[tuple[Any, str | None, str, Any]] = (),
     ) -> None:
         self.__name__ = self.__qualname__ = label
         self.__module__ = "python"
         self.values = values
         self.expected = expected
         self.fresh = fresh
+        self.replace = replace or {}
+        self.writes = list(writes)
 
     def __call__(self, *args: Any) -> Any:
         if self.expected is not None and not any(_is_abstract(a) for a in args):
             check_same_inputs(self.expected, args[: len(self.expected)])
         if self.fresh:
             return tuple(v.clone() if isinstance(v, torch.Tensor) else v for v in self.values)
-        return self.values
+        if not self.replace:
+            return self.values
+        new = {k: args[i] for k, i in self.replace.items()}
+        if self.writes and not any(_is_abstract(a) for a in args):
+            _assign(self.writes, new)
+        return _substitute(self.values, new, {})
 
     def __repr__(self) -> str:
         return f"<python {self.__name__}>"
@@ -77,3 +87,76 @@ def check_same_inputs(expected: Sequence[Any], given: Sequence[Any]) -> None:
                 f"with ({describe_value(want)}): a capture holds one run of the model. "
                 "Capture the new inputs: fxviz.trace(model, *args, **kwargs)"
             )
+
+
+def tensors_in(value: Any, _seen: set[int] | None = None) -> list[torch.Tensor]:
+    """Every tensor in ``value``: containers, dataclasses and plain objects (a Hugging Face
+    ``DynamicCache`` holds its tensors in attributes pytree cannot see)."""
+    seen = set() if _seen is None else _seen
+    if id(value) in seen or isinstance(value, (str, bytes, int, float, bool, type(None))):
+        return []
+    seen.add(id(value))
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, torch.nn.Module):
+        return []
+    if isinstance(value, dict):
+        items: Any = value.values()
+    elif isinstance(value, (list, tuple, set)):
+        items = value
+    elif hasattr(value, "__dict__"):
+        items = vars(value).values()
+    else:
+        return []
+    found: list[torch.Tensor] = []
+    for item in items:
+        found.extend(tensors_in(item, seen))
+    return found
+
+
+def _assign(writes: Sequence[tuple[Any, str | None, str, Any]], new: dict[int, Any]) -> None:
+    """Assign what the captured run assigned (the ``MISSING`` marker: delete)."""
+    from fxviz._capture._state import MISSING
+
+    for module, registry, name, value in writes:
+        where = getattr(module, registry) if registry else vars(module)
+        if value is MISSING:
+            where.pop(name, None)
+        else:
+            where[name] = _substitute(value, new, {})
+
+
+def _substitute(value: Any, new: dict[int, Any], memo: dict[int, Any]) -> Any:
+    """``value`` with each tensor whose ``id`` is in ``new`` replaced, containers and plain
+    objects copied where something inside changed (the captured value is left alone)."""
+    if id(value) in memo:
+        return memo[id(value)]
+    if isinstance(value, torch.Tensor):
+        return new.get(id(value), value)
+    if isinstance(value, (str, bytes, int, float, bool, type(None), torch.nn.Module)):
+        return value
+    memo[id(value)] = value  # a cycle reads the original
+    result = value
+    if isinstance(value, dict):
+        items = {k: _substitute(v, new, memo) for k, v in value.items()}
+        if any(items[k] is not v for k, v in value.items()):
+            result = copy.copy(value)
+            for k, v in items.items():  # item by item: a ModelOutput refuses update()
+                if v is not value[k]:
+                    result[k] = v
+    elif isinstance(value, (list, tuple)):
+        items_list = [_substitute(v, new, memo) for v in value]
+        if any(a is not b for a, b in zip(items_list, value, strict=True)):
+            if isinstance(value, list):
+                result = type(value)(items_list)
+            elif hasattr(value, "_fields"):  # a namedtuple
+                result = type(value)(*items_list)
+            else:
+                result = type(value)(items_list)
+    elif hasattr(value, "__dict__") and not isinstance(value, type):
+        attrs = {k: _substitute(v, new, memo) for k, v in vars(value).items()}
+        if any(attrs[k] is not v for k, v in vars(value).items()):
+            result = copy.copy(value)
+            vars(result).update(attrs)
+    memo[id(value)] = result
+    return result

@@ -1,8 +1,10 @@
 """Leave the model as the capture found it: the recording that follows is *the* run.
 
-A capture runs the model once; recording the capture runs its graphs again. Buffers the
-run updates (batch-norm statistics, caches) and the random stream it draws from are put
-back afterwards, so the recorded run starts from the same state as the captured one.
+A capture runs (or traces) the model once; recording the capture runs its graphs again.
+What the capture changed — parameters and buffers written in place or replaced, plain
+attributes set in ``forward``, the random stream — is put back exactly afterwards (values,
+identities and autograd version counters), so the recorded run starts from the state
+the model had, and tracing alone changes nothing.
 """
 
 from __future__ import annotations
@@ -13,26 +15,196 @@ from typing import Any
 
 import torch
 
-__all__ = ["restored_state"]
+__all__ = ["MISSING", "ModelState", "attribute_writes", "restored_state"]
+
+_REGISTRIES = ("_parameters", "_buffers", "_modules")
+MISSING: Any = object()  # an attribute that was not there
+
+
+class ModelState:
+    """A snapshot of a model's tensors and attributes, to compare with and restore.
+
+    Examples:
+        >>> import torch
+        >>> lin = torch.nn.Linear(2, 2)
+        >>> state = ModelState(lin)
+        >>> with torch.no_grad():
+        ...     _ = lin.weight.add_(1)
+        >>> state.changes()
+        ['weight (written in place)']
+        >>> state.restore(); state.changes()
+        []
+    """
+
+    def __init__(self, model: Any, *, parameters: bool = True) -> None:
+        """``parameters=False``: parameters' values are not copied (a trace that never
+        runs them for real cannot write them): their writes are found by version and
+        reported, not undone."""
+        self.modules: list[tuple[str, torch.nn.Module, dict[str, Any], dict[str, dict]]] = []
+        self.tensors: list[tuple[str, torch.Tensor, int, torch.Tensor | None]] = []
+        if not isinstance(model, torch.nn.Module):
+            return
+        for path, module in model.named_modules(remove_duplicate=True):
+            if isinstance(module, torch.jit.ScriptModule):
+                continue  # TorchScript holds its own state; tracing cannot assign to it
+            attrs = {k: v for k, v in vars(module).items() if k not in _REGISTRIES}
+            registries = {r: dict(getattr(module, r)) for r in _REGISTRIES}
+            self.modules.append((path, module, attrs, registries))
+        buffers = {path for path, _ in model.named_buffers()}
+        seen: set[int] = set()
+        for path, t in [*model.named_parameters(), *model.named_buffers()]:
+            if id(t) in seen:
+                continue
+            seen.add(id(t))
+            copy = t.detach().clone() if parameters or path in buffers else None
+            self.tensors.append((path, t, t._version, copy))
+
+    def changes(self) -> list[str]:
+        """What differs from the snapshot: ``['steps (written in place)', 'count (set)']``."""
+        found = [f"{p} (written in place)" for p, t, v, s in self.tensors if _written(t, v, s)]
+        for path, module, attrs, registries in self.modules:
+            prefix = f"{path}." if path else ""
+            now = {k: v for k, v in vars(module).items() if k not in _REGISTRIES}
+            for key in sorted(set(now) | set(attrs)):
+                if key not in now or key not in attrs or not _same(now[key], attrs[key]):
+                    found.append(f"{prefix}{key} (set)")
+            for registry, before in registries.items():
+                after = getattr(module, registry)
+                for key in sorted(set(after) | set(before)):
+                    if after.get(key) is not before.get(key):
+                        found.append(f"{prefix}{key} (replaced)")
+        return found
+
+    def writes(self) -> list[tuple[torch.nn.Module, str | None, str, Any]]:
+        """What ``forward`` assigned: ``(module, registry or None, name, value)``, the
+        value ``MISSING`` where it was deleted (in-place tensor writes not included)."""
+        found: list[tuple[torch.nn.Module, str | None, str, Any]] = []
+        for _, module, attrs, registries in self.modules:
+            now = {k: v for k, v in vars(module).items() if k not in _REGISTRIES}
+            for key in set(now) | set(attrs):
+                if key not in attrs or not _same(now.get(key, MISSING), attrs[key]):
+                    found.append((module, None, key, now.get(key, MISSING)))
+            for registry, before in registries.items():
+                after = getattr(module, registry)
+                for key in set(after) | set(before):
+                    if after.get(key, MISSING) is not before.get(key, MISSING):
+                        found.append((module, registry, key, after.get(key, MISSING)))
+        return found
+
+    def restore(self) -> None:
+        """Put every value, identity, attribute and version counter back."""
+        for _, module, attrs, registries in self.modules:
+            for key in [k for k in vars(module) if k not in _REGISTRIES and k not in attrs]:
+                delattr(module, key)
+            for key, value in attrs.items():
+                if not _same(vars(module).get(key, MISSING), value):
+                    object.__setattr__(module, key, value)
+            for registry, before in registries.items():
+                after = getattr(module, registry)
+                if after.keys() != before.keys() or any(
+                    after[k] is not v for k, v in before.items()
+                ):
+                    after.clear()
+                    after.update(before)
+        changed = [(t, v, saved) for _, t, v, saved in self.tensors if _written(t, v, saved)]
+        with torch.no_grad():
+            for t, _, saved in changed:
+                if saved is not None and t.shape == saved.shape:
+                    t.copy_(saved)
+        _set_versions([t for t, _, _ in changed], [v for _, v, _ in changed])
+
+
+def _written(t: torch.Tensor, version: int, saved: torch.Tensor | None) -> bool:
+    """Whether ``t`` was written since ``saved`` was taken. The version counter says so,
+    except for writes made under a tracing mode (``make_fx`` updates batch-norm
+    statistics without bumping it): the values are compared too."""
+    if t._version != version:
+        return True
+    if saved is None:
+        return False
+    if t.is_meta or t.shape != saved.shape or t.dtype != saved.dtype:
+        return t.shape != saved.shape
+    try:
+        return not torch.equal(
+            t.detach().view(-1).view(torch.uint8), saved.view(-1).view(torch.uint8)
+        )
+    except RuntimeError:  # a layout with no byte view
+        return not torch.equal(t, saved)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """The same object, or an equal plain value (torch.export puts equal copies of some
+    attributes back; a tensor compares by identity only)."""
+    if a is b:
+        return True
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor) or type(a) is not type(b):
+        return False
+    try:
+        return bool(a == b)
+    except Exception:  # containers of tensors, objects whose == raises
+        return False
+
+
+def _set_versions(tensors: list[torch.Tensor], versions: list[int]) -> None:
+    """Autograd's version counters back to what they were (a graph that saved a buffer
+    before the capture still backpropagates). Private API, checked on torch 2.4 - 2.13;
+    without it the counters stay bumped (values are restored all the same)."""
+    if not tensors:
+        return
+    setter = getattr(torch._C._autograd, "_unsafe_set_version_counter", None)
+    if setter is None:
+        return
+    try:
+        setter(tuple(tensors), tuple(versions))
+    except TypeError:  # torch < 2.5 takes one tensor at a time
+        for t, v in zip(tensors, versions, strict=True):
+            setter(t, v)
 
 
 @contextlib.contextmanager
-def restored_state(model: Any) -> Iterator[None]:
-    """Run the block, then restore ``model``'s buffers and the CPU (and CUDA) RNG."""
-    buffers = (
-        [(b, b.detach().clone()) for b in model.buffers()]
-        if isinstance(model, torch.nn.Module)
-        else []
-    )
+def restored_state(model: Any, state: ModelState | None = None) -> Iterator[ModelState]:
+    """Run the block, then restore ``model`` (see :class:`ModelState`) and the CPU (and
+    CUDA) random streams."""
+    state = ModelState(model) if state is None else state
     cpu = torch.random.get_rng_state()
     cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
     try:
-        yield
+        yield state
     finally:
-        with torch.no_grad():
-            for buffer, saved in buffers:
-                if buffer.shape == saved.shape:
-                    buffer.copy_(saved)
+        state.restore()
         torch.random.set_rng_state(cpu)
         if cuda is not None:
             torch.cuda.set_rng_state_all(cuda)
+
+
+@contextlib.contextmanager
+def attribute_writes(model: Any) -> Iterator[list[str]]:
+    """Collect the plain attributes of ``model``'s modules that the block assigns a new
+    value to, even when something puts the old value back afterwards (``torch.export``
+    restores them, while its graph keeps the value it saw: ``self.count += 1`` is baked
+    in and never written)."""
+    found: list[str] = []
+    if not isinstance(model, torch.nn.Module):
+        yield found
+        return
+    paths = {id(m): p for p, m in model.named_modules()}
+    original = torch.nn.Module.__setattr__
+
+    def tracking(module: torch.nn.Module, name: str, value: Any) -> None:
+        path = paths.get(id(module))
+        if (
+            path is not None
+            and name not in module._parameters
+            and name not in module._buffers
+            and name not in module._modules
+            and not isinstance(value, (torch.Tensor, torch.nn.Module))
+            and not _same(vars(module).get(name, MISSING), value)
+        ):
+            found.append(f"{path}.{name}" if path else name)
+        original(module, name, value)
+
+    torch.nn.Module.__setattr__ = tracking  # type: ignore[method-assign]
+    try:
+        yield found
+    finally:
+        torch.nn.Module.__setattr__ = original  # type: ignore[method-assign]

@@ -19,7 +19,7 @@ import torch
 import torch.fx
 
 from fxviz._capture._inputs import flatten_inputs
-from fxviz._capture._segments import PythonSegment, check_same_inputs
+from fxviz._capture._segments import PythonSegment, check_same_inputs, tensors_in
 from fxviz.errors import InputError
 
 __all__ = ["Capture", "GraphBreak", "GraphCall", "stitch"]
@@ -70,6 +70,9 @@ class GraphCall:
     inputs: Sequence[Any]
     outputs: Any
     prefix: str = ""
+    # Inputs Python made, as they were when the call began (by id): the graph may write
+    # them in place, and the capture must hand the next run what the graph was given.
+    before: dict[int, torch.Tensor] = dataclasses.field(default_factory=dict)
 
 
 class Capture(torch.fx.GraphModule):
@@ -133,12 +136,15 @@ def stitch(
     breaks: Callable[[int], GraphBreak],
     guards: Sequence[str] = (),
     recompiles: Sequence[str] = (),
+    writes: Sequence[tuple[Any, str | None, str, Any]] = (),
 ) -> Capture:
     """Stitch the graph ``calls`` of one run into a :class:`Capture`.
 
     ``breaks(k)`` describes the Python after call ``k`` (``-1``: before the first call).
     Values are matched by identity: a tensor a graph takes that an input, a parameter or
     an earlier graph produced becomes an edge; anything else came from Python.
+    ``writes`` (``(module, registry, name, value)``): the attributes the run assigned,
+    which the ``python_return`` node assigns again, with this call's tensors.
     """
     builder = _Builder(model)
     placeholders = [builder.graph.placeholder(name) for name in names]
@@ -163,7 +169,9 @@ def stitch(
             expected = list(leaves) if first_python else None
             args = [*placeholders] if first_python else []
             args += [n for n in previous if n not in args]
-            values = tuple(_fresh(v) for _, v in from_python)
+            values = tuple(
+                call.before[id(v)] if id(v) in call.before else _fresh(v) for _, v in from_python
+            )
             name = f"python{len(made_breaks)}"
             node = builder.graph.call_function(
                 PythonSegment(name, values, expected=expected), tuple(args)
@@ -180,6 +188,15 @@ def stitch(
         previous = builder.inline(call, gm, inputs)
     tail_args = [*placeholders] if first_python else []
     tail_args += [n for n in previous if n not in tail_args]
+    # The output is rebuilt from the values this call computed, never the captured run's
+    # tensors (their autograd graph saw the model's state before it was restored).
+    replace: dict[int, int] = {}
+    for t in tensors_in([output, [value for *_, value in writes]]):
+        node = builder.lookup(t)
+        if node is not None and id(t) not in replace:
+            if node not in tail_args:
+                tail_args.append(node)
+            replace[id(t)] = tail_args.index(node)
     info = breaks(len(calls) - 1)
     tail = builder.graph.call_function(
         PythonSegment(
@@ -187,6 +204,8 @@ def stitch(
             output,
             expected=list(leaves) if first_python else None,
             fresh=False,
+            replace=replace,
+            writes=writes,
         ),
         tuple(tail_args),
     )
@@ -202,7 +221,7 @@ def stitch(
     capture.guards = list(guards)
     capture.recompiles = list(recompiles)
     for call in capture.calls:  # the stitched graph holds what it needs: free the rest
-        call.inputs, call.outputs = (), None
+        call.inputs, call.outputs, call.before = (), None, {}
     capture.input_names = list(names)
     capture._signature = model
     capture._example = list(leaves)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
+import stat
 import struct
 from typing import Any, cast
 
@@ -28,6 +30,7 @@ _MAX_HEADER = 100_000_000  # safetensors' own limit
 _DTYPES = {
     str(d).removeprefix("torch."): d for d in vars(torch).values() if isinstance(d, torch.dtype)
 }
+_VERSION = re.compile(r"[0-9]{1,9}")  # ASCII digits only: "¹".isdigit() is True
 _STATS = ("min", "max", "mean", "std", "absmax")
 _COUNTS = ("nan", "posinf", "neginf", "zeros")
 
@@ -65,7 +68,7 @@ def load(path: str | os.PathLike[str]) -> LoadedRecording:
             f"'format': '{FORMAT}' in its metadata); load it with safetensors instead"
         )
     version = metadata.get("version", "")
-    if not version.isdigit() or int(version) > VERSION:
+    if not _VERSION.fullmatch(version) or int(version) > VERSION:
         raise RecordingFileError(
             f"{path} was saved in recording format {version[:20]!r}, newer than this fxviz "
             f"reads (format {VERSION}): upgrade fxviz (pip install -U fxviz)"
@@ -353,13 +356,22 @@ class _Getter:
 
 def _check_header(path: pathlib.Path) -> None:
     """Refuse what is plainly not a saved recording before any parser sees it."""
+    if "\0" in str(path):
+        raise RecordingFileError(f"invalid path {str(path)!r}: it contains a NUL character")
     try:
-        size = path.stat().st_size
+        info = path.stat()
+        # Only a regular file: a FIFO would block the read forever, a device never ends.
+        if not stat.S_ISREG(info.st_mode):
+            raise RecordingFileError(
+                f"{path} is not a regular file ({_kind(info.st_mode)}): give the path of a "
+                "saved recording (.fxrec)"
+            )
+        size = info.st_size
         with open(path, "rb") as f:
             start = f.read(16)
     except FileNotFoundError:
         raise RecordingFileError(f"no such file: {path}") from None
-    except (IsADirectoryError, PermissionError, OSError) as e:
+    except (PermissionError, OSError, ValueError) as e:
         raise RecordingFileError(f"cannot read {path}: {e}") from None
     length = struct.unpack("<Q", start[:8])[0] if size >= 16 else 0
     if size < 16 or start[8:9] != b"{" or length > _MAX_HEADER:
@@ -377,6 +389,17 @@ def _check_header(path: pathlib.Path) -> None:
             f"{path} is truncated or corrupted: its header claims {length:,} bytes but the "
             f"file holds {size:,}"
         )
+
+
+def _kind(mode: int) -> str:
+    kinds = (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    )
+    return next((name for test, name in kinds if test(mode)), "not a plain file")
 
 
 def _expect(ok: bool, where: str) -> None:

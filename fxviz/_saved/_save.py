@@ -33,7 +33,7 @@ from fxviz._saved._graph import SavedGraph, drawing_to_json
 from fxviz._saved._values import Blocks, encode_value
 from fxviz._shapes._flops import recording_flops
 from fxviz._version import __version__
-from fxviz.errors import InputError
+from fxviz.errors import InputError, RecordingFileError
 from fxviz.render._api import draw
 
 __all__ = ["FORMAT", "SUFFIX", "VERSION", "save"]
@@ -67,6 +67,8 @@ def save(
             "(rec = fxviz.record(model, *inputs); a Debugger's is dbg.recording)"
         )
     path = _rank_path(recording, path)
+    if "\0" in str(path):
+        raise RecordingFileError(f"invalid path {str(path)!r}: it contains a NUL character")
     blocks = Blocks()
     records = [_record_json(r, blocks if values else None) for r in recording.values()]
     body = {

@@ -17,6 +17,7 @@ else (a ``GraphModule``, a custom object) only as its type name, never pickled.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -25,26 +26,28 @@ import torch
 from fxviz._record._rank import local_tensor
 from fxviz.errors import RecordingFileError
 
-__all__ = ["SAFETENSORS_DTYPES", "Blocks", "decode_value", "encode_value", "storable"]
+__all__ = ["STORABLE_DTYPES", "Blocks", "decode_value", "encode_value", "storable"]
 
-# torch dtype -> safetensors dtype code (only those safetensors reads back as the same dtype)
-SAFETENSORS_DTYPES: dict[torch.dtype, str] = {
-    torch.bool: "BOOL",
-    torch.uint8: "U8",
-    torch.int8: "I8",
-    torch.int16: "I16",
-    torch.uint16: "U16",
-    torch.int32: "I32",
-    torch.uint32: "U32",
-    torch.int64: "I64",
-    torch.uint64: "U64",
-    torch.float16: "F16",
-    torch.bfloat16: "BF16",
-    torch.float32: "F32",
-    torch.float64: "F64",
-    torch.float8_e5m2: "F8_E5M2",
-    torch.float8_e4m3fn: "F8_E4M3",
-}
+
+def _storable_dtypes() -> frozenset[torch.dtype]:
+    """Every dtype whose tensors are plain bytes that fxviz can write and view again
+    (complex, float8, bits and unsigned types included; quantized ones need their scale
+    and zero point, so they are not)."""
+    found = set()
+    for dtype in vars(torch).values():
+        if not isinstance(dtype, torch.dtype) or str(dtype).startswith("torch.q"):
+            continue
+        try:
+            with warnings.catch_warnings():  # complex32: "experimental"
+                warnings.simplefilter("ignore")
+                torch.empty(2, dtype=dtype).view(torch.uint8).view(dtype)
+        except (RuntimeError, TypeError):
+            continue  # sub-byte shells (uint1...int7) have no tensors of their own
+        found.add(dtype)
+    return frozenset(found)
+
+
+STORABLE_DTYPES = _storable_dtypes()
 
 _MAX_DEPTH = 32
 
@@ -55,7 +58,7 @@ def storable(t: torch.Tensor) -> bool:
         type(t) in (torch.Tensor, torch.nn.Parameter)
         and t.layout == torch.strided
         and not t.is_meta
-        and t.dtype in SAFETENSORS_DTYPES
+        and t.dtype in STORABLE_DTYPES
     )
 
 
@@ -170,7 +173,10 @@ def decode_value(tree: Any, tensor: Callable[[str], torch.Tensor], depth: int = 
 
 
 _MAX_NUMEL = 2**34
-_DTYPE_NAMES = {str(d).removeprefix("torch."): d for d in SAFETENSORS_DTYPES}
+# A view may repeat its block's bytes (an expanded tensor: stride 0); reading it back
+# for a report or a comparison makes it dense, so what that takes is bounded too.
+_MAX_DENSE_BYTES = 2**30
+_DTYPE_NAMES = {str(d).removeprefix("torch."): d for d in STORABLE_DTYPES}
 
 
 def _view(tree: dict[str, Any], block: torch.Tensor) -> torch.Tensor:
@@ -205,6 +211,13 @@ def _view(tree: dict[str, Any], block: torch.Tensor) -> torch.Tensor:
         raise RecordingFileError(
             f"the saved recording is corrupted: a tensor of shape {shape} reaches past the "
             f"{block.numel():,} bytes of its block {tree.get('key')!r}"
+        )
+    dense = numel * size
+    if dense > max(block.numel(), _MAX_DENSE_BYTES):
+        raise RecordingFileError(
+            f"the saved recording declares a tensor of shape {shape} (stride {stride}) over "
+            f"{block.numel():,} bytes: reading it would take {dense:,} bytes, more than "
+            f"fxviz reads back from a file ({_MAX_DENSE_BYTES:,}): refused"
         )
     typed = block.view(dtype)
     return typed.as_strided(shape, stride, typed.storage_offset() + offset)

@@ -278,7 +278,8 @@ def _mode_context(mode: str, model: Any, device: Any) -> Iterator[Any]:
 
     def to_fake(x: Any) -> Any:
         if isinstance(x, TensorSpec):  # made inside the fake mode: a FakeTensor, no data
-            return x.materialize(device if device is not None else x.device or target)
+            where = device if device is not None else x.device or target
+            return x.materialize(where, allocates=False)
         if isinstance(x, torch.Tensor) and not is_fake(x):
             return fake_tensor(faking, x, target if (device or x.is_meta) else x.device)
         return x

@@ -59,15 +59,20 @@ class TensorSpec:
     fill: str = "randn"
     args: tuple[float, ...] = ()
 
-    def materialize(self, device: str | torch.device | None = None) -> torch.Tensor:
+    def materialize(
+        self, device: str | torch.device | None = None, *, allocates: bool = True
+    ) -> torch.Tensor:
         """A real tensor (or a fake/meta one inside such a mode or for ``device="meta"``).
+
+        ``allocates=False``: made inside a fake mode, where nothing is allocated, so a
+        spec larger than the machine's memory is fine (the point of fake mode).
 
         Raises:
             SpecError: the tensor cannot be made here (a device this build lacks, more
                 memory than the machine has, a value its dtype cannot hold).
         """
         where = torch.device(parse_device(device if device is not None else self.device or "cpu"))
-        if where.type == "cpu":
+        if where.type == "cpu" and allocates:
             _check_fits_in_memory(self)
         try:
             return self._make(where)

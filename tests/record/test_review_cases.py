@@ -189,3 +189,28 @@ def test_snapshots_keep_requires_grad_and_absmax_of_zeros_is_positive():
     rec = fxviz.record(model, torch.randn(2, 3))
     assert rec["_0"].value.requires_grad
     assert str(fxviz.record(lambda x: x * 0, torch.ones(2))["mul"].outputs[0].absmax) == "0.0"
+
+
+def test_a_graph_without_an_output_node_is_a_clear_error():
+    graph = torch.fx.Graph()
+    graph.call_function(torch.relu, (graph.placeholder("x"),))
+    gm = torch.fx.GraphModule(nn.Module(), graph)
+    for call in (
+        lambda: fxviz.record(gm, torch.ones(2)),
+        lambda: fxviz.Debugger(gm, torch.ones(2)),
+    ):
+        with pytest.raises(fxviz.TraceError, match="has no output node"):
+            call()
+
+
+def test_fake_mode_takes_a_spec_larger_than_the_machine():
+    import os
+
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    side = int((2 * ram / 4) ** 0.5) + 1  # a float32 square twice the machine's memory
+    model = nn.Linear(side, 3)
+    model = model.to("meta")  # its weight alone would not fit either
+    report = fxviz.shapes(model, fxviz.spec(side, side), mode="fake")
+    assert report["linear"].shape == (side, 3)
+    with pytest.raises(fxviz.SpecError, match="but this machine has"):
+        fxviz.spec(side, side).materialize()  # a real tensor is still refused up front
