@@ -32,10 +32,10 @@ from fxviz._capture import (
     trace_joint,
     traced_forward,
 )
-from fxviz._capture._real import tensors_in
-from fxviz._capture._subject import traceable
 from fxviz._capture._eager import eager_is_compiling
+from fxviz._capture._real import tensors_in
 from fxviz._capture._state import ModelState, attribute_writes, restored_state
+from fxviz._capture._subject import traceable
 from fxviz._torch_compat import positional_graph, thread_scoped_fx_patches
 from fxviz.errors import TraceError
 
