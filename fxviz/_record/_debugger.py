@@ -13,6 +13,7 @@ import torch
 import torch.fx
 
 from fxviz._capture import bind_inputs
+from fxviz._capture._cache import capture_once
 from fxviz._nodes import is_parameter_fetch
 from fxviz._record._breakpoints import (
     OPS,
@@ -93,7 +94,7 @@ class Debugger:
                 "fxviz.record(gm, interpreter=...) and debug the module it returns."
             )
         reject_specs(inputs, "fxviz.Debugger")
-        self.graph_module = trace(gm_or_module, *inputs, **kwargs)
+        self.graph_module = capture_once(trace, gm_or_module, inputs, kwargs)
         inputs = bind_inputs(self.graph_module, inputs, kwargs)
         self.graph: torch.fx.Graph = self.graph_module.graph
         check_inputs(self.graph_module, inputs)

@@ -12,6 +12,7 @@ import torch
 import torch.fx
 
 from fxviz._capture import bind_inputs
+from fxviz._capture._cache import capture_once
 from fxviz._record._engine import record_compiled
 from fxviz._record._explain import describe_failure
 from fxviz._record._grads import Backward, GradientWatcher
@@ -279,6 +280,7 @@ def record(
     stats: StatsOption = True,
     progress: bool | None = None,
     backward: Backward = None,
+    method: str = "auto",
     **kwargs: Any,
 ) -> Recording:
     """Run a graph node by node and record what every node produced.
@@ -310,6 +312,9 @@ def record(
             then summarises the gradient with respect to that node's output (values kept
             under the same ``keep=`` budget) and ``rec.gradients`` lists them in backward
             order, parameters' included. Parameters' ``.grad`` is left untouched.
+        method: how to capture a model that is not a graph yet, as for
+            :func:`fxviz.trace`. A model recorded again with inputs of the same signature
+            re-uses its capture while the model is unchanged (``fxviz.trace`` says more).
 
     Returns:
         A :class:`Recording`; ``rec.output`` is identical to ``gm(*inputs)``.
@@ -329,7 +334,7 @@ def record(
         True
     """
     reject_specs(inputs, "fxviz.record")
-    gm = trace(gm_or_module, *inputs, **kwargs)
+    gm = capture_once(trace, gm_or_module, inputs, kwargs, method)
     inputs = bind_inputs(gm, inputs, kwargs)
     if interpreter is None and (backward is None or backward is False):
         check_keep(keep)

@@ -10,6 +10,7 @@ import torch
 import torch.fx
 
 from fxviz._capture import bind_inputs
+from fxviz._capture._cache import capture_once
 from fxviz._record import RecordingInterpreter
 from fxviz._record._interpreter import check_inputs, progress_bar
 from fxviz._record._summary import iter_tensors
@@ -140,11 +141,8 @@ def shapes(
             "the model's parameters are on the meta device and hold no values: use "
             "mode='meta' or mode='fake' to propagate shapes"
         )
-    gm = trace(
-        model,
-        *(x.materialize("meta") if isinstance(x, TensorSpec) else x for x in inputs),
-        **kwargs,
-    )
+    example = tuple(x.materialize("meta") if isinstance(x, TensorSpec) else x for x in inputs)
+    gm = capture_once(trace, model, example, kwargs)
     inputs = bind_inputs(gm, inputs, kwargs)
     return propagate(gm, inputs, mode, model=model, device=device, progress=progress, flops=flops)
 
