@@ -30,6 +30,7 @@ from fxviz._capture import (
     is_user_file,
     traced_forward,
 )
+from fxviz._capture._state import restored_attributes
 from fxviz._torch_compat import positional_graph, thread_scoped_fx_patches
 from fxviz.errors import TraceError
 
@@ -108,7 +109,8 @@ def trace(
     # Tracing patches globals (nn.Module.__call__, wrapped functions), and torch.export and
     # Dynamo use process-wide state: one trace at a time, and the patches act only in the
     # tracing thread, so other threads' plain forwards are never disturbed.
-    with _TRACE_LOCK, thread_scoped_fx_patches():
+    # Tracing runs forward on proxies or fake tensors: attributes it assigns are put back.
+    with _TRACE_LOCK, thread_scoped_fx_patches(), restored_attributes(obj):
         return _capture(obj, (example_inputs, example_kwargs), method, concrete_args)
 
 

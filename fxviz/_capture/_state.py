@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["restored_state"]
+__all__ = ["restored_attributes", "restored_state"]
 
 
 @contextlib.contextmanager
@@ -36,3 +36,27 @@ def restored_state(model: Any) -> Iterator[None]:
         torch.random.set_rng_state(cpu)
         if cuda is not None:
             torch.cuda.set_rng_state_all(cuda)
+
+
+@contextlib.contextmanager
+def restored_attributes(model: Any) -> Iterator[None]:
+    """Run the block, then put back every module's plain attributes as they were.
+
+    Tracing runs ``forward`` on proxies, fake or meta tensors; a forward that assigns an
+    attribute (torchvision's anchor generator replaces its list of cell anchors with
+    moved copies) would otherwise leave those on the user's model.
+    """
+    saved = (
+        [(m, dict(vars(m))) for m in model.modules()] if isinstance(model, torch.nn.Module) else []
+    )
+    try:
+        yield
+    finally:
+        for module, attributes in saved:
+            state = vars(module)
+            changed = state.keys() != attributes.keys() or any(
+                state[k] is not v for k, v in attributes.items()
+            )  # by identity: == would compare tensors (or proxies) by value
+            if changed:
+                state.clear()
+                state.update(attributes)

@@ -35,38 +35,41 @@ class Subject:
         with torch.no_grad():
             self.want = self.model(*self.args, **self.kwargs)
         self._captured: Any = None
+        self._error: BaseException | None = None
 
     @property
     def captured(self) -> Any:
-        """What the verbs get: the capture of that kind, or a loaded file's recording."""
+        """What the verbs get: the capture of that kind (made once, with grad mode on, as
+        backward needs it), or a loaded file's recording; a capture that failed raises
+        its error again in every cell of the row."""
+        if self._error is not None:
+            raise self._error
         if self._captured is None:
-            if self.kind == "loaded":
-                with torch.no_grad():
-                    rec = fxviz.record(self.model, *self.args, **self.kwargs)
-                path = Path(tempfile.mkdtemp()) / f"{self.name}.fxrec"
-                rec.save(path)
-                self._captured = fxviz.load(path)
-            else:
-                with warnings.catch_warnings():  # grad mode on: backward needs it
-                    warnings.simplefilter("ignore", DeprecationWarning)
-                    self._captured = fxviz.trace(
-                        self.model, *self.args, method=self.kind, **self.kwargs
-                    )
+            try:
+                self._captured = self._capture()
+            except Exception as error:
+                self._error = error
+                raise
         return self._captured
 
+    def _capture(self) -> Any:
+        with torch.enable_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            if self.kind != "loaded":
+                return fxviz.trace(self.model, *self.args, method=self.kind, **self.kwargs)
+            with torch.no_grad():
+                rec = fxviz.record(self.model, *self.args, **self.kwargs)
+            path = Path(tempfile.mkdtemp()) / f"{self.name}.fxrec"
+            rec.save(path)
+            return fxviz.load(path)
+
     def record(self, **options: Any) -> Any:
-        if self.kind == "loaded":
-            return self.captured
-        with torch.no_grad() if "backward" not in options else _nothing():
-            return fxviz.record(self.captured, *self.args, **self.kwargs, **options)
-
-
-class _nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
+        captured = self.captured
+        if self.kind == "loaded" and not options:
+            return captured
+        grad = torch.enable_grad() if "backward" in options else torch.no_grad()
+        with grad:
+            return fxviz.record(captured, *self.args, **self.kwargs, progress=False, **options)
 
 
 def same_tensors(got: Any, want: Any) -> None:
@@ -74,7 +77,8 @@ def same_tensors(got: Any, want: Any) -> None:
     a, b = tensors_in(got), tensors_in(want)
     assert len(a) == len(b) > 0, f"{len(a)} tensors, want {len(b)}"
     for i, (x, y) in enumerate(zip(a, b, strict=True)):
-        assert x.shape == y.shape and torch.equal(x, y), f"output tensor {i} differs"
+        assert x.shape == y.shape, f"output tensor {i}: shape {x.shape}, want {y.shape}"
+        assert torch.equal(x, y), f"output tensor {i} differs"
 
 
 def _record(s: Subject) -> None:
@@ -89,10 +93,12 @@ def _record(s: Subject) -> None:
 
 
 def _debugger(s: Subject) -> None:
-    dbg = fxviz.Debugger(s.captured, *s.args, **s.kwargs)
+    captured = s.captured
+    dbg = fxviz.Debugger(captured, *s.args, **s.kwargs)
     with torch.no_grad():
         dbg.continue_()
-    assert dbg.done and dbg.error is None
+    assert dbg.done
+    assert dbg.error is None
     same_tensors(dbg.output, s.want if s.kind not in ("symbolic", "export") else tensors_in(s.want))
 
 
@@ -108,7 +114,8 @@ def _backward(s: Subject) -> None:
     got = {}
     for name, grad in rec.gradients.parameters.items():
         p = dict(rec.graph_module.named_parameters()).get(name)
-        assert p is not None and id(p) in by_id, f"gradient of {name!r}: not a model parameter"
+        assert p is not None, f"gradient of {name!r}: not a parameter of the capture"
+        assert id(p) in by_id, f"gradient of {name!r}: not a model parameter"
         got[by_id[id(p)]] = grad.value
     assert got, "no parameter gradient recorded"
     names = list(got)
@@ -125,7 +132,7 @@ def _backward(s: Subject) -> None:
 def _shapes(mode: str) -> Callable[[Subject], None]:
     def check(s: Subject) -> None:
         with torch.no_grad():
-            rep = fxviz.shapes(s.captured, *s.args, mode=mode, **s.kwargs)
+            rep = fxviz.shapes(s.captured, *s.args, mode=mode, progress=False, **s.kwargs)
         got = {tuple(r.shape) for r in rep.recording.values() if r.shape is not None}
         for t in tensors_in(s.want):
             assert tuple(t.shape) in got, f"no node has the output's shape {tuple(t.shape)}"
@@ -135,15 +142,16 @@ def _shapes(mode: str) -> Callable[[Subject], None]:
 
 _DIGEST = """
 import sys, hashlib, torch, fxviz
+import transformers, diffusers  # a user's session has the model's library imported
 from fxviz._capture import tensors_in
 rec = fxviz.load(sys.argv[1])
 h = hashlib.sha256()
 for r in rec.values():
     if r.kept:
         for t in tensors_in(r.value):
-            h.update(r.name.encode()); h.update(t.contiguous().view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+            h.update(r.name.encode()); h.update(t.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
 for t in tensors_in(rec.output):
-    h.update(t.contiguous().view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    h.update(t.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
 cmp = fxviz.compare(rec, rec)
 assert cmp.first_divergence is None, cmp.first_divergence
 print(type(rec.output).__name__, h.hexdigest())
@@ -158,9 +166,9 @@ def _digest(rec: Any) -> str:
         if r.kept:
             for t in tensors_in(r.value):
                 h.update(r.name.encode())
-                h.update(t.contiguous().view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+                h.update(t.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
     for t in tensors_in(rec.output):
-        h.update(t.contiguous().view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+        h.update(t.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
     return f"{type(rec.output).__name__} {h.hexdigest()}"
 
 
@@ -177,6 +185,7 @@ def _save_load(s: Subject) -> None:
 
 
 def _compare_dtype(s: Subject) -> None:
+    s.captured
     cmp = fxviz.compare_dtype(s.model, *s.args, dtype=torch.bfloat16, **s.kwargs)
     assert len(cmp.table()) > 0
 
@@ -200,7 +209,8 @@ def _to_dot(s: Subject) -> None:
 
 def _report(s: Subject) -> None:
     page = fxviz.report(s.record())
-    assert page is not None and "<html" in page.lower()
+    assert page is not None
+    assert "<html" in page.lower()
     assert "Cannot access storage" not in page
 
 

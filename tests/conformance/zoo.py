@@ -50,7 +50,11 @@ def gpt2() -> Case:
         eos_token_id=0,
     )  # fmt: skip
     ids = _ids()
-    return tf.GPT2LMHeadModel(cfg).eval(), (), {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    return (
+        tf.GPT2LMHeadModel(cfg).eval(),
+        (),
+        {"input_ids": ids, "attention_mask": torch.ones_like(ids)},
+    )
 
 
 def llama() -> Case:
@@ -71,7 +75,11 @@ def phi3() -> Case:
 
 def gemma3() -> Case:
     return _lm(
-        "Gemma3TextConfig", "Gemma3ForCausalLM", head_dim=8, sliding_window=4, query_pre_attn_scalar=8
+        "Gemma3TextConfig",
+        "Gemma3ForCausalLM",
+        head_dim=8,
+        sliding_window=4,
+        query_pre_attn_scalar=8,
     )
 
 
@@ -89,7 +97,9 @@ def qwen3_moe() -> Case:
 def mamba() -> Case:
     import transformers as tf
 
-    cfg = tf.MambaConfig(vocab_size=VOCAB, hidden_size=32, state_size=8, num_hidden_layers=2, expand=2)
+    cfg = tf.MambaConfig(
+        vocab_size=VOCAB, hidden_size=32, state_size=8, num_hidden_layers=2, expand=2
+    )
     return tf.MambaForCausalLM(cfg).eval(), (), {"input_ids": _ids()}
 
 
@@ -101,7 +111,11 @@ def t5() -> Case:
         num_heads=2, decoder_start_token_id=0,
     )  # fmt: skip
     ids = _ids()
-    kwargs = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "decoder_input_ids": _ids(seq=3)}
+    kwargs = {
+        "input_ids": ids,
+        "attention_mask": torch.ones_like(ids),
+        "decoder_input_ids": _ids(seq=3),
+    }
     return tf.T5ForConditionalGeneration(cfg).eval(), (), kwargs
 
 
@@ -113,7 +127,11 @@ def bart() -> Case:
         decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=32,
     )  # fmt: skip
     ids = _ids()
-    kwargs = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "decoder_input_ids": _ids(seq=3)}
+    kwargs = {
+        "input_ids": ids,
+        "attention_mask": torch.ones_like(ids),
+        "decoder_input_ids": _ids(seq=3),
+    }
     return tf.BartForConditionalGeneration(cfg).eval(), (), kwargs
 
 
@@ -145,7 +163,11 @@ def swin() -> Case:
         image_size=32, patch_size=4, num_channels=3, embed_dim=16, depths=[1, 1], num_heads=[2, 2],
         window_size=4, num_labels=3,
     )  # fmt: skip
-    return tf.SwinForImageClassification(cfg).eval(), (), {"pixel_values": torch.randn(1, 3, 32, 32)}
+    return (
+        tf.SwinForImageClassification(cfg).eval(),
+        (),
+        {"pixel_values": torch.randn(1, 3, 32, 32)},
+    )
 
 
 def wav2vec2() -> Case:
@@ -177,7 +199,11 @@ def clip() -> Case:
     text, vision = _text_vision(tf, "CLIPTextConfig", "CLIPVisionConfig")
     cfg = tf.CLIPConfig(text_config=text, vision_config=vision, projection_dim=16)
     ids = _ids(batch=2)
-    kwargs = {"input_ids": ids, "pixel_values": torch.randn(1, 3, 16, 16), "attention_mask": torch.ones_like(ids)}
+    kwargs = {
+        "input_ids": ids,
+        "pixel_values": torch.randn(1, 3, 16, 16),
+        "attention_mask": torch.ones_like(ids),
+    }
     return tf.CLIPModel(cfg).eval(), (), kwargs
 
 
@@ -206,7 +232,11 @@ def llava() -> Case:
         vision_feature_layer=-1,
     )  # fmt: skip
     ids = torch.cat([torch.full((1, 16), VOCAB), _ids()], dim=1)
-    kwargs = {"input_ids": ids, "pixel_values": torch.randn(1, 3, 16, 16), "attention_mask": torch.ones_like(ids)}
+    kwargs = {
+        "input_ids": ids,
+        "pixel_values": torch.randn(1, 3, 16, 16),
+        "attention_mask": torch.ones_like(ids),
+    }
     return tf.LlavaForConditionalGeneration(cfg).eval(), (), kwargs
 
 
@@ -270,7 +300,9 @@ class AnchorGenerator(nn.Module):
         xs = torch.arange(w, dtype=torch.float32, device=feature.device)
         grid_y, grid_x = torch.meshgrid(ys, xs, indexing="ij")
         shifts = torch.stack([grid_x, grid_y, grid_x, grid_y], dim=-1).reshape(-1, 1, 4)
-        anchors = [shifts + a.to(feature.device, feature.dtype) for a in self.cell_anchors]
+        # as torchvision's set_cell_anchors: the list attribute is replaced by moved copies
+        self.cell_anchors = [a.to(feature.device, feature.dtype) for a in self.cell_anchors]
+        anchors = [shifts + a for a in self.cell_anchors]
         return torch.cat(anchors, dim=1).reshape(-1, 4)
 
 
@@ -302,7 +334,9 @@ ZOO: dict[str, Callable[[], Case]] = {
         value_if, detector, forked, anchor_detector,
     )
 }  # fmt: skip
-THIRD_PARTY = [name for name in ZOO if name not in {"value_if", "detector", "forked", "anchor_detector"}]
+THIRD_PARTY = [
+    name for name in ZOO if name not in {"value_if", "detector", "forked", "anchor_detector"}
+]
 
 
 def build(name: str) -> Case:
