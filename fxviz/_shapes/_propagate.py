@@ -70,7 +70,9 @@ class _ShapeInterpreter(RecordingInterpreter):
             recorder.next_run_node = run_checked
         return recorder
 
-    def call_function(self, target: Any, args: Any, kwargs: Any) -> Any:
+    _unused_scalar = False
+
+    def _call_function(self, target: Any, args: Any, kwargs: Any) -> Any:
         if self._mode == "meta":
             args, kwargs = retarget_devices((args, kwargs))
             if target in device_factories() and kwargs.get("device") is None:
@@ -86,8 +88,23 @@ class _ShapeInterpreter(RecordingInterpreter):
             args, kwargs = retarget_devices((args, kwargs))
         return super().call_method(target, args, kwargs)
 
+    def call_function(self, target: Any, args: Any, kwargs: Any) -> Any:
+        if self._mode != "real" and target in _SCALAR_READS and self._unused_scalar:
+            # A captured run's `if t.sum() > 0`: the scalar steered the Python that ran, so
+            # the capture already holds the branch taken and no node reads the value.
+            return None
+        return self._call_function(target, args, kwargs)
+
+    fxviz_convert: Any = None
+
     def run_node(self, n: torch.fx.Node) -> Any:
+        self._unused_scalar = not n.users
         value = super().run_node(n)
+        if self._mode != "real" and "fxviz_break" in n.meta and self.fxviz_convert is not None:
+            # A capture's Python segment hands back what the real run made, tensors kept in
+            # plain Python attributes included (torchvision's anchor lists): the graphs
+            # after it see them as fake/meta tensors, as they see parameters.
+            value = _abstract(value, self.fxviz_convert, self._mode)
         meta = [extract_tensor_metadata(t) for _, t in iter_tensors(value)]
         if meta:
             n.meta["tensor_meta"] = meta[0] if isinstance(value, torch.Tensor) else meta
@@ -177,6 +194,7 @@ def propagate(
         counting = counter.active() if counter is not None else contextlib.nullcontext()
         with grad, placement, _parameters(mode, gm, convert):
             interp = _ShapeInterpreter(gm, mode, counter)
+            interp.fxviz_convert = convert
             try:
                 with progress_bar(interp, progress, "fxviz shapes"), counting:
                     interp.run(*converted)
@@ -191,11 +209,21 @@ def propagate(
     return ShapeReport(gm, interp.recording, mode=mode, flops=_flops(counter))
 
 
+def _abstract(value: Any, convert: Any, mode: str) -> Any:
+    if isinstance(value, torch.Tensor):
+        done = value.is_meta if mode == "meta" else is_fake(value)
+        return value if done else convert(value)
+    if type(value) in (tuple, list):
+        return type(value)(_abstract(v, convert, mode) for v in value)
+    return value
+
+
 def _flops(counter: FlopCounter | None) -> dict[str, int] | None:
     return None if counter is None else counter.flops
 
 
 _META = torch.device("meta")
+_SCALAR_READS = (torch.ops.aten.item.default, torch.ops.aten._local_scalar_dense.default)
 
 
 def retarget_devices(value: Any) -> Any:

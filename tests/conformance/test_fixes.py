@@ -198,3 +198,19 @@ def test_tensors_in_a_plain_list_attribute_shapes_and_model_left_as_it_was():
         assert all(type(a) is torch.Tensor for a in model.anchors.cell_anchors), method
     assert [a.data_ptr() for a in model.anchors.cell_anchors] == [a.data_ptr() for a in anchors]
     assert torch.equal(model(x), want)
+
+
+@pytest.mark.parametrize("mode", ["fake", "meta"])
+def test_fake_and_meta_shapes_of_one_run_captures(mode):
+    """A Python segment hands the anchor list to the next graph (PlacementError before),
+    and a real capture's `.item()` steered Python only (fake stopped there before)."""
+    model, x = AnchorDetector(), torch.randn(1, 3, 8, 8)
+    capture = fxviz.trace(model, x, method="dynamo")
+    assert any("cell_anchors" in n.name for n in capture.graph.nodes)
+    rep = fxviz.shapes(capture, x, mode=mode, progress=False)
+    assert rep["output"].shape == tuple(model(x).shape)
+    model, args, _ = build("value_if")
+    capture = fxviz.trace(model, *args, method="real")
+    rep = fxviz.shapes(capture, *args, mode=mode, progress=False)
+    assert rep["g0_item"].shape is None  # a Python bool, read by no node
+    assert rep["output"].shape == (2, 4)
