@@ -261,10 +261,12 @@ def rebuilt(type_name: str, attrs: dict[str, Any], items: dict[str, Any] | None 
 
     module, _, qualname = type_name.partition(":")
     cls: Any = sys.modules.get(module)
+    if cls is None and "." in module and module.partition(".")[0] in sys.modules:
+        cls = _submodule(module)
     for part in qualname.split("."):
         cls = getattr(cls, part, None)
     mapping = items is not None
-    usable = (
+    usable = (  # a plain class (a cache) or a dict subclass (a model output), never a module
         isinstance(cls, type)
         and not issubclass(cls, (torch.nn.Module, type, BaseException))
         and (issubclass(cls, dict) if mapping else cls.__new__ is object.__new__)
@@ -282,6 +284,19 @@ def rebuilt(type_name: str, attrs: dict[str, Any], items: dict[str, Any] | None 
             base.__setitem__(obj, key, item)
     obj.__dict__.update(attrs)
     return obj
+
+
+def _submodule(name: str) -> Any:
+    """A submodule of a package the user already imported (``transformers`` imports its
+    ``modeling_outputs`` lazily): the library's own code, never a package the file names."""
+    import importlib
+
+    if not all(part.isidentifier() for part in name.split(".")):
+        return None
+    try:
+        return importlib.import_module(name)
+    except Exception:  # any failure leaves the value a SavedObject
+        return None
 
 
 class SavedObject:
