@@ -429,3 +429,20 @@ class ProvenanceInterpreter(torch.fx.Interpreter):
             return super().run_node(n)
         finally:
             fx_traceback.current_meta = saved
+
+
+def functorch_unwrapped(value: Any) -> Any:
+    """The plain tensor a functorch wrapper holds (``torch.vmap``'s BatchedTensor, with its
+    batch dimension; ``torch.func.grad``'s wrapper), every level peeled; anything else as
+    it is. Such wrappers have no storage: statistics and files take what they hold.
+
+    Relies on ``torch._C._functorch.is_functorch_wrapped_tensor``/``get_unwrapped``
+    (private, checked on torch 2.13).
+    """
+    if not isinstance(value, torch.Tensor):
+        return value
+    from torch._C import _functorch
+
+    while _functorch.is_functorch_wrapped_tensor(value) or _functorch.is_batchedtensor(value):
+        value = _functorch.get_unwrapped(value)
+    return value

@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from fxviz._torch_compat import functorch_unwrapped
 from fxviz.errors import RecordingFileError
 
 __all__ = ["SAFETENSORS_DTYPES", "Blocks", "decode_value", "encode_value", "storable"]
@@ -86,6 +87,7 @@ class Blocks:
 def encode_value(value: Any, tensors: Blocks, depth: int = 0) -> dict[str, Any]:
     """The JSON tree of ``value``; its tensors' storages are added to ``tensors``."""
     if isinstance(value, torch.Tensor):
+        value = functorch_unwrapped(value)  # a vmap'd value: saved as what it holds
         if not storable(value):
             return {"t": "other", "type": f"{type(value).__name__} ({value.dtype}, {value.layout})"}
         return tensors.add(value.detach())

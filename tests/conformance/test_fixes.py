@@ -214,3 +214,25 @@ def test_fake_and_meta_shapes_of_one_run_captures(mode):
     rep = fxviz.shapes(capture, *args, mode=mode, progress=False)
     assert rep["g0_item"].shape is None  # a Python bool, read by no node
     assert rep["output"].shape == (2, 4)
+
+
+def test_values_made_under_vmap_are_summarised_saved_and_reported_as_what_they_hold(tmp_path):
+    """A recording made inside ``torch.vmap`` holds BatchedTensors (no storage): its
+    statistics, file and report take the tensors they wrap (batch dimension included)."""
+    gm = torch.fx.symbolic_trace(nn.Sequential(nn.Linear(3, 2), nn.ReLU()))
+    made = []
+
+    def run(x):
+        made.append(fxviz.record(gm, x))
+        return made[-1].output
+
+    xs = torch.randn(4, 3)
+    out = torch.vmap(run)(xs)
+    rec = made[0]
+    assert torch.equal(out, gm(xs))
+    assert rec["_1"].shape == (4, 2)
+    assert rec["_1"].outputs[0].max == out.max().item()
+    assert len(rec.table()) == len(rec)
+    loaded = fxviz.load(rec.save(tmp_path / "vmap.fxrec"))
+    assert torch.equal(loaded["_1"].value, out)
+    assert "Cannot access" not in fxviz.report(rec)

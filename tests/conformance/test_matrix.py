@@ -42,7 +42,9 @@ def _cells():
                 marks = [pytest.mark.slow] if core else [pytest.mark.matrix_full]
                 if want == "xfail":
                     marks.append(pytest.mark.xfail(strict=True, reason=text))
-                yield pytest.param(name, kind, verb, want, text, marks=marks, id=f"{name}-{kind}-{verb}")
+                yield pytest.param(
+                    name, kind, verb, want, text, marks=marks, id=f"{name}-{kind}-{verb}"
+                )
 
 
 @pytest.mark.parametrize(("name", "kind", "verb", "want", "text"), list(_cells()))
