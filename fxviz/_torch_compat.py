@@ -317,7 +317,7 @@ def positional_graph(gm: torch.fx.GraphModule) -> None:
     flat = output.args[0]
     with gm.graph.inserting_before(output):
         node = gm.graph.call_function(_Unflatten(out_spec), (list(flat),))
-    node.name = "unflatten"
+    node._rename("unflatten")  # private; unique in the graph (SigLIP has its own unflatten)
     output.args = (node,)
     gm.recompile()
     # The exported module checks each call against the (args, kwargs) structure it no

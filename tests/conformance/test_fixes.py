@@ -238,3 +238,19 @@ def test_values_made_under_vmap_are_summarised_saved_and_reported_as_what_they_h
     page = fxviz.report(rec)
     assert "Cannot access storage" not in page
     assert "BatchedTensor" not in page
+
+
+def test_export_with_keyword_inputs_keeps_node_names_unique(tmp_path):
+    """SigLIP calls its own `unflatten`: the exported graph's output node took the same
+    name, so one record could not be looked up and was dropped on save."""
+    model, _, kwargs = build("siglip")
+    with torch.no_grad():
+        rec = fxviz.record(model, method="export", **kwargs)
+        want = model(**kwargs)
+    names = [n.name for n in rec.graph_module.graph.nodes]
+    assert "unflatten" in names
+    assert len(names) == len(set(names)) == len(rec)
+    loaded = fxviz.load(rec.save(tmp_path / "siglip.fxrec"))
+    assert list(loaded) == list(rec)
+    for a, b in zip(tensors_in(rec.output), tensors_in(want), strict=True):
+        assert torch.equal(a, b)
