@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from tests.conformance.cells import CHECKS, KINDS, Subject  # noqa: E402
-from tests.conformance.expected import QUICK_MODELS, outcome  # noqa: E402
+from tests.conformance.expected import outcome  # noqa: E402
 from tests.conformance.zoo import ZOO  # noqa: E402
 
 MARK = {"pass": "✓", "refused": "refused", "xfail": "xfail", "n/a": "·", "fail": "✗"}
@@ -44,7 +44,11 @@ def run_cell(subject: Subject, verb: str) -> tuple[str, str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="the fast core only")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="a smoke test: value_if, every kind, no file round trip",
+    )
     parser.add_argument("--models", default="", help="comma-separated zoo names")
     parser.add_argument("--kinds", default="", help="comma-separated capture kinds")
     parser.add_argument("--verbs", default="", help="comma-separated verbs")
@@ -52,13 +56,14 @@ def main() -> int:
     options = parser.parse_args()
     torch.set_num_threads(1)
     warnings.simplefilter("ignore")
-    models = (
-        options.models.split(",")
-        if options.models
-        else list(QUICK_MODELS if options.quick else ZOO)
-    )
+    models = options.models.split(",") if options.models else list(ZOO)
+    if options.quick:
+        models = ["value_if"]
     kinds = options.kinds.split(",") if options.kinds else list(KINDS)
     verbs = options.verbs.split(",") if options.verbs else list(CHECKS)
+    if options.quick:
+        verbs = [v for v in verbs if v != "save_load"]
+    print("targets: every cell ✓, refused (its documented message) or xfail (a known bug)")
     cells: dict[str, dict[str, str]] = {}
     bad = 0
     start = time.perf_counter()

@@ -47,6 +47,7 @@ def main() -> int:
     models = [TARGET_MODEL] if options.quick else options.models.split(",")
     repeats = 3 if options.quick else options.repeats
     print(f"{'model':12} {'method':8} {'forward':>10} {'record':>10} {'record/fwd':>11}")
+    print(f"targets: {TARGET_MODEL} records the second time in <= {LIMIT}x its forward")
     ok = True
     for name in models:
         model, args, kwargs = build(name)
@@ -54,7 +55,9 @@ def main() -> int:
             times = time_interleaved(
                 {
                     "forward": functools.partial(model, *args, **kwargs),
-                    "record": functools.partial(fxviz.record, model, *args, progress=False, **kwargs),
+                    "record": functools.partial(
+                        fxviz.record, model, *args, progress=False, **kwargs
+                    ),
                 },
                 repeats,
             )

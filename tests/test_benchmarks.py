@@ -22,6 +22,8 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
         "save_compare.py",
         "gradients.py",
         "tensor_statistics.py",
+        "real_models.py",
+        "conformance.py",
     ],
 )
 def test_benchmark_quick_mode_runs(script):

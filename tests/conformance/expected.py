@@ -57,8 +57,11 @@ NOT_APPLICABLE: dict[tuple[str, str], str] = {
 KNOWN: dict[tuple[str, str, str], str] = {
     (ALL, "dynamo", "compare_dtype"): "compare_dtype converts the captured graph, not the "
     "model, and cannot take keyword inputs (fixed by #23 'compare' branch)",
-    (ALL, ALL, "compare_pass"): "compare_pass takes no keyword inputs and compare fails on "
-    "0-d tensors (fixed by #22/#23 'compare' branch)",
+    **{
+        (ALL, kind, "compare_pass"): "compare_pass takes no keyword inputs and compare fails "
+        "on 0-d tensors (fixed by #22/#23 'compare' branch)"
+        for kind in ("symbolic", "export", "dynamo", "real")
+    },
 }
 for _name in ZOO:
     if _name in KEYWORD_ONLY:
