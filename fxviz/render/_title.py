@@ -34,8 +34,10 @@ def model_title(obj: Any) -> str:
     graph: torch.fx.Graph = gm.graph
     root = _root_class(graph)
     method = gm.meta.get("fxviz_method")
-    if method in _CAPTURED:  # one run's capture: its class is "Captured<Model>"
+    if method in _CAPTURED:  # fxviz.trace says how; one run's capture is "Captured<Model>"
         name = type(gm).__name__.removeprefix("Captured")
+        if name == "GraphModule" and method == "symbolic":
+            return name  # symbolic_trace of a function: no model to name
         return f"{root or name} ({_CAPTURED[method]})"
     if not has_plain_codegen(graph):
         return f"{root or type(gm).__name__} (torch.export)"
@@ -44,7 +46,12 @@ def model_title(obj: Any) -> str:
     return root or type(gm).__name__
 
 
-_CAPTURED = {"dynamo": "dynamo", "real": "one real run"}
+_CAPTURED = {
+    "symbolic": "symbolic_trace",
+    "export": "torch.export",
+    "dynamo": "dynamo",
+    "real": "one real run",
+}
 
 
 def _root_class(graph: torch.fx.Graph) -> str | None:

@@ -68,7 +68,7 @@ for _name in ZOO:
         KNOWN[(_name, "joint", ALL)] = (
             "trace(method='joint') drops keyword inputs (fxviz/_joint.py, not this branch)"
         )
-        for _kind in ("symbolic", "export", "dynamo", "real"):
+        for _kind in ("symbolic", "export", "dynamo", "real", "loaded"):
             KNOWN[(_name, _kind, "diff")] = (
                 "diff takes no keyword inputs (fxviz/render/_diff.py, not this branch)"
             )
