@@ -1,8 +1,9 @@
 """Capture once: ``record``, ``Debugger``, ``debug`` and ``shapes`` re-use the capture of the
 same model and input signature while it is still valid.
 
-A capture is valid while the model's module structure, training flags, forward code and
-hooks, its parameters' identities and the grad mode are those it was made with; a Dynamo or
+A capture is valid while the model's module structure, training flags, forward code,
+hooks and plain attributes (by identity), its parameters' identities and the grad mode are
+those it was made with; a Dynamo or
 real capture (one run) also needs inputs equal to the ones it ran on and parameters not
 written since (their version counters). Anything else captures again. A few captures are
 kept (least recently used first out); each holds its model, so at most that many models
@@ -81,14 +82,15 @@ def _cacheable(obj: Any, method: str) -> bool:
         return False
     if isinstance(obj, (torch.jit.ScriptModule, torch.jit.ScriptFunction)):
         return False
-    return isinstance(obj, torch.nn.Module) or callable(getattr(obj, "__code__", None))
+    return isinstance(obj, torch.nn.Module) or getattr(obj, "__code__", None) is not None
 
 
 def _state(obj: Any, kind: str | None) -> tuple[Any, ...]:
     """What a capture of ``obj`` depends on besides its inputs."""
     grad = torch.is_grad_enabled()
     if not isinstance(obj, torch.nn.Module):
-        return (grad, obj.__code__, getattr(obj, "__defaults__", None))
+        closure = tuple(id(c.cell_contents) for c in getattr(obj, "__closure__", None) or ())
+        return (grad, obj.__code__, getattr(obj, "__defaults__", None), closure)
     modules = tuple(_module_state(name, m) for name, m in obj.named_modules(remove_duplicate=False))
     one_run = kind in _ONE_RUN
     params = tuple(
@@ -117,6 +119,8 @@ def _module_state(name: str, m: torch.nn.Module) -> tuple[Any, ...]:
         tuple(m._parameters),
         tuple(m._buffers),
         tuple(m._modules),
+        # plain attributes (a scale, a flag, a list of anchors): a capture may bake them in
+        tuple((k, id(v)) for k, v in vars(m).items() if not k.startswith("_")),
     )
 
 

@@ -155,7 +155,7 @@ def test_new_inputs_capture_again():
 
 @pytest.mark.parametrize(
     "change",
-    ["training", "submodule", "forward", "hook", "parameter", "written", "grad_mode"],
+    ["training", "submodule", "forward", "hook", "parameter", "written", "grad_mode", "attribute"],
 )
 def test_a_change_to_the_model_captures_again(change):
     model, x = _Net(), torch.randn(2, 4)
@@ -176,6 +176,8 @@ def test_a_change_to_the_model_captures_again(change):
             model.a.weight.add_(1)
     elif change == "grad_mode":
         grad = torch.no_grad()
+    elif change == "attribute":
+        model.scale = 2.0  # a plain attribute the next forward may read
     with grad:
         again = fxviz.record(model, x)
     assert again.graph_module is not first
@@ -254,3 +256,24 @@ def test_export_with_keyword_inputs_keeps_node_names_unique(tmp_path):
     assert list(loaded) == list(rec)
     for a, b in zip(tensors_in(rec.output), tensors_in(want), strict=True):
         assert torch.equal(a, b)
+
+
+def test_a_symbolic_capture_is_made_again_when_a_baked_in_attribute_changes():
+    class Scaled(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.scale = 2.0
+
+        def forward(self, x):
+            return x * self.scale  # symbolic_trace bakes the float into the graph
+
+    model, x = Scaled(), torch.ones(2)
+    assert torch.equal(fxviz.record(model, x).output, x * 2)
+    model.scale = 3.0
+    assert torch.equal(fxviz.record(model, x).output, x * 3)
+    scale = 2.0
+    fn = lambda t: t * scale  # noqa: E731 (a closure over a number)
+    first = fxviz.record(fn, x).graph_module
+    assert fxviz.record(fn, x).graph_module is first
+    scale = 4.0
+    assert torch.equal(fxviz.record(fn, x).output, x * 4)
