@@ -76,7 +76,9 @@ def pytest_collection_modifyitems(config, items):
     ``slow`` run by default (``-m "not slow"`` leaves them out)."""
     for marker in ("exhaustive", "matrix_full"):
         if marker not in (config.getoption("markexpr", "") or ""):
-            skip = pytest.mark.skip(reason=f"{marker}: run with pytest -m {marker} (make test-slow)")
+            skip = pytest.mark.skip(
+                reason=f"{marker}: run with pytest -m {marker} (make test-slow)"
+            )
             for item in items:
                 if marker in item.keywords:
                     item.add_marker(skip)
