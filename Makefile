@@ -35,6 +35,7 @@ test: $(STAMP) $(BUNDLE)
 # Generated-graph tests with thousands of examples (the default run has a few hundred).
 test-slow: $(STAMP) $(BUNDLE)
 	$(BIN)/python -m pytest -m exhaustive tests/test_generated_graphs.py tests/test_generated_modules.py
+	$(BIN)/python -m pytest -m matrix_full tests/conformance
 
 screenshots: $(STAMP) $(BUNDLE)
 	$(BIN)/python -m pytest -m browser tests/browser
@@ -99,6 +100,8 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/render.py
 	$(BIN)/python benchmarks/save_compare.py
 	$(BIN)/python benchmarks/training.py
+	$(BIN)/python benchmarks/real_models.py
+	$(BIN)/python benchmarks/conformance.py
 
 clean:
 	rm -rf $(VENV) $(LINT_VENV) build dist site *.egg-info .pytest_cache .ruff_cache node_modules fxviz/static

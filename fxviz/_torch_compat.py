@@ -318,7 +318,7 @@ def positional_graph(gm: torch.fx.GraphModule) -> None:
     flat = output.args[0]
     with gm.graph.inserting_before(output):
         node = gm.graph.call_function(_Unflatten(out_spec), (list(flat),))
-    node.name = "unflatten"
+    node._rename("unflatten")  # private; unique in the graph (SigLIP has its own unflatten)
     output.args = (node,)
     gm.recompile()
     # The exported module checks each call against the (args, kwargs) structure it no
@@ -440,3 +440,20 @@ def foreach_norms(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
         return list(torch._foreach_norm(tensors, 2, dtype=torch.float32))
     except (AttributeError, TypeError, RuntimeError):
         return [torch.linalg.vector_norm(t, dtype=torch.float32) for t in tensors]
+
+
+def functorch_unwrapped(value: Any) -> Any:
+    """The plain tensor a functorch wrapper holds (``torch.vmap``'s BatchedTensor, with its
+    batch dimension; ``torch.func.grad``'s wrapper), every level peeled; anything else as
+    it is. Such wrappers have no storage: statistics and files take what they hold.
+
+    Relies on ``torch._C._functorch.is_functorch_wrapped_tensor``/``get_unwrapped``
+    (private, checked on torch 2.13).
+    """
+    if not isinstance(value, torch.Tensor):
+        return value
+    from torch._C import _functorch
+
+    while _functorch.is_functorch_wrapped_tensor(value) or _functorch.is_batchedtensor(value):
+        value = _functorch.get_unwrapped(value)
+    return value

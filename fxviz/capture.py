@@ -34,7 +34,12 @@ from fxviz._capture import (
 )
 from fxviz._capture._eager import eager_is_compiling
 from fxviz._capture._real import tensors_in
-from fxviz._capture._state import ModelState, attribute_writes, restored_state
+from fxviz._capture._state import (
+    ModelState,
+    attribute_writes,
+    restored_attributes,
+    restored_state,
+)
 from fxviz._capture._subject import traceable
 from fxviz._torch_compat import positional_graph, thread_scoped_fx_patches
 from fxviz.errors import TraceError
@@ -123,7 +128,8 @@ def trace(
     # Tracing patches globals (nn.Module.__call__, wrapped functions), and torch.export and
     # Dynamo use process-wide state: one trace at a time, and the patches act only in the
     # tracing thread, so other threads' plain forwards are never disturbed.
-    with _TRACE_LOCK, thread_scoped_fx_patches():
+    # Tracing runs forward on proxies or fake tensors: attributes it assigns are put back.
+    with _TRACE_LOCK, thread_scoped_fx_patches(), restored_attributes(obj):
         return _capture(obj, (example_inputs, example_kwargs), method, concrete_args)
 
 

@@ -71,13 +71,17 @@ def pytest_collection_modifyitems(config, items):
     """Tests marked ``dot`` or ``browser`` need those tools: skipped (visibly) where one is
     missing, and an error under CI, which installs them. Tests marked ``exhaustive``
     (thousands of generated examples; the default run covers the same checks with fewer)
-    run only when selected: ``pytest -m exhaustive`` or ``make test-slow``. Tests marked
+    run only when selected: ``pytest -m exhaustive`` or ``make test-slow``; so do the
+    conformance matrix's cells beyond its fast core (``matrix_full``). Tests marked
     ``slow`` run by default (``-m "not slow"`` leaves them out)."""
-    if "exhaustive" not in (config.getoption("markexpr", "") or ""):
-        skip = pytest.mark.skip(reason="exhaustive: run with pytest -m exhaustive (make test-slow)")
-        for item in items:
-            if "exhaustive" in item.keywords:
-                item.add_marker(skip)
+    for marker in ("exhaustive", "matrix_full"):
+        if marker not in (config.getoption("markexpr", "") or ""):
+            skip = pytest.mark.skip(
+                reason=f"{marker}: run with pytest -m {marker} (make test-slow)"
+            )
+            for item in items:
+                if marker in item.keywords:
+                    item.add_marker(skip)
     for marker, (present, install) in _NEEDS.items():
         if present():
             continue

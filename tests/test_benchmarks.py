@@ -23,6 +23,8 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
         "gradients.py",
         "tensor_statistics.py",
         "training.py",
+        "real_models.py",
+        "conformance.py",
     ],
 )
 def test_benchmark_quick_mode_runs(script):

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["MISSING", "ModelState", "attribute_writes", "restored_state"]
+__all__ = ["MISSING", "ModelState", "attribute_writes", "restored_attributes", "restored_state"]
 
 _REGISTRIES = ("_parameters", "_buffers", "_modules")
 MISSING: Any = object()  # an attribute that was not there
@@ -208,3 +208,27 @@ def attribute_writes(model: Any) -> Iterator[list[str]]:
         yield found
     finally:
         torch.nn.Module.__setattr__ = original  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
+def restored_attributes(model: Any) -> Iterator[None]:
+    """Run the block, then put back every module's plain attributes as they were.
+
+    Tracing runs ``forward`` on proxies, fake or meta tensors; a forward that assigns an
+    attribute (torchvision's anchor generator replaces its list of cell anchors with
+    moved copies) would otherwise leave those on the user's model.
+    """
+    saved = (
+        [(m, dict(vars(m))) for m in model.modules()] if isinstance(model, torch.nn.Module) else []
+    )
+    try:
+        yield
+    finally:
+        for module, attributes in saved:
+            state = vars(module)
+            changed = state.keys() != attributes.keys() or any(
+                state[k] is not v for k, v in attributes.items()
+            )  # by identity: == would compare tensors (or proxies) by value
+            if changed:
+                state.clear()
+                state.update(attributes)

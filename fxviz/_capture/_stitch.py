@@ -352,7 +352,9 @@ def _set_attr(root: torch.nn.Module, path: str, value: Any) -> None:
         setattr(root, leaf, value)
 
 
-_SELF = re.compile(r"^L\['self'\]\.?|^L__self___?")
+# The module whose forward Dynamo compiled: ``self``, or ``args[0]`` when a decorator
+# (``def wrapper(*args, **kwargs)``, as Hugging Face wraps its forwards) is the frame.
+_SELF = re.compile(r"^L\['self'\]\.?|^L__self___?|^L\['args'\]\[0\]\.?|^L__args___0___?")
 _INDEX = re.compile(r"\[(\d+)\]")
 _KEY = re.compile(r"\._modules\['([^']+)'\]|\['([^']+)'\]")
 
@@ -373,7 +375,7 @@ def _clean_stack(stack: dict[str, Any], owner: str | None = None) -> dict[str, A
     return clean
 
 
-_PARAMETER_INPUT = re.compile(r"^l_self_(.*)_$", re.IGNORECASE)
+_PARAMETER_INPUT = re.compile(r"^l_(?:self|args_0)_(.*)_$", re.IGNORECASE)
 _ATTRIBUTE_KIND = re.compile(r"_(?:modules|parameters|buffers)_")
 
 

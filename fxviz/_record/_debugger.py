@@ -10,6 +10,7 @@ import torch
 import torch.fx
 
 from fxviz._capture import JointGraph, bind_inputs, register_traceable
+from fxviz._capture._cache import capture_once
 from fxviz._nodes import is_parameter_fetch
 from fxviz._record._breakpoints import (
     Breakpoint,
@@ -95,7 +96,7 @@ class Debugger(DebuggerState, BreakpointCommands, RestoreCommands):
             backward = kwargs.pop("backward", True)
             inputs = tuple(joint_backward_inputs(gm_or_module, *inputs, backward=backward))
             gm_or_module = gm_or_module.backward
-        self.graph_module = trace(gm_or_module, *inputs, **kwargs)
+        self.graph_module = capture_once(trace, gm_or_module, inputs, kwargs)
         inputs = bind_inputs(self.graph_module, inputs, kwargs)
         self.graph: torch.fx.Graph = self.graph_module.graph
         check_inputs(self.graph_module, inputs)

@@ -12,6 +12,7 @@ import torch
 import torch.fx
 
 from fxviz._capture import JointGraph, bind_inputs
+from fxviz._capture._cache import capture_once
 from fxviz._record._engine import Engine, check_engine, record_compiled
 from fxviz._record._explain import wrap_node_failure
 from fxviz._record._grads import Backward, GradientWatcher
@@ -260,6 +261,7 @@ def record(
     progress: bool | None = None,
     backward: Backward = None,
     engine: Engine | None = None,
+    method: str = "auto",
     **kwargs: Any,
 ) -> Recording:
     """Run a graph node by node and record what every node produced.
@@ -297,6 +299,9 @@ def record(
             ``gm(*inputs)``) or ``"interpreted"`` (the recording interpreter, as the
             Debugger runs). Both give the same recording; ``interpreter=`` and
             ``backward=`` always use the interpreted one.
+        method: how to capture a model that is not a graph yet, as for
+            :func:`fxviz.trace`. A model recorded again with inputs of the same signature
+            re-uses its capture while the model is unchanged (``fxviz.trace`` says more).
 
     Returns:
         A :class:`Recording`; ``rec.output`` is identical to ``gm(*inputs)``.
@@ -321,7 +326,7 @@ def record(
             gm_or_module, inputs, kwargs, backward=True if backward is None else backward,
             interpreter=interpreter, keep=keep, stats=stats, progress=progress, engine=engine,
         )  # fmt: skip
-    gm = trace(gm_or_module, *inputs, **kwargs)
+    gm = capture_once(trace, gm_or_module, inputs, kwargs, method)
     inputs = bind_inputs(gm, inputs, kwargs)
     chosen = check_engine(engine)
     plain = interpreter is None and (backward is None or backward is False)

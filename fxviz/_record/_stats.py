@@ -27,7 +27,7 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 from fxviz._record._moments import permuted_dense
 from fxviz._record._summary import TensorSummary, iter_tensors, summarize
-from fxviz._torch_compat import shares_storage
+from fxviz._torch_compat import functorch_unwrapped, shares_storage
 from fxviz.errors import FxvizWarning
 
 __all__ = [
@@ -98,6 +98,7 @@ def deferred_summary(name: str, value: Any, versions: tuple[int, ...]) -> tuple[
 def cached_summary(value: Any) -> tuple[TensorSummary, ...]:
     """:func:`summarize` for a bare tensor that outlives runs (a parameter, a buffer, an
     input), measured once per version of it."""
+    value = functorch_unwrapped(value)  # a vmap'd value has no storage: what it holds
     if type(value) not in _PLAIN or value.is_inference():
         return summarize(value, True)
     key = (

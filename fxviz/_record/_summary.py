@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from fxviz._record._moments import _statistics
+from fxviz._torch_compat import functorch_unwrapped
 
 __all__ = ["TensorSummary", "iter_tensors", "summarize"]
 
@@ -107,6 +108,7 @@ def summarize(value: Any, stats: bool = True) -> tuple[TensorSummary, ...]:
 
 
 def _summarize_tensor(path: str, t: torch.Tensor, stats: bool) -> TensorSummary:
+    t = functorch_unwrapped(t)  # a vmap'd value: what it holds, its batch dimension too
     # Nothing here may guard on a size: a fake tensor's sizes can be unbacked symbols
     # (``u0`` after ``nonzero``), and comparing one raises GuardOnDataDependentSymNode.
     # Only plain tensors (whose sizes are ints) are measured; the rest keep their

@@ -71,6 +71,11 @@ def save(
         raise RecordingFileError(f"invalid path {str(path)!r}: it contains a NUL character")
     blocks = Blocks()
     records = [_record_json(r, blocks if values else None) for r in recording.values()]
+    last = records[-1] if records else None
+    if values and recording.complete and last is not None and last["op"] == "output":
+        # what the model returned, as the recording gives it (an exported graph's output
+        # node holds the flat tensors; rec.output their structure: a tensor, a ModelOutput)
+        last["value"] = encode_value(recording.output, blocks)
     body = {
         "model": _model_name(recording),
         "complete": recording.complete,

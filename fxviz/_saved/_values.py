@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from fxviz._record._rank import local_tensor
+from fxviz._torch_compat import functorch_unwrapped
 from fxviz.errors import RecordingFileError
 
 __all__ = ["STORABLE_DTYPES", "Blocks", "decode_value", "encode_value", "storable"]
@@ -90,6 +91,7 @@ class Blocks:
 def encode_value(value: Any, tensors: Blocks, depth: int = 0) -> dict[str, Any]:
     """The JSON tree of ``value``; its tensors' storages are added to ``tensors``."""
     if isinstance(value, torch.Tensor):
+        value = functorch_unwrapped(value)  # a vmap'd value: saved as what it holds
         if not storable(value):
             local = local_tensor(value)  # a DTensor's shard (its layout is saved apart)
             if local is not None and storable(local):
@@ -116,11 +118,46 @@ def encode_value(value: Any, tensors: Blocks, depth: int = 0) -> dict[str, Any]:
         kind = "tuple" if isinstance(value, tuple) else "list"
         return {"t": kind, "items": [encode_value(v, tensors, depth + 1) for v in value]}
     if depth < _MAX_DEPTH and isinstance(value, dict) and all(isinstance(k, str) for k in value):
-        return {
+        tree: dict[str, Any] = {
             "t": "dict",
             "items": [[k, encode_value(v, tensors, depth + 1)] for k, v in value.items()],
         }
+        if type(value) is not dict:  # a library's output (a ModelOutput): typed, with fields
+            tree["type"] = _qualified(type(value))
+            tree["attrs"] = _attributes(value, tensors, depth)
+        return tree
+    if depth < _MAX_DEPTH and _plain_object(value):  # a cache: its attributes, typed
+        return {
+            "t": "object",
+            "type": _qualified(type(value)),
+            "attrs": _attributes(value, tensors, depth),
+        }
     return {"t": "other", "type": type(value).__name__}
+
+
+def _qualified(cls: type) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def _plain_object(value: Any) -> bool:
+    """An instance of a Python class that keeps its state in ``__dict__`` (a Hugging Face
+    ``DynamicCache`` and its layers), not a module, a class or a function."""
+    import types
+
+    return (
+        isinstance(getattr(value, "__dict__", None), dict)
+        and not isinstance(value, (torch.nn.Module, type, types.FunctionType, types.ModuleType))
+        and not callable(value)
+    )
+
+
+def _attributes(value: Any, tensors: Blocks, depth: int) -> list[list[Any]]:
+    """``vars(value)``, encoded (a tensor both an item and an attribute is stored once)."""
+    return [
+        [k, encode_value(v, tensors, depth + 1)]
+        for k, v in vars(value).items()
+        if isinstance(k, str)
+    ]
 
 
 def decode_value(tree: Any, tensor: Callable[[str], torch.Tensor], depth: int = 0) -> Any:
@@ -146,12 +183,12 @@ def decode_value(tree: Any, tensor: Callable[[str], torch.Tensor], depth: int = 
         items = [decode_value(v, tensor, depth + 1) for v in _field(tree, "items", list)]
         return tuple(items) if kind == "tuple" else items
     if kind == "dict":
-        out = {}
-        for item in _field(tree, "items", list):
-            if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)):
-                raise RecordingFileError("malformed dict entry in the saved recording")
-            out[item[0]] = decode_value(item[1], tensor, depth + 1)
-        return out
+        out = _pairs(tree, "items", tensor, depth)
+        if "type" not in tree:
+            return out
+        return rebuilt(_field(tree, "type", str), _pairs(tree, "attrs", tensor, depth), out)
+    if kind == "object":
+        return rebuilt(_field(tree, "type", str), _pairs(tree, "attrs", tensor, depth))
     if kind == "size":
         dims = _field(tree, "items", list)
         if not all(type(d) is int and d >= 0 for d in dims):
@@ -221,6 +258,76 @@ def _view(tree: dict[str, Any], block: torch.Tensor) -> torch.Tensor:
         )
     typed = block.view(dtype)
     return typed.as_strided(shape, stride, typed.storage_offset() + offset)
+
+
+def _pairs(
+    tree: dict[str, Any], key: str, tensor: Callable[[str], torch.Tensor], depth: int
+) -> dict:
+    out = {}
+    for item in _field(tree, key, list):
+        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)):
+            raise RecordingFileError("malformed dict entry in the saved recording")
+        out[item[0]] = decode_value(item[1], tensor, depth + 1)
+    return out
+
+
+def rebuilt(type_name: str, attrs: dict[str, Any], items: dict[str, Any] | None = None) -> Any:
+    """An object of the saved type with the saved attributes (and items, for a mapping),
+    made without running any of its code (``__new__`` and ``__dict__`` only). Only a class
+    already imported here is used, never one the file asks to import; otherwise a
+    :class:`SavedObject` holds the same values under the type's name."""
+    import sys
+
+    module, _, qualname = type_name.partition(":")
+    cls: Any = sys.modules.get(module)
+    if cls is None and "." in module and module.partition(".")[0] in sys.modules:
+        cls = _submodule(module)
+    for part in qualname.split("."):
+        cls = getattr(cls, part, None)
+    mapping = items is not None
+    usable = (  # a plain class (a cache) or a dict subclass (a model output), never a module
+        isinstance(cls, type)
+        and not issubclass(cls, (torch.nn.Module, type, BaseException))
+        and (issubclass(cls, dict) if mapping else cls.__new__ is object.__new__)
+        and cls.__new__ in (object.__new__, dict.__new__)
+        and "__slots__" not in vars(cls)
+    )
+    if not usable:
+        return SavedObject(type_name, {**(items or {}), **attrs})
+    obj = cls.__new__(cls)
+    if mapping:  # the container's own __setitem__, not the class's (no code of its runs)
+        import collections
+
+        base = collections.OrderedDict if issubclass(cls, collections.OrderedDict) else dict
+        for key, item in (items or {}).items():
+            base.__setitem__(obj, key, item)
+    obj.__dict__.update(attrs)
+    return obj
+
+
+def _submodule(name: str) -> Any:
+    """A submodule of a package the user already imported (``transformers`` imports its
+    ``modeling_outputs`` lazily): the library's own code, never a package the file names."""
+    import importlib
+
+    if not all(part.isidentifier() for part in name.split(".")):
+        return None
+    try:
+        return importlib.import_module(name)
+    except Exception:  # any failure leaves the value a SavedObject
+        return None
+
+
+class SavedObject:
+    """A saved object whose class is not imported here: its type's name and its values."""
+
+    def __init__(self, type_name: str, attrs: dict[str, Any]) -> None:
+        self.__dict__.update(attrs)
+        self.fxviz_type = type_name
+
+    def __repr__(self) -> str:
+        names = ", ".join(k for k in vars(self) if k != "fxviz_type")
+        return f"<saved {self.fxviz_type}: {names}>"
 
 
 class NotSaved:

@@ -10,6 +10,7 @@ import torch
 import torch.fx
 
 from fxviz._capture import JointGraph, bind_inputs
+from fxviz._capture._cache import capture_once
 from fxviz._record import RecordingInterpreter
 from fxviz._record._interpreter import check_inputs, progress_bar
 from fxviz._record._summary import iter_tensors
@@ -70,7 +71,9 @@ class _ShapeInterpreter(RecordingInterpreter):
             recorder.next_run_node = run_checked
         return recorder
 
-    def call_function(self, target: Any, args: Any, kwargs: Any) -> Any:
+    _unused_scalar = False
+
+    def _call_function(self, target: Any, args: Any, kwargs: Any) -> Any:
         if self._mode == "meta":
             args, kwargs = retarget_devices((args, kwargs))
             if target in device_factories() and kwargs.get("device") is None:
@@ -86,8 +89,23 @@ class _ShapeInterpreter(RecordingInterpreter):
             args, kwargs = retarget_devices((args, kwargs))
         return super().call_method(target, args, kwargs)
 
+    def call_function(self, target: Any, args: Any, kwargs: Any) -> Any:
+        if self._mode != "real" and target in _SCALAR_READS and self._unused_scalar:
+            # A captured run's `if t.sum() > 0`: the scalar steered the Python that ran, so
+            # the capture already holds the branch taken and no node reads the value.
+            return None
+        return self._call_function(target, args, kwargs)
+
+    fxviz_convert: Any = None
+
     def run_node(self, n: torch.fx.Node) -> Any:
+        self._unused_scalar = not n.users
         value = super().run_node(n)
+        if self._mode != "real" and "fxviz_break" in n.meta and self.fxviz_convert is not None:
+            # A capture's Python segment hands back what the real run made, tensors kept in
+            # plain Python attributes included (torchvision's anchor lists): the graphs
+            # after it see them as fake/meta tensors, as they see parameters.
+            value = _abstract(value, self.fxviz_convert, self._mode)
         meta = [extract_tensor_metadata(t) for _, t in iter_tensors(value)]
         if meta:
             n.meta["tensor_meta"] = meta[0] if isinstance(value, torch.Tensor) else meta
@@ -146,11 +164,8 @@ def shapes(
             "the model's parameters are on the meta device and hold no values: use "
             "mode='meta' or mode='fake' to propagate shapes"
         )
-    gm = trace(
-        model,
-        *(x.materialize("meta") if isinstance(x, TensorSpec) else x for x in inputs),
-        **kwargs,
-    )
+    example = tuple(x.materialize("meta") if isinstance(x, TensorSpec) else x for x in inputs)
+    gm = capture_once(trace, model, example, kwargs)
     inputs = bind_inputs(gm, inputs, kwargs)
     return propagate(gm, inputs, mode, model=model, device=device, progress=progress, flops=flops)
 
@@ -185,6 +200,7 @@ def propagate(
         counting = counter.active() if counter is not None else contextlib.nullcontext()
         with grad, placement, _parameters(mode, gm, convert):
             interp = _ShapeInterpreter(gm, mode, counter)
+            interp.fxviz_convert = convert
             try:
                 with progress_bar(interp, progress, "fxviz shapes"), counting:
                     interp.run(*converted)
@@ -199,11 +215,21 @@ def propagate(
     return ShapeReport(gm, interp.recording, mode=mode, flops=_flops(counter))
 
 
+def _abstract(value: Any, convert: Any, mode: str) -> Any:
+    if isinstance(value, torch.Tensor):
+        done = value.is_meta if mode == "meta" else is_fake(value)
+        return value if done else convert(value)
+    if type(value) in (tuple, list):
+        return type(value)(_abstract(v, convert, mode) for v in value)
+    return value
+
+
 def _flops(counter: FlopCounter | None) -> dict[str, int] | None:
     return None if counter is None else counter.flops
 
 
 _META = torch.device("meta")
+_SCALAR_READS = (torch.ops.aten.item.default, torch.ops.aten._local_scalar_dense.default)
 
 
 def retarget_devices(value: Any) -> Any:

@@ -10,6 +10,7 @@ from fxviz._nodes import module_path, target_text
 from fxviz._record._records import NodeRecord
 from fxviz._record._summary import dtype_name
 from fxviz._shapes._report import format_shape
+from fxviz._torch_compat import functorch_unwrapped
 
 __all__ = ["inspector_data", "table_rows"]
 
@@ -121,11 +122,10 @@ def _g(value: float | None) -> str:
 
 
 def _first_tensor(value: Any) -> torch.Tensor | None:
-    if isinstance(value, torch.Tensor):
-        return value
+    """The first tensor, as what it holds when a vmap'd wrapper (no storage to read)."""
     if isinstance(value, (tuple, list)):
-        return next((v for v in value if isinstance(v, torch.Tensor)), None)
-    return None
+        value = next((v for v in value if isinstance(v, torch.Tensor)), None)
+    return functorch_unwrapped(value) if isinstance(value, torch.Tensor) else None
 
 
 def _histogram(t: torch.Tensor) -> dict[str, Any] | None:

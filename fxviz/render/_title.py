@@ -13,8 +13,9 @@ __all__ = ["model_title"]
 
 
 def model_title(obj: Any) -> str:
-    """``"TinyNet (torch.export)"``, ``"TinyNet (symbolic_trace)"``: the model's class,
-    read from the graph's module stack where capture renamed it, and the capture method.
+    """``"TinyNet (torch.export)"``, ``"TinyNet (symbolic_trace)"``, ``"TinyNet (dynamo)"``,
+    ``"TinyNet (one real run)"``: the model's class, read from the graph's module stack where
+    capture renamed it, and the capture that made the graph (``meta["fxviz_method"]``).
 
     Example:
         >>> import torch, fxviz
@@ -22,6 +23,8 @@ def model_title(obj: Any) -> str:
         'Linear (torch.export)'
         >>> model_title(fxviz.trace(torch.nn.Sequential(torch.nn.ReLU())))
         'Sequential (symbolic_trace)'
+        >>> model_title(fxviz.trace(torch.nn.ReLU(), torch.ones(2), method="real"))
+        'ReLU (one real run)'
     """
     rank = getattr(obj, "rank", None)  # a recording made in a torch.distributed job
     if isinstance(rank, int):
@@ -37,11 +40,25 @@ def _plain_title(obj: Any) -> str:
         return type(gm).__name__
     graph: torch.fx.Graph = gm.graph
     root = _root_class(graph)
+    method = gm.meta.get("fxviz_method")
+    if method in _CAPTURED:  # fxviz.trace says how; one run's capture is "Captured<Model>"
+        name = type(gm).__name__.removeprefix("Captured")
+        if name == "GraphModule" and method == "symbolic":
+            return name  # symbolic_trace of a function: no model to name
+        return f"{root or name} ({_CAPTURED[method]})"
     if not has_plain_codegen(graph):
         return f"{root or type(gm).__name__} (torch.export)"
     if type(gm).__name__ != "GraphModule" and not _dynamo_stack(graph):
         return f"{type(gm).__name__} (symbolic_trace)"
     return root or type(gm).__name__
+
+
+_CAPTURED = {
+    "symbolic": "symbolic_trace",
+    "export": "torch.export",
+    "dynamo": "dynamo",
+    "real": "one real run",
+}
 
 
 def _root_class(graph: torch.fx.Graph) -> str | None:
