@@ -107,11 +107,6 @@ def trace(
         model = trace(obj, *example_inputs)
         return trace_joint(obj, model, *example_inputs)  # type: ignore[return-value]
     if isinstance(obj, torch.fx.GraphModule):
-        if not any(node.op == "output" for node in reversed(obj.graph.nodes)):
-            raise TraceError(
-                f"the graph of {type(obj).__name__} has no output node, so it returns "
-                "nothing to record: add one (gm.graph.output(node); gm.recompile())"
-            )
         return obj
     if isinstance(obj, torch.export.ExportedProgram):
         return obj.module()
@@ -169,7 +164,9 @@ def _faithful(
     # Tracing runs no parameter for real: only the buffers' values are copied.
     with restored_state(obj, ModelState(obj, parameters=False)) as state:
         gm = capture(obj, *inputs, concrete_args)
-        changes = state.changes()
+        # symbolic tracing keeps tensor constants as root attributes (_tensor_constant0):
+        # its own bookkeeping (the graph holds copies; restore takes them off the model)
+        changes = [c for c in state.changes() if not _TRACER_CONSTANT.match(c)]
     # What the graph cannot hold: symbolic tracing ran the writes instead of recording
     # them; an exported graph holds its tensor writes but no Python attribute.
     refused = changes if method == "symbolic" else [c for c in changes if "in place" not in c]
@@ -183,6 +180,9 @@ def _faithful(
     if method == "symbolic":
         _refuse_parameter_writes(gm, obj)
     return gm
+
+
+_TRACER_CONSTANT = re.compile(r"_tensor_constant\d+ \(set\)$")
 
 
 def _refuse_parameter_writes(gm: torch.fx.GraphModule, obj: Any) -> None:
@@ -219,8 +219,8 @@ def _refuse_root_hooks(obj: Any) -> None:
     hooks = [
         kind
         for kind, found in (
-            ("forward", obj._forward_hooks or nn_module._global_forward_hooks),
-            ("forward-pre", obj._forward_pre_hooks or nn_module._global_forward_pre_hooks),
+            ("forward", obj._forward_hooks or _users(nn_module._global_forward_hooks)),
+            ("forward-pre", obj._forward_pre_hooks or _users(nn_module._global_forward_pre_hooks)),
         )
         if found
     ]
@@ -231,6 +231,15 @@ def _refuse_root_hooks(obj: Any) -> None:
             "output. Pass example inputs (export, Dynamo and a real run call the model "
             "with its hooks): fxviz.trace(model, x)"
         )
+
+
+def _users(hooks: dict[int, Any]) -> list[Any]:
+    """Global module hooks but fxviz's and torch's own (a real-run capture or a
+    ``FlopCounterMode`` in another thread holds some while it runs; they only watch)."""
+    return [
+        h for h in hooks.values()
+        if not getattr(getattr(h, "__func__", h), "__module__", "").startswith(("fxviz.", "torch."))
+    ]  # fmt: skip
 
 
 def _tagged(gm: torch.fx.GraphModule, method: str) -> torch.fx.GraphModule:

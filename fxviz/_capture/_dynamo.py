@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -17,7 +16,7 @@ from typing import Any
 import torch
 import torch.fx
 
-from fxviz._capture._eager import eager_is_compiling
+from fxviz._capture._eager import eager_is_compiling, is_user_file
 from fxviz._capture._inputs import flatten_inputs
 from fxviz._capture._segments import tensors_in
 from fxviz._capture._state import restored_state
@@ -25,18 +24,6 @@ from fxviz._capture._stitch import Capture, GraphBreak, GraphCall, stitch
 from fxviz._nodes import source_line
 
 __all__ = ["capture_dynamo", "is_user_file", "traced_forward"]
-
-_TORCH_DIR = os.path.dirname(torch.__file__)
-_FXVIZ_DIR = os.path.dirname(os.path.dirname(__file__))
-
-
-def is_user_file(path: str) -> bool:
-    """Whether ``path`` is the user's code: not torch's, not fxviz's, not ``<string>``
-    (compares whole path components, so ``torchvision/`` is the user's side)."""
-    if path.startswith("<"):
-        return False
-    path = os.path.abspath(path)
-    return all(os.path.commonpath([path, d]) != d for d in (_TORCH_DIR, _FXVIZ_DIR))
 
 
 def capture_dynamo(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Capture:

@@ -15,12 +15,27 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import re
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["eager_is_compiling"]
+import torch
+
+__all__ = ["eager_is_compiling", "is_user_file"]
+
+_TORCH_DIR = os.path.dirname(torch.__file__)
+_FXVIZ_DIR = os.path.dirname(os.path.dirname(__file__))
+
+
+def is_user_file(path: str) -> bool:
+    """Whether ``path`` is the user's code: not torch's, not fxviz's, not ``<string>``
+    (compares whole path components, so ``torchvision/`` is the user's side)."""
+    if path.startswith("<"):
+        return False
+    path = os.path.abspath(path)
+    return all(os.path.commonpath([path, d]) != d for d in (_TORCH_DIR, _FXVIZ_DIR))
 
 
 def _compiling_functions() -> list[tuple[Any, str, Callable[[], bool]]]:
@@ -43,7 +58,6 @@ _LIBRARY = re.compile(r"[/\\](?:site|dist)-packages[/\\]")
 def _users_code(filename: str) -> bool:
     """The model's own code: not torch's or fxviz's, nor an installed library's (a
     library's compile-only branch is its own business, and often what lets it trace)."""
-    from fxviz._capture._dynamo import is_user_file
 
     return is_user_file(filename) and not _LIBRARY.search(filename)
 

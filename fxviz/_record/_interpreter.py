@@ -22,7 +22,7 @@ from fxviz._record._records import Recording
 from fxviz._record._stats import StatsOption, check_stats
 from fxviz._torch_compat import has_plain_codegen, input_spec_mismatch
 from fxviz.capture import trace
-from fxviz.errors import InputError, RecordingInterrupted
+from fxviz.errors import InputError, RecordingInterrupted, TraceError
 
 __all__ = [
     "RecordingInterpreter",
@@ -445,6 +445,11 @@ def reject_specs(inputs: tuple[Any, ...], caller: str) -> None:
 def check_inputs(gm: torch.nn.Module, inputs: tuple[Any, ...]) -> None:
     """Raise :class:`InputError` when ``inputs`` cannot fill the graph's placeholders."""
     graph: torch.fx.Graph = gm.graph  # type: ignore[assignment]
+    if not any(node.op == "output" for node in reversed(graph.nodes)):
+        raise TraceError(  # drawn and diffed as it is, but nothing to run
+            f"the graph of {type(gm).__name__} has no output node, so it returns "
+            "nothing to record: add one (gm.graph.output(node); gm.recompile())"
+        )
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     if not has_plain_codegen(graph):
         problem = input_spec_mismatch(graph, inputs)
