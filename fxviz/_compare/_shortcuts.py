@@ -86,7 +86,12 @@ def compare_pass(
     model: Any,
     transform: Callable[[torch.fx.GraphModule], Any] | torch.fx.GraphModule,
     *inputs: Any,
-    **options: Any,
+    metric: str = "sqnr",
+    sqnr_db: float = DEFAULT_SQNR_DB,
+    min_cosine: float = 0.999,
+    rtol: float = 1e-5,
+    atol: float = 1e-6,
+    **kwargs: Any,
 ) -> Comparison:
     """Run a graph before and after a pass on the same inputs, and compare node by node.
 
@@ -97,7 +102,8 @@ def compare_pass(
     Transformer's, or ``node.meta["from_node"]``), then name, then target, as
     :func:`fxviz.diff` aligns them (the same engine: ``diff`` says what the pass changed in
     the graph, ``compare_pass`` how the values moved); a node the pass inserted is
-    measured against the value it displaced. ``options`` go to :func:`fxviz.compare`.
+    measured against the value it displaced. ``inputs`` and ``kwargs`` are the model's
+    (as for :func:`fxviz.record`); the thresholds are :func:`fxviz.compare`'s.
 
     Example:
         >>> import torch, fxviz
@@ -115,24 +121,25 @@ def compare_pass(
     from fxviz._record import record
     from fxviz.capture import trace
 
-    before = trace(model, *inputs)
+    before = trace(model, *inputs, **kwargs)
     provenance: dict[str, str] = {}
     if isinstance(transform, type) and issubclass(transform, torch.fx.Transformer):
         made = record(_copy(before), interpreter=transform, progress=False)
         after, provenance = transformer_provenance(made)
     elif isinstance(transform, torch.nn.Module):
-        after = trace(transform, *inputs)
+        after = trace(transform, *inputs, **kwargs)
     elif callable(transform):
         given = _copy(before)
         result = transform(given)
-        after = trace(given if result is None else result, *inputs)
+        after = trace(given if result is None else result, *inputs, **kwargs)
     else:
         raise InputError(
             f"transform must be a pass (a Transformer class or a function) or a GraphModule, not {type(transform).__name__}"
         )
-    a = record(before, *inputs, progress=False)
-    b = record(after, *inputs, progress=False)
-    return compare(a, b, provenance=provenance, **options)
+    a = record(before, *inputs, progress=False, **kwargs)
+    b = record(after, *inputs, progress=False, **kwargs)
+    thresholds = {"metric": metric, "sqnr_db": sqnr_db, "min_cosine": min_cosine}
+    return compare(a, b, provenance=provenance, rtol=rtol, atol=atol, **thresholds)
 
 
 def _baked(model: Any) -> str:

@@ -194,7 +194,12 @@ def test_tensors_in_a_plain_list_attribute_shapes_and_model_left_as_it_was():
     for mode in ("real", "fake", "meta"):
         rep = fxviz.shapes(model, x, mode=mode, progress=False)
         assert rep["output"].shape == tuple(want.shape), mode
-    for method in ("symbolic", "export", "dynamo", "real"):
+    # symbolic tracing refuses it (forward assigns an attribute, which a graph cannot
+    # hold), and leaves the model as it was all the same
+    with pytest.raises(fxviz.TraceError, match=r"changes the model \(.*anchors\.cell_anchors"):
+        fxviz.record(model, x, method="symbolic")
+    assert all(type(a) is torch.Tensor for a in model.anchors.cell_anchors)
+    for method in ("export", "dynamo", "real"):
         rec = fxviz.record(model, x, method=method)
         assert torch.equal(tensors_in(rec.output)[0], want), method
         assert all(type(a) is torch.Tensor for a in model.anchors.cell_anchors), method
