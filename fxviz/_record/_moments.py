@@ -1,8 +1,8 @@
 """The statistics of one tensor: min, max, mean, std, absmax, NaN/Inf and zero counts.
 
 On the CPU, reductions run one cache-sized chunk at a time (``aminmax``, ``sum``,
-``vector_norm``, and a branch-free zero count where the range holds 0), read with
-``item()``; the chunks' sums are added in float64. Where a sum of squares would cancel
+``vector_norm``, and a branch-free zero count where the range holds 0), the float32
+ones read back in one transfer (``stack(...).tolist()``); the chunks' sums are added in float64. Where a sum of squares would cancel
 (mean >> std) the spread is measured again around the mean, and where it overflows on the
 values scaled down by a power of two, both in the tensor's own dtype (no float64 copy).
 NaN/Inf are counted only where min/max show that some exist. On an accelerator, four
@@ -120,9 +120,20 @@ def _chunk_moments(x: torch.Tensor, buffer: torch.Tensor | None, zeros: bool) ->
         lo, hi = torch.aminmax(ranged)
     else:
         lo, hi = ranged.amin(), ranged.amax()
-    mn, mx = lo.item(), hi.item()
+    if ranged is wide and wide.dtype == torch.float32:
+        # every reduction first, read back together: one transfer instead of four; the
+        # float32 sums stand where :func:`_sums` would take them in float32 too
+        mn, mx, total, norm = torch.stack(
+            (lo, hi, wide.sum(), torch.linalg.vector_norm(wide))
+        ).tolist()
+        squares = norm * norm
+        if math.isfinite(mn) and math.isfinite(mx) and _wide_sums(max(abs(mn), abs(mx)), n):
+            total, squares = _sums(wide, max(abs(mn), abs(mx)))
+    else:
+        mn, mx = lo.item(), hi.item()
+        if math.isfinite(mn) and math.isfinite(mx):
+            total, squares = _sums(wide, max(abs(mn), abs(mx)))
     if math.isfinite(mn) and math.isfinite(mx):
-        total, squares = _sums(wide, max(abs(mn), abs(mx)))
         finite, nan, posinf, neginf = n, 0, 0, 0
     else:
         mn, mx, total, squares, finite, nan, posinf, neginf = _nonfinite_chunk(wide, mn, mx)
@@ -149,10 +160,16 @@ def _sums(x: torch.Tensor, absmax: float) -> tuple[float, float]:
         return x.sum().item(), torch.linalg.vector_norm(x).item() ** 2
     n = x.numel()
     wide_sum = absmax * n > 1e37
-    wide_norm = wide_sum or 0 < absmax < 1e-15 or absmax * absmax * n > 1e37
+    wide_norm = _wide_sums(absmax, n)
     total = x.sum(dtype=torch.float64 if wide_sum else None).item()
     norm = torch.linalg.vector_norm(x, dtype=torch.float64 if wide_norm else None).item()
     return total, norm * norm
+
+
+def _wide_sums(absmax: float, n: int) -> bool:
+    """Whether float32 sums of ``n`` values up to ``absmax`` could overflow or lose the
+    squares to underflow (then :func:`_sums` accumulates in float64)."""
+    return absmax * n > 1e37 or 0 < absmax < 1e-15 or absmax * absmax * n > 1e37
 
 
 def _count(mask: torch.Tensor) -> int:
