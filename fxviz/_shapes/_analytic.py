@@ -20,7 +20,7 @@ import torch.fx
 if TYPE_CHECKING:
     from fxviz._record._records import Recording
 
-__all__ = ["analytic_flops"]
+__all__ = ["analytic_flops", "remember_flops"]
 
 # Names of ops that may reach a counted aten op (mm, bmm, convolution, attention...).
 _COMPUTES = re.compile(
@@ -48,7 +48,7 @@ def analytic_flops(recording: Recording) -> dict[str, int] | None:
     if not isinstance(graph, torch.fx.Graph):
         return None
     signature = _signature(recording, graph)
-    cache: dict[Any, dict[str, int] | None] = graph.__dict__.setdefault("_fxviz_flops", {})
+    cache = _cache(graph)
     if signature in cache:
         return cache[signature]
     try:
@@ -58,10 +58,24 @@ def analytic_flops(recording: Recording) -> dict[str, int] | None:
             if node.name in recording and recording[node.name].error is None
         }
     except _Unknown:
-        found = None
+        return None
     if signature is not None:
         cache[signature] = found
     return found
+
+
+def remember_flops(recording: Recording, flops: dict[str, int]) -> None:
+    """Cache counts found otherwise (the fake pass) on the graph, as :func:`analytic_flops`
+    caches its own, for the next recording of the same graph and input signature."""
+    graph = getattr(recording.graph_module, "graph", None)
+    if isinstance(graph, torch.fx.Graph) and recording.complete:
+        signature = _signature(recording, graph)
+        if signature is not None:
+            _cache(graph)[signature] = flops
+
+
+def _cache(graph: torch.fx.Graph) -> dict[Any, dict[str, int]]:
+    return graph.__dict__.setdefault("_fxviz_flops", {})
 
 
 def _signature(recording: Recording, graph: torch.fx.Graph) -> Any:
@@ -105,11 +119,17 @@ def _counted(node: torch.fx.Node, recording: Recording, gm: Any) -> int:
         return 0
     target = node.target
     if isinstance(target, torch._ops.OpOverload | torch._ops.OpOverloadPacket):
-        return _aten_flops(node, recording)
-    name = target if isinstance(target, str) else getattr(target, "__name__", "")
+        from torch.utils.flop_counter import flop_registry
+
+        packet = getattr(target, "_overloadpacket", target)
+        if packet in flop_registry:
+            return _meta_flops(node, recording)
+        name = packet.__name__  # aten.linear: counted as what it decomposes to
+    else:
+        name = target if isinstance(target, str) else getattr(target, "__name__", "")
     if target is operator.matmul or name in ("matmul", "__matmul__"):
         return _matmul_flops(node, recording)
-    if not isinstance(target, str) and not _torch_owned(target):
+    if not isinstance(target, str | torch._ops.OpOverload) and not _torch_owned(target):
         if target in vars(operator).values() or target in (getattr, len, int, float):
             return 0
         return _meta_flops(node, recording)  # a user's wrapped function
@@ -186,18 +206,9 @@ def _module_flops(node: torch.fx.Node, recording: Recording, gm: Any) -> int:
     kind = type(module)
     if next(module.children(), None) is not None:
         raise _Unknown  # a container traced as a leaf: what it holds may compute
-    if kind.__module__.startswith("torch.nn.") and not _COMPUTES.search(kind.__name__.lower()):
-        return 0  # an activation, norm, pooling, dropout, embedding...
+    if kind.__module__.startswith("torch.") and not _COMPUTES.search(kind.__name__.lower()):
+        return 0  # an activation, norm, pooling, dropout, embedding, export's guards...
     raise _Unknown  # a user's leaf module, attention, a recurrent layer
-
-
-def _aten_flops(node: torch.fx.Node, recording: Recording) -> int:
-    from torch.utils.flop_counter import flop_registry
-
-    packet = getattr(node.target, "_overloadpacket", node.target)
-    if packet not in flop_registry:
-        return 0
-    return _meta_flops(node, recording)
 
 
 def _meta_flops(node: torch.fx.Node, recording: Recording) -> int:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING
 
-from fxviz._shapes._analytic import analytic_flops
+from fxviz._shapes._analytic import analytic_flops, remember_flops
 from fxviz._shapes._counting import FlopCounter, human_flops, module_totals
 from fxviz._shapes._propagate import shapes
 from fxviz._shapes._spec import TensorSpec
@@ -22,7 +22,7 @@ def recording_flops(recording: Recording) -> dict[str, int]:
     """Each node's FLOPs for a recorded run, from the recorded shapes and targets (cached on
     the graph per input signature); when one node cannot be counted so (a user's leaf
     module), from a fake re-run on the recorded input shapes (nothing computed; cached on
-    the recording). ``{}`` when the graph cannot run on fake tensors."""
+    the graph too). ``{}`` when the graph cannot run on fake tensors."""
     cached = getattr(recording, "_fxviz_flops", None)
     if cached is not None:
         return cached
@@ -55,6 +55,8 @@ def recording_flops(recording: Recording) -> dict[str, int]:
             found = error.report.flops
         except Exception:
             found = {}
+        else:
+            remember_flops(recording, found)
     with contextlib.suppress(AttributeError):
         recording._fxviz_flops = found  # type: ignore[attr-defined]
     return found
