@@ -26,7 +26,9 @@ __all__ = ["analytic_flops", "remember_flops"]
 _COMPUTES = re.compile(
     r"mm|matmul|linear|conv|attention|einsum|tensordot|multi_dot|bilinear|lstm|gru|rnn|cdist"
 )
+_TENSORS = (torch.Tensor, torch.nn.Parameter)
 _LINEAR_MODULES = (torch.nn.Linear,)
+_PLAIN = ("math", "builtins", "_operator", "operator", "cmath")
 _CONV_MODULES = (torch.nn.modules.conv._ConvNd,)
 
 
@@ -55,7 +57,8 @@ def analytic_flops(recording: Recording) -> dict[str, int] | None:
         found: dict[str, int] | None = {
             node.name: _node_flops(node, recording, gm)
             for node in graph.nodes
-            if node.name in recording and recording[node.name].error is None
+            if node in recording.env
+            or (node.name in recording and recording[node.name].error is None)
         }
     except _Unknown:
         return None
@@ -95,6 +98,9 @@ def _shape(arg: Any, recording: Recording) -> tuple[int, ...]:
         if isinstance(arg, torch.Tensor):
             return tuple(arg.shape)
         raise _Unknown
+    value = recording.env.get(arg)
+    if type(value) in _TENSORS:  # its shape, without building its record (statistics)
+        return tuple(value.shape)
     if arg.name not in recording:
         raise _Unknown
     shape = recording[arg.name].shape
@@ -130,8 +136,8 @@ def _counted(node: torch.fx.Node, recording: Recording, gm: Any) -> int:
     if target is operator.matmul or name in ("matmul", "__matmul__"):
         return _matmul_flops(node, recording)
     if not isinstance(target, str | torch._ops.OpOverload) and not _torch_owned(target):
-        if target in vars(operator).values() or target in (getattr, len, int, float):
-            return 0
+        if target in vars(operator).values() or getattr(target, "__module__", "") in _PLAIN:
+            return 0  # Python's own (operator, math, builtins): no tensor op
         return _meta_flops(node, recording)  # a user's wrapped function
     if not _COMPUTES.search(name):
         return 0
@@ -185,8 +191,17 @@ def _matmul_flops(node: torch.fx.Node, recording: Recording) -> int:
     a, b = _shape(node.args[0], recording), _shape(node.args[1], recording)
     if len(a) < 2 or len(b) < 2:  # a vector: mv/dot count 0, a row vector mm; let torch say
         return _meta_flops(node, recording)
-    batch = torch.broadcast_shapes(a[:-2], b[:-2])
-    return 2 * math.prod(batch) * a[-2] * a[-1] * b[-1]
+    return 2 * math.prod(_broadcast(a[:-2], b[:-2])) * a[-2] * a[-1] * b[-1]
+
+
+def _broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    """Batch dims broadcast (``torch.broadcast_shapes`` imports ``torch._refs``: seconds).
+
+    >>> _broadcast((2, 1, 3), (4, 1))
+    (2, 4, 3)
+    """
+    a, b = (1,) * (len(b) - len(a)) + a, (1,) * (len(a) - len(b)) + b
+    return tuple(max(x, y) if 1 in (x, y) else x for x, y in zip(a, b, strict=True))
 
 
 def _module_flops(node: torch.fx.Node, recording: Recording, gm: Any) -> int:
@@ -218,6 +233,11 @@ def _meta_flops(node: torch.fx.Node, recording: Recording) -> int:
     from fxviz._shapes._counting import _missing_formulas
 
     def meta(arg: torch.fx.Node) -> Any:
+        value = recording.env.get(arg)
+        if type(value) in _TENSORS:
+            return torch.empty(value.shape, dtype=value.dtype, device="meta")
+        if arg in recording.env and not isinstance(value, torch.Tensor | tuple | list | dict):
+            return value  # a number, a string, None: the value itself
         if arg.name not in recording:
             raise _Unknown
         record = recording[arg.name]
