@@ -2,8 +2,9 @@
 
 On the CPU, reductions run one cache-sized chunk at a time (``aminmax``, ``sum``,
 ``vector_norm``, and a branch-free zero count where the range holds 0), read with
-``item()``; the chunks' sums are added in float64. Where a sum of squares would cancel
-(mean >> std) the spread is measured again around the mean, and where it overflows on the
+``item()`` (on the CPU a read costs less than stacking the results); a small float32
+tensor with finite values takes a shorter path of the same reductions. The chunks' sums
+are added in float64. Where a sum of squares would cancel (mean >> std) the spread is measured again around the mean, and where it overflows on the
 values scaled down by a power of two, both in the tensor's own dtype (no float64 copy).
 NaN/Inf are counted only where min/max show that some exist. On an accelerator, four
 whole-tensor reductions are read back in one transfer.
@@ -45,6 +46,10 @@ def _statistics(t: torch.Tensor, zeros: bool = True) -> tuple[Any, ...]:
     if not x.is_cpu:
         return _device_statistics(x, zeros)
     numel = x.numel()
+    if numel <= _CHUNK and x.dtype == torch.float32:
+        found = _small_float32(x, numel, zeros)
+        if found is not None:
+            return found
     # small tensors (most of a model's) whole, as they are: every call counts
     if numel <= _CHUNK:
         moments = _chunk_moments(x, None, zeros)
@@ -67,6 +72,33 @@ def _statistics(t: torch.Tensor, zeros: bool = True) -> tuple[Any, ...]:
     elif cancels:  # the sum of squares cancels: the spread is measured around the mean
         mean, std = _centered_mean_std(_wide(x, torch.float64), mean, torch.float64)
     return (mn, mx, mean, std, absmax, nan, posinf, neginf, n_zeros)
+
+
+def _small_float32(x: torch.Tensor, n: int, zeros: bool) -> tuple[Any, ...] | None:
+    """The common case in the fewest calls (each one counts at this size): a float32 CPU
+    tensor of at most one chunk, every value finite, sums that fit float32; the same
+    numbers as the general path. ``None`` otherwise (then the general path measures it)."""
+    lo, hi = torch.aminmax(x) if n <= _AMINMAX_MAX else (x.amin(), x.amax())
+    mn, mx = lo.item(), hi.item()
+    if not (math.isfinite(mn) and math.isfinite(mx)):
+        return None
+    absmax = max(abs(mn), abs(mx))
+    if _wide_sums(absmax, n):
+        return None
+    mean, std = _mean_std(x.sum().item(), torch.linalg.vector_norm(x).item() ** 2, n)
+    if not (math.isfinite(mean) and math.isfinite(std or 0.0)):
+        return None
+    if std is not None and mean * mean > 1e3 * std * std:
+        mean, std = _centered_mean_std(x, mean, torch.float64)
+    if not zeros:
+        n_zeros = None
+    elif mn > 0 or mx < 0:
+        n_zeros = 0
+    elif n <= _BRANCHY_MAX:
+        n_zeros = n - int(torch.count_nonzero(x).item())
+    else:
+        n_zeros = n - _count(x.bool())
+    return (mn, mx, mean, std, absmax, 0, 0, 0, n_zeros)
 
 
 def _wide(x: torch.Tensor, exact: torch.dtype) -> torch.Tensor:
@@ -149,10 +181,16 @@ def _sums(x: torch.Tensor, absmax: float) -> tuple[float, float]:
         return x.sum().item(), torch.linalg.vector_norm(x).item() ** 2
     n = x.numel()
     wide_sum = absmax * n > 1e37
-    wide_norm = wide_sum or 0 < absmax < 1e-15 or absmax * absmax * n > 1e37
+    wide_norm = _wide_sums(absmax, n)
     total = x.sum(dtype=torch.float64 if wide_sum else None).item()
     norm = torch.linalg.vector_norm(x, dtype=torch.float64 if wide_norm else None).item()
     return total, norm * norm
+
+
+def _wide_sums(absmax: float, n: int) -> bool:
+    """Whether float32 sums of squares of ``n`` values up to ``absmax`` could overflow, or
+    lose the squares to underflow (then :func:`_sums` accumulates in float64)."""
+    return absmax * n > 1e37 or 0 < absmax < 1e-15 or absmax * absmax * n > 1e37
 
 
 def _count(mask: torch.Tensor) -> int:

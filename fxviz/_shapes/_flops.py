@@ -1,11 +1,12 @@
-"""A recorded run's FLOPs per node: the shape pass re-runs it on fake tensors of the
-recorded input shapes and counts (:mod:`fxviz._shapes._counting`)."""
+"""A recorded run's FLOPs per node: counted from the recorded shapes
+(:mod:`fxviz._shapes._analytic`), else by a fake re-run of the recorded input shapes."""
 
 from __future__ import annotations
 
 import contextlib
 from typing import TYPE_CHECKING
 
+from fxviz._shapes._analytic import analytic_flops, remember_flops
 from fxviz._shapes._counting import FlopCounter, human_flops, module_totals
 from fxviz._shapes._propagate import shapes
 from fxviz._shapes._spec import TensorSpec
@@ -18,12 +19,18 @@ __all__ = ["FlopCounter", "human_flops", "module_totals", "recording_flops"]
 
 
 def recording_flops(recording: Recording) -> dict[str, int]:
-    """Each node's FLOPs for a recorded run, from a fake re-run on the recorded input
-    shapes (nothing computed; cached on the recording). ``{}`` when the graph cannot run
-    on fake tensors (a data-dependent shape)."""
+    """Each node's FLOPs for a recorded run, from the recorded shapes and targets (cached on
+    the graph per input signature); when one node cannot be counted so (a user's leaf
+    module), from a fake re-run on the recorded input shapes (nothing computed; cached on
+    the graph too). ``{}`` when the graph cannot run on fake tensors."""
     cached = getattr(recording, "_fxviz_flops", None)
     if cached is not None:
         return cached
+    counted = analytic_flops(recording)  # from the recorded shapes, cached on the graph
+    if counted is not None:
+        with contextlib.suppress(AttributeError):
+            recording._fxviz_flops = counted  # type: ignore[attr-defined]
+        return counted
     gm = recording.graph_module
     inputs = []
     for node in gm.graph.nodes:  # type: ignore[union-attr]
@@ -48,6 +55,8 @@ def recording_flops(recording: Recording) -> dict[str, int]:
             found = error.report.flops
         except Exception:
             found = {}
+        else:
+            remember_flops(recording, found)
     with contextlib.suppress(AttributeError):
         recording._fxviz_flops = found  # type: ignore[attr-defined]
     return found

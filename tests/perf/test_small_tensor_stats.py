@@ -1,0 +1,79 @@
+"""The short path for small float32 tensors gives the general path's statistics bit for
+bit, on the outputs of generated graphs and on the cases that leave it."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+
+import fxviz
+from fxviz._record import _moments
+from fxviz._record._moments import _CHUNK, _statistics
+from tests.test_generated_graphs import graphs
+
+
+def _both(t, monkeypatch):
+    short = _statistics(t)
+    with monkeypatch.context() as patch:
+        patch.setattr(_moments, "_small_float32", lambda *args: None)
+        general = _statistics(t)
+    return short, general
+
+
+def _same(a, b):
+    return len(a) == len(b) and all(
+        x == y or (x != x and y != y) for x, y in zip(a, b, strict=True)
+    )
+
+
+CASES = {
+    "tiny": lambda: torch.randn(7),
+    "one value": lambda: torch.tensor([3.0]),
+    "relu, counted as bytes": lambda: torch.randn(64, 256).relu(),
+    "relu, counted by count_nonzero": lambda: torch.randn(100).relu(),
+    "positive": lambda: torch.rand(500) + 1,
+    "constant (std 0: measured around the mean)": lambda: torch.ones(300),
+    "mean far above std": lambda: torch.randn(5000) * 1e-3 + 1e4,
+    "past aminmax's size": lambda: torch.randn(_CHUNK),
+    "sums overflow (left to the general path)": lambda: torch.randn(5000) * 1e36,
+    "squares underflow (left to the general path)": lambda: torch.randn(100) * 1e-30,
+    "nan (left to the general path)": lambda: torch.tensor([1.0, math.nan, 0.0]),
+    "transposed": lambda: torch.randn(30, 40).t(),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_the_short_path_equals_the_general_one(name, monkeypatch):
+    t = CASES[name]()
+    short, general = _both(t, monkeypatch)
+    assert _same(short, general), (short, general)
+
+
+def test_the_short_path_is_taken_for_small_finite_float32():
+    x = torch.randn(64, 256)
+    assert _moments._small_float32(x.view(-1), x.numel(), True) is not None
+    assert _moments._small_float32(torch.tensor([math.inf]), 1, True) is None
+
+
+def test_statistics_of_generated_graphs_equal_the_general_path(monkeypatch):
+    @settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(graphs())
+    def check(case):
+        gm, inputs = case
+        rec = fxviz.record(gm, *[i.clone() for i in inputs])
+        for r in rec.values():
+            value = r.value
+            if not isinstance(value, torch.Tensor) or value.dtype != torch.float32:
+                continue
+            if value.numel() == 0 or value.layout != torch.strided or value.is_inference():
+                continue
+            short, general = _both(value, monkeypatch)
+            assert _same(short, general), r.name
+            if r.outputs[0].min is not None and value._version == 0:
+                assert r.outputs[0].min == short[0]
+                assert r.outputs[0].zeros == short[8]
+
+    check()
