@@ -46,7 +46,7 @@ from typing import Any, cast
 
 import torch.fx
 
-from fxviz._nodes import is_parameter_fetch
+from fxviz._nodes import is_bookkeeping, is_parameter_fetch
 from fxviz._record._debugger import Debugger, node_state, status_line
 from fxviz._record._predicates import has_nonfinite
 from fxviz._record._records import NodeRecord, Recording
@@ -287,7 +287,7 @@ def replay_payload(recording: Recording, *, skip_fetches: bool = True) -> dict[s
     fetch_names = {
         n.name
         for n in graph.nodes
-        if skip_fetches and is_parameter_fetch(recording.graph_module, n)
+        if skip_fetches and (is_parameter_fetch(recording.graph_module, n) or is_bookkeeping(n))
     }
     fetches = {i for i, r in enumerate(records) if r.name in fetch_names}
     moves = _Moves(fetches, last)
