@@ -11,6 +11,8 @@ from fxviz._torch_compat import has_plain_codegen
 
 __all__ = ["model_title"]
 
+_METHODS = {"export": "torch.export", "symbolic": "symbolic_trace"}  # others: as named
+
 
 def model_title(obj: Any) -> str:
     """``"TinyNet (torch.export)"``, ``"TinyNet (symbolic_trace)"``: the model's class,
@@ -22,6 +24,8 @@ def model_title(obj: Any) -> str:
         'Linear (torch.export)'
         >>> model_title(fxviz.trace(torch.nn.Sequential(torch.nn.ReLU())))
         'Sequential (symbolic_trace)'
+        >>> model_title(fxviz.trace(torch.nn.ReLU(), torch.ones(2), method="dynamo"))
+        'ReLU (dynamo)'
     """
     rank = getattr(obj, "rank", None)  # a recording made in a torch.distributed job
     if isinstance(rank, int):
@@ -37,6 +41,10 @@ def _plain_title(obj: Any) -> str:
         return type(gm).__name__
     graph: torch.fx.Graph = gm.graph
     root = _root_class(graph)
+    method = gm.meta.get("fxviz_method")  # set by fxviz.trace: how it was captured
+    if isinstance(method, str) and method:
+        name = root or type(gm).__name__.removeprefix("Captured") or type(gm).__name__
+        return f"{name} ({_METHODS.get(method, method)})"
     if not has_plain_codegen(graph):
         return f"{root or type(gm).__name__} (torch.export)"
     if type(gm).__name__ != "GraphModule" and not _dynamo_stack(graph):
