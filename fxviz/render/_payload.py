@@ -137,9 +137,11 @@ def breakpoint_names(breakpoints: list[str]) -> str:
     )
 
 
-def page_contract() -> dict[str, Any]:
+def page_contract(fill: dict[str, Any] | None = None) -> dict[str, Any]:
     """What both front ends read instead of restating it: states (and their legend text
-    and colours), node kinds' names, toolbar actions and keys, limits and wording.
+    and colours), node kinds' names, toolbar actions and keys, limits and wording, and
+    what a node's fill means in this view (``fill``: see :meth:`Source.fill`; by default
+    the operation, each target's colour read off the drawing).
 
     >>> contract = page_contract()
     >>> contract["states"][0], contract["kinds"]["placeholder"], contract["actions"][2]["key"]
@@ -161,6 +163,7 @@ def page_contract() -> dict[str, Any]:
         ],
         "limits": {"table_rows": TABLE_ROWS},
         "texts": {"nonfinite": NONFINITE_TEXT, "nonfinite_tag": "NaN"},
+        "fill": fill or {"title": "fill: the operation", "rows": None},
     }
 
 
@@ -212,7 +215,7 @@ def graph_payload(
         "depth": view.depth,
         "units": view.units,
         "node_states": {},
-        "contract": page_contract(),
+        "contract": page_contract(fill=drawing.source.fill()),
     }
     if include_index:
         payload["index"] = drawing.index()
