@@ -17,6 +17,7 @@ from fxviz._torch_compat import OpOverload, OpOverloadPacket, qualified_name
 
 __all__ = [
     "fetched_tensor",
+    "is_bookkeeping",
     "is_parameter_fetch",
     "module_path",
     "source_line",
@@ -82,3 +83,29 @@ def is_parameter_fetch(root: torch.nn.Module, node: torch.fx.Node) -> bool:
     """Whether ``node`` only fetches a parameter, buffer or tensor constant (a ``get_attr``
     of a tensor): drawings fold it into its users and the Debugger steps over it."""
     return fetched_tensor(root, node) is not None
+
+
+# Calls torch makes for its own telemetry and bookkeeping, which Dynamo captures as nodes
+# whose result nothing uses: recorded like any node, never drawn nor counted as a step.
+_BOOKKEEPING = tuple(
+    f
+    for f in (
+        getattr(torch._C, "_log_api_usage_once", None),
+        getattr(torch._C, "_log_api_usage_metadata", None),
+    )
+    if f is not None
+)
+
+
+def is_bookkeeping(node: torch.fx.Node) -> bool:
+    """Whether ``node`` is a telemetry call nothing uses (``torch._C._log_api_usage_once``):
+    drawings hide it and the Debugger steps over it, as over a parameter fetch.
+
+    >>> g = torch.fx.Graph()
+    >>> n = g.call_function(torch._C._log_api_usage_once, ("fxviz",))
+    >>> is_bookkeeping(n), is_bookkeeping(g.placeholder("x"))
+    (True, False)
+    """
+    if node.op != "call_function" or node.target not in _BOOKKEEPING:
+        return False
+    return not getattr(node, "users", ())  # a saved graph's nodes keep no users: telemetry

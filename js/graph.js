@@ -7,7 +7,7 @@ import { whenSized } from "./dom.js";
 import { fillLegend, markerFor } from "./legend.js";
 import { adoptGraph, currentName, isLatest, restyle, startLayout, unitOf, wantedStates } from "./state.js";
 import { T } from "./names.js";
-import { fitLabels, nodeBox, openingView, outlineOf, topmostNode } from "./view.js";
+import { fitLabels, isInput, nodeBox, openingView, outlineOf, topmostNode } from "./view.js";
 
 export const MATCH = "fxviz-match";
 export const READABLE_ZOOM = 1.2; // px per SVG unit that makes 10 pt labels 12 px tall
@@ -17,6 +17,14 @@ export const unit = (model, name) => unitOf(model.get(T.units), model.get(T.unit
 export function currentTitle(model) {
   const name = currentName(model.get(T.states));
   return name === null ? null : unit(model, name);
+}
+
+// The node the view follows: the current one, unless it is still an input (the view
+// stays on the model's own first node until the run reaches it).
+export function followTitle(ctx) {
+  const title = currentTitle(ctx.model);
+  const g = title && ctx.state.byTitle.get(title);
+  return g && !isInput(g) ? title : null;
 }
 
 export async function draw(ctx) {
@@ -78,7 +86,7 @@ function open(ctx, text, elongated) {
   els.root.dataset.opening = opening;
   // an overview only where the graph does not fit: over a fitted graph it hides nodes
   ctx.minimap.show(opening !== "fit" && state.byTitle.size > 150 && !elongated ? text : null);
-  const current = currentTitle(model);
+  const current = followTitle(ctx);
   if (opening === "top" && current && current !== top?.querySelector("title")?.textContent) focusOn(ctx, current, null);
   fillLegend(els.legend, state.byTitle.values(), { withStates: ctx.debuggerMode(), contract: ctx.contract() });
   ctx.updateMatches();

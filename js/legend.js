@@ -133,7 +133,11 @@ export function fillLegend(box, nodes, { withStates, contract }) {
   const parts = [];
   const shapes = Object.entries(SHAPES).filter(([kind]) => kinds.has(kind));
   if (shapes.length) parts.push(section("shapes", shapes.map(([kind, path]) => entry(sample("fx-node", path), labels[kind] ?? kind))));
-  const colours = targetColours(list, 12);
+  const fill = contract.fill || { title: "fill: the operation", rows: null };
+  const colours = fill.rows ? new Map() : targetColours(list, 12);
+  if (fill.rows) {  // this view's fill has a meaning of its own (a comparison: agreement)
+    parts.push(section(fill.title, fill.rows.map(([colour, text]) => entry(sample("fx-node", SHAPES.call_function, colour), text))));
+  }
   if (colours.size) {
     const targets = [...colours.keys()];
     const names = shortNames(targets);
@@ -142,7 +146,7 @@ export function fillLegend(box, nodes, { withStates, contract }) {
       row.title = target;
       return row;
     });
-    parts.push(section("fill: the operation", rows));
+    parts.push(section(fill.title, rows));
   }
   if (withStates) {
     const rows = (contract.states || []).map(([state, text]) => entry(sample(`fxviz-${state}`, SHAPES.call_function, "#cfe3f7", tag), text));

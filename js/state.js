@@ -50,11 +50,12 @@ export function nameOf(units, delta, title) {
     ?? Object.keys(u).find((n) => u[n] === title && !Object.hasOwn(d, n)) ?? title;
 }
 
-// The node to run next (or the one that raised); else one linked to the selection.
+// The node to run next (or the one that raised), which the view follows. A node only
+// linked to the selection (a joint graph's other pass) is highlighted, never followed:
+// following it would pan away from the node the person clicked.
 export function currentName(states) {
   const names = Object.keys(states || {});
-  return names.find((n) => states[n].includes("current") || states[n].includes("error"))
-    ?? names.find((n) => states[n].includes("linked")) ?? null;
+  return names.find((n) => states[n].includes("current") || states[n].includes("error")) ?? null;
 }
 
 // title -> set of states for what is drawn: a collapsed box gathers its nodes' states,

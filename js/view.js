@@ -54,16 +54,22 @@ export function nodeBox(svg, g) {
 }
 
 // The node drawn highest up (the first rank), the one a top-anchored view starts from.
+// The model's own first node is preferred to an input: the view opens on the model, not
+// on an input drawn beside empty frames.
 export function topmostNode(nodes) {
   let best = null;
   let bestY = Infinity;
+  let input = null;
+  let inputY = Infinity;
   for (const g of nodes) {
     const text = g.querySelector("text");
     const y = text ? Number(text.getAttribute("y")) : Infinity;
-    if (y < bestY) { bestY = y; best = g; }
+    if (isInput(g)) { if (y < inputY) { inputY = y; input = g; } } else if (y < bestY) { bestY = y; best = g; }
   }
-  return best;
+  return best ?? input;
 }
+
+export const isInput = (g) => g.classList.contains("kind-placeholder");
 
 // The outline of a node: its first shape (box3d and folder add decorations after it).
 export function outlineOf(g) {

@@ -3,7 +3,7 @@
 // Everything the page must agree on with Python (states, kinds, actions, limits, wording)
 // is read from the `contract` trait (fxviz/render/_payload.py page_contract).
 import { h } from "./dom.js";
-import { applyStates, currentTitle, draw, focusOn, markMatches, READABLE_ZOOM, unit } from "./graph.js";
+import { applyStates, draw, focusOn, followTitle, markMatches, READABLE_ZOOM, unit } from "./graph.js";
 import { renderInspector } from "./inspector.js";
 import { handleKeys, takeFocusOnClick } from "./keys.js";
 import { overview } from "./minimap.js";
@@ -141,7 +141,7 @@ function render({ model, el }) {
   // units arrive after the first paint, and as deltas when a module opens or closes
   for (const trait of [T.units, T.unitsDelta]) model.on(`change:${trait}`, () => { markMatches(ctx); queueStates(); });
   // keep the node to run next in view (only panning when it is near an edge or outside)
-  model.on(`change:${T.states}`, () => requestAnimationFrame(() => focusOn(ctx, currentTitle(model), null, { always: false })));
+  model.on(`change:${T.states}`, () => requestAnimationFrame(() => focusOn(ctx, followTitle(ctx), null, { always: false })));
   renderPanels();
   showTable();
   draw(ctx);

@@ -27,6 +27,19 @@ __all__ = [
 
 # agreement, from far above the threshold to far below it
 _SHADES = ("#ebfbee", "#d3f9d8", "#fff3bf", "#ffe066", "#ffc078", "#ff922b", "#fa5252")
+_MEANINGS = (
+    "agree, far above the threshold",
+    "agree, above the threshold",
+    "agree, near the threshold",
+    "just above the threshold",
+    "just below the threshold",
+    "below the threshold",
+    "far below, or only in one run",
+)
+FILL = {
+    "title": "fill: agreement of the two runs",
+    "rows": [list(r) for r in zip(_SHADES, _MEANINGS, strict=True)],
+}
 
 
 def heat_overlay(comparison: Comparison) -> Any:
@@ -236,6 +249,9 @@ class ComparisonSource(Source):
 
     def inspector(self, name: str, max_preview: int = 64) -> dict[str, Any] | None:
         return inspector(self.obj, name, max_preview)
+
+    def fill(self) -> dict[str, Any] | None:
+        return FILL
 
     def report(self, max_preview: int = 64) -> tuple[dict[str, Any], str] | None:
         return report_data(self.obj, max_preview)

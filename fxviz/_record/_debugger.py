@@ -11,7 +11,7 @@ import torch.fx
 
 from fxviz._capture import JointGraph, bind_inputs, register_traceable
 from fxviz._capture._cache import capture_once
-from fxviz._nodes import is_parameter_fetch
+from fxviz._nodes import is_bookkeeping, is_parameter_fetch
 from fxviz._record._breakpoints import (
     Breakpoint,
     call_predicate,
@@ -229,8 +229,10 @@ class Debugger(DebuggerState, BreakpointCommands, RestoreCommands):
         submodules = dict(self.graph_module.named_modules())
         self._draws = [may_draw_random(n, submodules) for n in self._nodes]
         self._index = {n.name: i for i, n in enumerate(self._nodes)}
-        self._fetches = {
-            i for i, n in enumerate(self._nodes) if is_parameter_fetch(self.graph_module, n)
+        self._fetches = {  # and telemetry calls: nothing of the model, stepped over alike
+            i
+            for i, n in enumerate(self._nodes)
+            if is_parameter_fetch(self.graph_module, n) or is_bookkeeping(n)
         }
         options = self._options
         self._interp: Any = as_recording_interpreter(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 import torch
@@ -12,7 +13,7 @@ from fxviz._record._recorder import Recorder
 from fxviz._record._records import NodeRecord, Recording
 from fxviz.errors import DebuggerError, first_line
 
-__all__ = ["DebuggerState", "node_state", "status_line"]
+__all__ = ["DebuggerState", "node_count", "node_state", "status_line"]
 
 
 class DebuggerState:
@@ -26,6 +27,8 @@ class DebuggerState:
     _reason: str
     _options: dict[str, Any]
     _breakpoints: list[Breakpoint]
+    _fetches: set[int]
+    skip_fetches: bool
 
     def _node(self, name: str) -> torch.fx.Node:
         raise NotImplementedError
@@ -82,7 +85,13 @@ class DebuggerState:
     def status(self) -> str:
         """One line: where it stopped and why, e.g. ``stopped at 'linear2' (breakpoint) — 3/5 nodes``."""
         names = [n.name for n in self._nodes]
-        return status_line(names, self._pos, self._reason, self.error)
+        return status_line(names, self._pos, self._reason, self.error, self.skipped)
+
+    @property
+    def skipped(self) -> frozenset[int]:
+        """Indices of the nodes stepping goes over (parameter fetches, telemetry calls):
+        not counted in :attr:`status`. Empty with ``skip_fetches=False``."""
+        return frozenset(self._fetches) if self.skip_fetches else frozenset()
 
     def node_states(self) -> dict[str, list[str]]:
         """Each node's states for drawing: ``done``, ``current``, ``pending``, ``error``,
@@ -129,16 +138,36 @@ def node_state(index: int, position: int, failed_here: bool) -> list[str]:
     return ["pending"]
 
 
-def status_line(names: list[str], position: int, reason: str, error: BaseException | None) -> str:
+def status_line(
+    names: list[str],
+    position: int,
+    reason: str,
+    error: BaseException | None,
+    skip: Collection[int] = (),
+) -> str:
     """The debugger's one-line status (:attr:`Debugger.status`) for a cursor position.
+    The count is of the model's own nodes: ``skip`` (the indices of parameter fetches
+    and telemetry calls, which stepping goes over) are never counted.
 
     >>> status_line(["x", "relu", "output"], 1, "step", None)
     "stopped at 'relu' (step) — 1/3 nodes"
+    >>> status_line(["x", "w", "linear", "output"], 2, "step", None, skip={1})
+    "stopped at 'linear' (step) — 1/3 nodes"
     """
-    count = f"{position}/{len(names)} nodes"
+    count = node_count(len(names), position, skip)
     if position >= len(names):
         return f"finished — {count}"
     name = names[position]
     if error is not None:
         return f"stopped at {name!r} ({type(error).__name__}: {first_line(error)}) — {count}"
     return f"stopped at {name!r} ({reason}) — {count}"
+
+
+def node_count(total: int, position: int, skip: Collection[int] = ()) -> str:
+    """``"ran/total nodes"`` when ``position`` nodes have run, ``skip`` left out of both.
+
+    >>> node_count(5, 3, skip={0, 1}), node_count(5, 5)
+    ('1/3 nodes', '5/5 nodes')
+    """
+    ran = position - sum(1 for i in skip if i < position)
+    return f"{ran}/{total - len(skip)} nodes"

@@ -161,8 +161,18 @@ def _facts(obj: Any, data: dict[str, Any], inputs: Any) -> list[str]:
     lines.extend(_capture_facts(obj))
     summary = getattr(obj, "summary", None)
     if callable(summary):
-        lines.append(str(summary()))  # one line of text on every object that has one
+        lines.append(_without_count(str(summary()), obj))  # one line on every object with one
     return lines
+
+
+def _without_count(summary: str, obj: Any) -> str:
+    """A recording's summary (``"10 nodes, complete, 0.37 ms"``) less its count of every
+    node run, parameter fetches included: the header counts the model's nodes once."""
+    if isinstance(obj, Recording):
+        head = f"{len(obj)} nodes, "
+        if summary.startswith(head):
+            return "run: " + summary.removeprefix(head)
+    return summary
 
 
 def _input_text(record: Any) -> str:

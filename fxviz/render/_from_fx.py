@@ -10,7 +10,7 @@ import torch
 import torch.fx
 from torch.fx.node import map_arg
 
-from fxviz._nodes import module_path, source_line, target_text
+from fxviz._nodes import is_bookkeeping, module_path, source_line, target_text
 from fxviz._record._rank import collective_text, is_collective
 from fxviz._record._records import NodeRecord
 from fxviz._record._summary import dtype_name
@@ -47,7 +47,8 @@ def draw_fx(
     ``params="fold"`` (the default) draws no node for a parameter, buffer or constant
     fetch: it is listed, with its shape, in the label and tooltip of each node using it.
     ``"show"`` draws each fetch as a node of its own. A module called more than once
-    gets one group per call (``pool``, ``pool@2``).
+    gets one group per call (``pool``, ``pool@2``). Telemetry calls nothing uses
+    (``torch._C._log_api_usage_once``, which Dynamo captures) are not drawn.
     """
     if params not in ("fold", "show"):
         raise ValueError(f"params must be 'fold' or 'show', not {params!r}")
@@ -67,7 +68,7 @@ def draw_fx(
     texts: dict[tuple[str, Any], str] = {}  # target_text per target: qualified names are slow
     ids: dict[torch.fx.Node, str] = {}  # dot_id per node, made once (edges name them again)
     for node in graph.nodes:
-        if node in folded:
+        if node in folded or is_bookkeeping(node):  # telemetry: recorded, never drawn
             continue
         node_id = ids[node] = dot_id(node.name)
         record = records.get(node.name)

@@ -42,12 +42,14 @@ the Debugger's functions and rules, so the page only looks positions up.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any, cast
 
 import torch.fx
 
-from fxviz._nodes import is_parameter_fetch
+from fxviz._nodes import is_bookkeeping, is_parameter_fetch
 from fxviz._record._debugger import Debugger, node_state, status_line
+from fxviz._record._debugger_state import node_count
 from fxviz._record._predicates import has_nonfinite
 from fxviz._record._records import NodeRecord, Recording
 from fxviz.overlays import STATE_STYLES
@@ -111,7 +113,7 @@ TOOLBAR_ACTIONS: tuple[tuple[str, str, str, str, bool], ...] = (
 )
 
 
-def nonfinite_status(names: list[str], position: int) -> str:
+def nonfinite_status(names: list[str], position: int, skip: Collection[int] = ()) -> str:
     """The status line after a NaN/Inf break: it names the node that produced the value
     (the one just run), never the next one, and says NaN/Inf in words.
 
@@ -119,7 +121,8 @@ def nonfinite_status(names: list[str], position: int) -> str:
     "stopped after 'log' produced NaN/Inf — 2/4 nodes"
     """
     culprit = names[position - 1]
-    return f"stopped after {culprit!r} produced {NONFINITE_TEXT} — {position}/{len(names)} nodes"
+    count = node_count(len(names), position, skip)  # fetches not counted, as in status_line
+    return f"stopped after {culprit!r} produced {NONFINITE_TEXT} — {count}"
 
 
 def breakpoint_names(breakpoints: list[str]) -> str:
@@ -134,9 +137,11 @@ def breakpoint_names(breakpoints: list[str]) -> str:
     )
 
 
-def page_contract() -> dict[str, Any]:
+def page_contract(fill: dict[str, Any] | None = None) -> dict[str, Any]:
     """What both front ends read instead of restating it: states (and their legend text
-    and colours), node kinds' names, toolbar actions and keys, limits and wording.
+    and colours), node kinds' names, toolbar actions and keys, limits and wording, and
+    what a node's fill means in this view (``fill``: see :meth:`Source.fill`; by default
+    the operation, each target's colour read off the drawing).
 
     >>> contract = page_contract()
     >>> contract["states"][0], contract["kinds"]["placeholder"], contract["actions"][2]["key"]
@@ -158,6 +163,7 @@ def page_contract() -> dict[str, Any]:
         ],
         "limits": {"table_rows": TABLE_ROWS},
         "texts": {"nonfinite": NONFINITE_TEXT, "nonfinite_tag": "NaN"},
+        "fill": fill or {"title": "fill: the operation", "rows": None},
     }
 
 
@@ -209,7 +215,7 @@ def graph_payload(
         "depth": view.depth,
         "units": view.units,
         "node_states": {},
-        "contract": page_contract(),
+        "contract": page_contract(fill=drawing.source.fill()),
     }
     if include_index:
         payload["index"] = drawing.index()
@@ -287,7 +293,7 @@ def replay_payload(recording: Recording, *, skip_fetches: bool = True) -> dict[s
     fetch_names = {
         n.name
         for n in graph.nodes
-        if skip_fetches and is_parameter_fetch(recording.graph_module, n)
+        if skip_fetches and (is_parameter_fetch(recording.graph_module, n) or is_bookkeeping(n))
     }
     fetches = {i for i, r in enumerate(records) if r.name in fetch_names}
     moves = _Moves(fetches, last)
@@ -306,11 +312,13 @@ def replay_payload(recording: Recording, *, skip_fetches: bool = True) -> dict[s
             states[names[i]] = state
         steps.append(
             {
-                "status": status_line(names, position, "{reason}", error),
+                "status": status_line(names, position, "{reason}", error, fetches),
                 "states": states,
                 "nonfinite": bool(position and flags[position - 1]),
                 "nonfinite_status": (
-                    nonfinite_status(names, position) if position and flags[position - 1] else None
+                    nonfinite_status(names, position, fetches)
+                    if position and flags[position - 1]
+                    else None
                 ),
                 "error": error is not None,
                 "stop": "error" if error is not None else "end" if position >= len(names) else None,

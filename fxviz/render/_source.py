@@ -84,6 +84,11 @@ class Source:
         """HTML shown under the graph in a report (escaped by the source)."""
         return ""
 
+    def fill(self) -> dict[str, Any] | None:
+        """What a node's fill means in this view, for the legend: ``None`` for the
+        operation (the default), else ``{"title": ..., "rows": [[colour, meaning], ...]}``."""
+        return None
+
     def linked(self, node_id: str) -> list[str] | None:
         """Drawn ids to mark when ``node_id`` is selected (a joint graph's other pass)."""
         return None

@@ -25,6 +25,8 @@ def model_title(obj: Any) -> str:
         'Sequential (symbolic_trace)'
         >>> model_title(fxviz.trace(torch.nn.ReLU(), torch.ones(2), method="real"))
         'ReLU (one real run)'
+        >>> model_title(fxviz.trace(torch.nn.ReLU(), torch.ones(2), method="dynamo"))
+        'ReLU (dynamo)'
     """
     rank = getattr(obj, "rank", None)  # a recording made in a torch.distributed job
     if isinstance(rank, int):

@@ -114,7 +114,7 @@ class DebuggerApp(GraphView):
         self.node_states = debugger_states(dbg)
         status = dbg.status
         if dbg.stop_reason == has_nonfinite.__name__ and dbg.position:  # name the node that made it
-            status = nonfinite_status([n.name for n in dbg.graph.nodes], dbg.position)
+            status = nonfinite_status([n.name for n in dbg.graph.nodes], dbg.position, dbg.skipped)
         breakpoints = breakpoint_names(dbg.breakpoints)
         self.status = status + BREAKPOINTS_SUFFIX.format(breakpoints=breakpoints)
         self._show_rows(*node_rows_page(self._drawing, recording.records(), limit=TABLE_ROWS))

@@ -119,6 +119,8 @@ class GraphView(anywidget.AnyWidget):
             return
         with self.hold_sync():  # one message: the browser never sees new units on an old SVG
             self._set_units(payload["units"])
+            if self.contract != payload["contract"]:  # a comparison's fill means agreement
+                self.contract = payload["contract"]
             self.dot = payload["dot"]
             if not self.rows:
                 source = self._drawing.source

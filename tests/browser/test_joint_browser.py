@@ -66,9 +66,12 @@ def test_clicking_a_backward_node_marks_the_forward_node_it_differentiates(brows
     assert box is not None
     assert graph is not None
     assert box["width"] > 10  # drawn, at a size a person can see
-    assert graph["x"] <= box["x"] + box["width"] / 2 <= graph["x"] + graph["width"]
+    chosen = _node(page, "bw_threshold_backward").bounding_box()  # the view stays on it:
+    assert chosen is not None  # the partner is marked, never panned to (issue 24)
+    assert graph["x"] <= chosen["x"] + chosen["width"] / 2 <= graph["x"] + graph["width"]
 
     # from the forward side: every backward node that differentiates relu
+    page.locator(".fxviz-fit").first.click()  # the partner is off view: fit brings it back
     _node(page, "fw_relu").click()
     page.wait_for_function(
         "document.querySelector('.fxviz-inspector .fxviz-title')?.textContent === 'relu'"

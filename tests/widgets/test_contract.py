@@ -95,7 +95,7 @@ def test_the_report_replay_moves_over_parameter_fetches_as_the_debugger_does():
 def test_the_replay_stops_continue_where_the_debugger_does_on_a_nan():
     model, x = _nan_model(), torch.ones(1, 3)
     dbg = fxviz.Debugger(model, x)
-    dbg.break_when(fxviz.nonfinite)
+    dbg.break_when(fxviz.has_nonfinite)
     dbg.continue_()
     replay = replay_payload(fxviz.record(model, x))
     stops = [p for p, step in enumerate(replay["steps"]) if step["nonfinite"]]

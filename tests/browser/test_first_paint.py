@@ -1,0 +1,59 @@
+"""The first paint shows the model: the view opens on its own first node, readable,
+never on an input drawn beside it."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import fxviz
+from tests.browser.conftest import screenshot
+
+pytestmark = pytest.mark.browser
+
+
+class ManyInputs(torch.nn.Module):
+    """Twelve inputs in a row, the model's own work starting under the last of them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(torch.nn.Linear(4, 4) for _ in range(12))
+
+    def forward(self, *xs):
+        h = xs[-1]
+        for block, x in zip(self.blocks, reversed(xs), strict=True):
+            h = torch.relu(block(h) * x)
+        return h
+
+
+def test_report_opens_on_the_models_first_node_readable(offline, tmp_path):
+    page, _ = offline
+    page.set_viewport_size({"width": 1280, "height": 800})
+    torch.manual_seed(0)
+    inputs = tuple(torch.randn(2, 4) for _ in range(12))
+    path = tmp_path / "inputs.html"
+    fxviz.report(fxviz.record(ManyInputs(), *inputs), path)
+    page.goto(path.as_uri())
+    page.wait_for_function("document.querySelector('.fxviz')?.dataset.opening")
+    assert page.evaluate("document.querySelector('.fxviz').dataset.opening") != "fit"
+    page.wait_for_timeout(400)  # the replay's first states have been shown (and followed)
+    first = page.evaluate(
+        """() => {
+        const nodes = [...document.querySelectorAll('.fxviz-graph g.node')]
+          .filter(g => !g.classList.contains('kind-placeholder'));
+        const y = g => Number(g.querySelector('text').getAttribute('y'));
+        const top = nodes.reduce((a, b) => (y(b) < y(a) ? b : a));
+        const r = top.getBoundingClientRect();
+        const font = parseFloat(getComputedStyle(top.querySelector('text')).fontSize);
+        return {title: top.querySelector('title').textContent, x: r.x, y: r.y,
+                width: r.width, height: r.height,
+                scale: r.height / top.getBBox().height, font};
+        }"""
+    )
+    graph = page.locator(".fxviz-graph").bounding_box()
+    assert graph is not None
+    centre = first["x"] + first["width"] / 2
+    assert graph["x"] <= centre <= graph["x"] + graph["width"], (first, graph)
+    assert graph["y"] <= first["y"] <= graph["y"] + graph["height"], (first, graph)
+    assert first["font"] * first["scale"] >= 11, first  # readable, not a faint thread
+    screenshot(page, page.locator("body"), "first_paint_model.png")

@@ -1,0 +1,42 @@
+"""Every panel tells the same truth: inspector after the run, what fill means per view."""
+
+from __future__ import annotations
+
+import json
+
+import torch
+
+import fxviz
+from fxviz.widgets import GraphView
+
+
+def _model() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+
+
+def test_after_continue_no_node_that_ran_says_not_run_yet():
+    gm = fxviz.trace(_model(), torch.ones(1, 3), method="dynamo")
+    app = fxviz.debug(gm, torch.ones(1, 3))
+    app.handle({"type": "continue"})
+    assert app.status.startswith("finished — ")
+    drawn = [n.name for n in app._draw.nodes]
+    for name in drawn:
+        app.selected = name
+        fields = dict(map(tuple, app.inspector["fields"]))
+        assert fields.get("state") != "not run yet", (name, fields)
+        assert "output" in fields, (name, fields)  # what it produced, as it ran
+
+
+def test_a_comparisons_legend_says_fill_means_agreement():
+    model, x = _model(), torch.ones(1, 3)
+    cmp = fxviz.compare(fxviz.record(model, x), fxviz.record(model, x * 1.001))
+    fill = GraphView(cmp).contract["fill"]
+    assert fill["title"] == "fill: agreement of the two runs"
+    assert len(fill["rows"]) == 7
+    assert all(colour.startswith("#") and text for colour, text in fill["rows"])
+    page = fxviz.report(cmp)
+    assert "fill: agreement of the two runs" in page  # the offline page reads the same
+    plain = GraphView(fxviz.trace(model)).contract["fill"]
+    assert plain == {"title": "fill: the operation", "rows": None}
+    assert json.dumps(plain)  # travels to the page as it is
