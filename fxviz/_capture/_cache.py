@@ -5,16 +5,15 @@ A capture is valid while the model's module structure, training flags, forward c
 hooks and plain attributes (by identity), its parameters' identities and the grad mode are
 those it was made with; a Dynamo or
 real capture (one run) also needs inputs equal to the ones it ran on and parameters not
-written since (their version counters). Anything else captures again. A few captures are
-kept (least recently used first out); each holds its model, so at most that many models
-stay alive through it.
+written since (their version counters). Anything else captures again. The captures are
+kept weakly by their model (one a capture method): dropping the model drops them, and a
+capture never keeps its model alive.
 """
 
 from __future__ import annotations
 
 import threading
 import weakref
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -23,17 +22,16 @@ import torch.fx
 
 __all__ = ["capture_once", "clear_captures"]
 
-_SIZE = 4
 _ONE_RUN = ("dynamo", "real")
-_entries: OrderedDict[tuple[int, str], _Entry] = OrderedDict()
+# model -> {method: entry}; weak keys, and an entry holds no reference to its model
+_entries: weakref.WeakKeyDictionary[Any, dict[str, _Entry]] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 
 
 class _Entry:
-    __slots__ = ("captured", "inputs", "model", "signature", "state")
+    __slots__ = ("captured", "inputs", "signature", "state")
 
-    def __init__(self, model: Any, state: Any, signature: Any, inputs: Any, captured: Any):
-        self.model = weakref.ref(model)
+    def __init__(self, state: Any, signature: Any, inputs: Any, captured: Any):
         self.state, self.signature, self.inputs, self.captured = state, signature, inputs, captured
 
 
@@ -48,26 +46,22 @@ def capture_once(
     the same model, method and inputs when nothing it depends on has changed."""
     if not _cacheable(obj, method):
         return trace(obj, *args, method=method, **kwargs)
-    key = (id(obj), method)
     with _lock:
-        entry = _entries.get(key)
+        entry = _entries.get(obj, {}).get(method)
     signature = _signature(args, kwargs)
-    if entry is not None and entry.model() is obj and entry.signature == signature:
+    if entry is not None and entry.signature == signature:
         kind = entry.captured.meta.get("fxviz_method")
         if entry.state == _state(obj, kind) and (
             kind not in _ONE_RUN or _same_values(entry.inputs, args, kwargs)
         ):
-            with _lock:
-                _entries.move_to_end(key)
             return entry.captured
     captured = trace(obj, *args, method=method, **kwargs)
     kind = captured.meta.get("fxviz_method")
     inputs = _copies(args, kwargs) if kind in _ONE_RUN else None
     with _lock:
-        _entries[key] = _Entry(obj, _state(obj, kind), signature, inputs, captured)
-        _entries.move_to_end(key)
-        while len(_entries) > _SIZE:
-            _entries.popitem(last=False)
+        _entries.setdefault(obj, {})[method] = _Entry(
+            _state(obj, kind), signature, inputs, captured
+        )
     return captured
 
 

@@ -45,6 +45,9 @@ def _assert_freed(use: Callable[[torch.nn.Module, torch.Tensor], Any], model_cls
     kept = use(model, x)
     assert kept is not None  # the caller really held something
     del model, kept
+    # Two passes: a model in a reference cycle dies in the first, and only then lets go of
+    # its kept capture (weakly keyed by the model), itself a cycle freed by the second.
+    gc.collect()
     gc.collect()
     alive = [type(r()).__name__ for r in refs if r() is not None]
     assert not alive, f"still alive after del + gc.collect(): {alive}"
