@@ -29,10 +29,21 @@ _lock = threading.Lock()
 
 
 class _Entry:
-    __slots__ = ("captured", "inputs", "signature", "state")
+    __slots__ = ("captured", "graph", "inputs", "signature", "state")
 
     def __init__(self, state: Any, signature: Any, inputs: Any, captured: Any):
         self.state, self.signature, self.inputs, self.captured = state, signature, inputs, captured
+        self.graph = _graph_state(captured)
+
+
+def _graph_state(gm: torch.fx.GraphModule) -> tuple[Any, ...]:
+    """The graph as it was handed out: a caller that edits it (a pass, an inserted node,
+    changed arguments) gets a fresh capture next time, not its own edits."""
+    return (
+        gm.code,
+        tuple((n, n.op, id(n.target), id(n.args), id(n.kwargs)) for n in gm.graph.nodes),
+        tuple((name, id(m)) for name, m in gm.named_children()),
+    )
 
 
 def capture_once(
@@ -51,8 +62,10 @@ def capture_once(
     signature = _signature(args, kwargs)
     if entry is not None and entry.signature == signature:
         kind = entry.captured.meta.get("fxviz_method")
-        if entry.state == _state(obj, kind) and (
-            kind not in _ONE_RUN or _same_values(entry.inputs, args, kwargs)
+        if (
+            entry.state == _state(obj, kind)
+            and entry.graph == _graph_state(entry.captured)
+            and (kind not in _ONE_RUN or _same_values(entry.inputs, args, kwargs))
         ):
             return entry.captured
     captured = trace(obj, *args, method=method, **kwargs)
