@@ -67,7 +67,10 @@ def test_hf_trainer_stops_at_the_bad_step(tmp_path):
     for name, p in model.named_parameters():  # the bad update was not applied
         assert torch.equal(p, incident.snapshot.params[name])
     rec = incident.replay()
-    assert rec.first_nonfinite().name == "log"
+    # the Trainer's model is captured by Dynamo (symbolic tracing refuses what the Trainer
+    # attaches to it), whose nodes carry their graph's prefix: g0_log is the log
+    assert rec.first_nonfinite().name.removeprefix("g0_") == "log"
+    assert rec.method in ("symbolic", "dynamo")
 
 
 def _in_order(trainer, rows):
