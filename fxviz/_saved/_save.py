@@ -36,7 +36,7 @@ from fxviz._version import __version__
 from fxviz.errors import InputError, RecordingFileError
 from fxviz.render._api import draw
 
-__all__ = ["FORMAT", "SUFFIX", "VERSION", "save"]
+__all__ = ["FORMAT", "SUFFIX", "VERSION", "save", "write_blocks"]
 
 FORMAT = "fxviz.recording"
 VERSION = 1
@@ -99,6 +99,13 @@ def save(
             "grads": _grad_trees(recording, blocks) if values else {},
         }
     metadata = {"format": FORMAT, "version": str(VERSION), "fxviz": json.dumps(body)}
+    return write_blocks(path, metadata, blocks)
+
+
+def write_blocks(path: pathlib.Path, metadata: dict[str, str], blocks: Blocks) -> pathlib.Path:
+    """Write one safetensors file: ``metadata`` (strings) and ``blocks``' storages as
+    8-byte-aligned uint8 tensors, through a ``.partial`` file replaced at the end (a
+    reader never sees half a file). Shared by recordings and training incidents."""
     header: dict[str, Any] = {"__metadata__": metadata}
     ready = []
     offset = 0

@@ -13,11 +13,11 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import struct
 from typing import TYPE_CHECKING, Any
 
 import torch
 
+from fxviz._saved._save import write_blocks
 from fxviz._saved._values import Blocks, decode_value, encode_value
 from fxviz._training._replay import ModelCall
 from fxviz._training._state import Snapshot
@@ -58,28 +58,7 @@ def save_incident(incident: Incident, path: str | os.PathLike[str]) -> pathlib.P
         ],
     }
     metadata = {"format": FORMAT, "version": str(VERSION), "fxviz": json.dumps(body)}
-    header: dict[str, Any] = {"__metadata__": metadata}
-    ready, offset = [], 0
-    for key, block in blocks.blocks.items():
-        block = block.cpu()
-        size = block.numel() + (-block.numel() % 8)
-        header[key] = {"dtype": "U8", "shape": [size], "data_offsets": [offset, offset + size]}
-        offset += size
-        ready.append(block)
-    raw = json.dumps(header, separators=(",", ":")).encode("utf-8")
-    raw += b" " * (-len(raw) % 8)
-    partial = path.with_name(path.name + ".partial")
-    try:
-        with open(partial, "wb") as f:
-            f.write(struct.pack("<Q", len(raw)))
-            f.write(raw)
-            for block in ready:
-                f.write(memoryview(block.numpy()))
-                f.write(b"\0" * (-block.numel() % 8))
-        os.replace(partial, path)
-    finally:
-        partial.unlink(missing_ok=True)
-    return path
+    return write_blocks(path, metadata, blocks)
 
 
 def incident_fields(path: pathlib.Path, handle: Any, metadata: dict[str, str]) -> dict[str, Any]:
