@@ -25,7 +25,7 @@ $(STAMP): pyproject.toml $(BUNDLE)
 	touch $(STAMP)
 
 demo: $(STAMP) $(BUNDLE)
-	$(BIN)/fxviz demo
+	$(BIN)/fxviz demo --force  # the demo's own report, written again on every run
 
 # The browser tests save screenshots in build/screenshots/ (git-ignored), so a test run
 # leaves the checkout clean; `make screenshots` is the one step that updates assets/.
