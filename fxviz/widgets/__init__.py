@@ -33,7 +33,7 @@ def debug(
         >>> app = fxviz.debug(torch.nn.Linear(4, 2), torch.ones(1, 4))
         >>> app.handle({"type": "continue"})
         >>> app.status
-        'finished — 5/5 nodes · breakpoints: none'
+        'finished — 3/3 nodes · breakpoints: none'
     """
     from fxviz._record import Debugger
     from fxviz._training import Incident
