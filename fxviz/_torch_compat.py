@@ -437,7 +437,8 @@ def foreach_norms(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
     training watch's per-step check). ``torch._foreach_norm`` (private; its ``dtype=``
     argument checked on torch 2.4 - 2.13), else one ``linalg.vector_norm`` a tensor."""
     try:
-        return list(torch._foreach_norm(tensors, 2, dtype=torch.float32))
+        foreach_norm = getattr(torch, "_foreach_norm")  # noqa: B009 (private: not in torch's stubs)
+        return list(foreach_norm(tensors, 2, dtype=torch.float32))
     except (AttributeError, TypeError, RuntimeError):
         return [torch.linalg.vector_norm(t, dtype=torch.float32) for t in tensors]
 
@@ -452,7 +453,7 @@ def functorch_unwrapped(value: Any) -> Any:
     """
     if not isinstance(value, torch.Tensor):
         return value
-    from torch._C import _functorch
+    _functorch = getattr(torch._C, "_functorch")  # noqa: B009 (private: not in torch's stubs)
 
     while _functorch.is_functorch_wrapped_tensor(value) or _functorch.is_batchedtensor(value):
         value = _functorch.get_unwrapped(value)

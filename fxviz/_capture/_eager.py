@@ -118,8 +118,8 @@ def _dynamo_answers() -> Iterator[None]:
             return value
 
     answers = Answers(table)
-    variables.tracing_state_functions = lambda: answers  # type: ignore[attr-defined]
+    variables.tracing_state_functions = lambda: answers
     try:
         yield
     finally:
-        variables.tracing_state_functions = original  # type: ignore[attr-defined]
+        variables.tracing_state_functions = original

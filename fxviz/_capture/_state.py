@@ -151,7 +151,8 @@ def _set_versions(tensors: list[torch.Tensor], versions: list[int]) -> None:
     without it the counters stay bumped (values are restored all the same)."""
     if not tensors:
         return
-    setter = getattr(torch._C._autograd, "_unsafe_set_version_counter", None)
+    autograd = getattr(torch._C, "_autograd", None)
+    setter = getattr(autograd, "_unsafe_set_version_counter", None)
     if setter is None:
         return
     try:
@@ -207,7 +208,7 @@ def attribute_writes(model: Any) -> Iterator[list[str]]:
     try:
         yield found
     finally:
-        torch.nn.Module.__setattr__ = original  # type: ignore[method-assign]
+        torch.nn.Module.__setattr__ = original
 
 
 @contextlib.contextmanager

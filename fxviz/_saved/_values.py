@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -294,6 +294,7 @@ def rebuilt(type_name: str, attrs: dict[str, Any], items: dict[str, Any] | None 
     )
     if not usable:
         return SavedObject(type_name, {**(items or {}), **attrs})
+    cls = cast(type, cls)  # usable: a plain class
     obj = cls.__new__(cls)
     if mapping:  # the container's own __setitem__, not the class's (no code of its runs)
         import collections

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.fx
+from torch.fx.node import map_arg
 
 if TYPE_CHECKING:
     from fxviz._record._records import Recording
@@ -99,7 +100,7 @@ def _shape(arg: Any, recording: Recording) -> tuple[int, ...]:
             return tuple(arg.shape)
         raise _Unknown
     value = recording.env.get(arg)
-    if type(value) in _TENSORS:  # its shape, without building its record (statistics)
+    if isinstance(value, torch.Tensor) and type(value) in _TENSORS:  # no record (statistics)
         return tuple(value.shape)
     if arg.name not in recording:
         raise _Unknown
@@ -234,7 +235,7 @@ def _meta_flops(node: torch.fx.Node, recording: Recording) -> int:
 
     def meta(arg: torch.fx.Node) -> Any:
         value = recording.env.get(arg)
-        if type(value) in _TENSORS:
+        if isinstance(value, torch.Tensor) and type(value) in _TENSORS:
             return torch.empty(value.shape, dtype=value.dtype, device="meta")
         if arg in recording.env and not isinstance(value, torch.Tensor | tuple | list | dict):
             return value  # a number, a string, None: the value itself
@@ -247,8 +248,8 @@ def _meta_flops(node: torch.fx.Node, recording: Recording) -> int:
             raise _Unknown
         return torch.empty(_shape(arg, recording), dtype=record.dtype, device="meta")
 
-    args = torch.fx.node.map_arg(node.args, meta)
-    kwargs = torch.fx.node.map_arg(node.kwargs, meta)
+    args = map_arg(node.args, meta)
+    kwargs = map_arg(node.kwargs, meta)
     try:
         with FlopCounterMode(display=False, custom_mapping=_missing_formulas()) as mode:
             if node.op == "call_method":
