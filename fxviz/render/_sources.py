@@ -108,9 +108,8 @@ class RecordingSource(_RunSource):
         return True
 
 
-@register(ShapeReport)
-class ShapeReportSource(_RunSource):
-    """The shape pass's run (fake or meta tensors): shapes, no replay."""
+class _HoldsRunSource(_RunSource):
+    """An object holding a run (``.recording``) of its ``.graph_module``."""
 
     def recording(self) -> Recording:
         return self.obj.recording
@@ -122,22 +121,16 @@ class ShapeReportSource(_RunSource):
             params=params,
             name=model_title(self.obj),
         )
+
+
+@register(ShapeReport)
+class ShapeReportSource(_HoldsRunSource):
+    """The shape pass's run (fake or meta tensors): shapes, no replay."""
 
 
 @register(Debugger)
-class DebuggerSource(_RunSource):
+class DebuggerSource(_HoldsRunSource):
     """A Debugger: what it ran so far, its cursor and breakpoints drawn as states."""
-
-    def recording(self) -> Recording:
-        return self.obj.recording
-
-    def drawing(self, params: Params) -> DrawGraph:
-        return draw_fx(
-            self.obj.graph_module,
-            records=self.obj.recording,
-            params=params,
-            name=model_title(self.obj),
-        )
 
     def overlays(self) -> list[Overlay]:
         return [debugger_state(self.obj.node_states()), *super().overlays()]
