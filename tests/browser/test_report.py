@@ -243,7 +243,10 @@ def test_a_nan_break_opens_the_inspector_on_the_node_that_made_it(offline, tmp_p
     toggle = page.locator("button[data-action=break_nan]")
     unpressed = toggle.evaluate("b => getComputedStyle(b).backgroundColor")
     toggle.click()
-    assert toggle.get_attribute("aria-pressed") == "true"  # the toggle looks pressed
+    page.wait_for_function(  # the toggle looks pressed (waited for: a loaded page is slow)
+        "document.querySelector('button[data-action=break_nan]')"
+        ".getAttribute('aria-pressed') === 'true'"
+    )
     assert toggle.evaluate("b => getComputedStyle(b).backgroundColor") != unpressed
     page.locator("button[data-action=continue]").click()
     page.wait_for_function(  # names the node that produced it, in words
