@@ -29,8 +29,13 @@ demo: $(STAMP) $(BUNDLE)
 
 # The browser tests save screenshots in build/screenshots/ (git-ignored), so a test run
 # leaves the checkout clean; `make screenshots` is the one step that updates assets/.
+# Two runs: everything but the browser on every core (pytest-xdist), then the browser tests
+# in one process (one JupyterLab, one Chromium; they time what a person waits for, so they
+# do not share the cores with other tests).
+PYTEST_JOBS ?= auto
 test: $(STAMP) $(BUNDLE)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(PYTEST_JOBS) -m "not browser"
+	$(BIN)/python -m pytest -m browser
 
 # Generated-graph tests with thousands of examples (the default run has a few hundred).
 test-slow: $(STAMP) $(BUNDLE)
