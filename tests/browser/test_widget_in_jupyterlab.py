@@ -8,6 +8,7 @@ from tests.browser.conftest import (
     INSPECTOR_SQUEEZED,
     LABELS_OUTSIDE,
     SMALLEST_LABEL_PX,
+    contrast,
     open_and_run,
     run_in_kernel,
     screenshot,
@@ -178,6 +179,11 @@ def test_notebook_02_debugger_reads_well_in_each_front_end_and_theme(browser, ju
     assert page.evaluate(LABELS_OUTSIDE) == []
     for part in (".fxviz-legend", ".fxviz-inspector", ".fxviz-status", ".fxviz-buttons"):
         assert shown(widget.locator(part)), part
+    for part in (  # readable text on the theme's own background, measured
+        ".fxviz-status", ".fxviz-inspector dt", ".fxviz-inspector dd", ".fxviz-btn",
+        ".fxviz-legend summary", ".fxviz-help", ".fxviz-graph g.node text",
+    ):  # fmt: skip
+        assert contrast(widget.locator(part).first) >= 4.5, (part, theme)
     status, buttons = widget.locator(".fxviz-status"), widget.locator(".fxviz-buttons")
     assert abs(status.bounding_box()["y"] - buttons.bounding_box()["y"]) < 40  # with the toolbar
     widget.locator("button[data-action=break_nan]").click()
