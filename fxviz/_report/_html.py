@@ -143,7 +143,9 @@ def _data(obj: Any, max_preview: int, params: Params = "fold") -> dict[str, Any]
         data["replay"] = replay_payload(recording, skip_fetches=bool(skip_fetches))
         # at each position, the table shows the drawn nodes run so far (a parameter fetch
         # folded into its user is never a row: the model's own nodes, in order)
-        drawn_before = list(itertools.accumulate((r.name in inspectors for r in records), initial=0))
+        drawn_before = list(
+            itertools.accumulate((r.name in inspectors for r in records), initial=0)
+        )
         for position, step in enumerate(data["replay"]["steps"]):
             step["rows"] = drawn_before[min(position + bool(step["error"]), len(records))]
     return data

@@ -151,6 +151,7 @@ def _in_widget(snippet: str) -> str:
 def test_marimo_shows_the_debugger_and_gives_it_the_keys(browser, marimo, shown_as):
     from playwright.sync_api import expect
 
+    expect.set_options(timeout=30_000)  # a shared machine: waits for states, never sleeps
     name = f"debug_{shown_as}.py"
     (marimo["root"] / name).write_text(_notebook(CELLS[shown_as]))
     page = browser.new_page()

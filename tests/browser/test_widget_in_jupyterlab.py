@@ -142,6 +142,14 @@ def test_a_3000_node_graph_lays_out_without_freezing_the_page(browser, lab):
     screenshot(page, page.locator(".fxviz").first, "big-graph.png")
 
 
+# The first widget lies wholly above the host's status bar (or the window's bottom).
+WHOLE_IN_VIEW = """() => {
+  const box = document.querySelector('.fxviz').getBoundingClientRect();
+  const bar = document.querySelector('#jp-main-statusbar');
+  const bottom = bar && bar.offsetHeight ? bar.getBoundingClientRect().top : innerHeight;
+  return box.top >= 0 && box.bottom <= bottom;
+}"""
+
 RISKY = (  # notebooks/02-step-through-debugging.ipynb's model
     "import torch, fxviz\nfrom torch import nn\ntorch.manual_seed(0)\n"
     "class Risky(nn.Module):\n"
@@ -203,6 +211,10 @@ def test_notebook_02_debugger_reads_well_in_each_front_end_and_theme(browser, ju
     if preview.count():  # whole numbers: lines scroll, never wrap mid-digit
         assert preview.evaluate("e => getComputedStyle(e).whiteSpace") == "pre"
     front = "lab" if "/lab/" in page.url else "notebook7"
+    # the whole widget in the picture, its table clear of the host's status bar
+    page.set_viewport_size({"width": 1280, "height": 1200})
+    widget.scroll_into_view_if_needed()
+    page.wait_for_function(WHOLE_IN_VIEW)
     screenshot(page, widget, f"debugger-{front}-{theme}.png")
     if theme == "dark":  # leave the server's theme as found
         page.evaluate(
