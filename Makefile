@@ -28,7 +28,8 @@ demo: $(STAMP) $(BUNDLE)
 	$(BIN)/fxviz demo --force  # the demo's own report, written again on every run
 
 # The browser tests save screenshots in build/screenshots/ (git-ignored), so a test run
-# leaves the checkout clean; `make screenshots` is the one step that updates assets/.
+# leaves the checkout clean; `make screenshots` is the one step that updates assets/ (the
+# screenshots README.md and docs/ show; the others stay in build/screenshots/).
 # Two runs: everything but the browser on every core (pytest-xdist), then the browser tests
 # in one process (one JupyterLab, one Chromium; they time what a person waits for, so they
 # do not share the cores with other tests).
@@ -44,7 +45,8 @@ test-slow: $(STAMP) $(BUNDLE)
 
 screenshots: $(STAMP) $(BUNDLE)
 	$(BIN)/python -m pytest -m browser tests/browser
-	cp build/screenshots/*.png assets/
+	for f in $$(grep -ohE 'assets/[A-Za-z0-9_.-]+[.]png' README.md docs/*.md | sort -u); do \
+		cp build/screenshots/$$(basename $$f) $$f || exit 1; done  # those the docs show
 
 # Lint builds no bundle and downloads no torch: ruff, pyright and import-linter come from
 # .venv when `make test` made it, else from a small .venv-lint holding only those three. pyright checks

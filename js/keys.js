@@ -37,10 +37,14 @@ export function handleKeys(root, { search, keys, enabled, onAction, onSearch }) 
   for (const kind of ["keypress", "keyup"]) root.addEventListener(kind, (event) => { if (!event.ctrlKey && !event.metaKey) event.stopPropagation(); });
 }
 
-// Give the keyboard back: to the nearest focusable host element (the notebook cell), else none.
+// Give the keyboard back: to the nearest focusable host element (the notebook cell), else none,
+// looking up through a shadow root (marimo mounts widgets in one) to its host.
 function leave(root) {
+  const active = root.getRootNode().activeElement; // the search box, when it had the keys
+  if (active && root.contains(active)) active.blur();
   root.blur();
-  let el = root.parentElement;
-  while (el && !(el.tabIndex >= 0 || el.classList?.contains("jp-Notebook"))) el = el.parentElement;
+  const up = (el) => el.parentElement ?? el.getRootNode?.().host ?? null;
+  let el = up(root);
+  while (el && !(el.tabIndex >= 0 || el.classList?.contains("jp-Notebook"))) el = up(el);
   el?.focus?.({ preventScroll: true });
 }

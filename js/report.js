@@ -83,7 +83,7 @@ class Replay {
     const status = this.reason === "nonfinite" && step.nonfinite_status ? step.nonfinite_status : step.status.replace("{reason}", this.reason);
     this.model.set(T.states, this.statesAt(this.pos));
     this.model.set(T.status, status + this.suffix.replace("{breakpoints}", marks.join(", ") || "none"));
-    this.model.set(T.rows, this.rows.slice(0, this.pos + (step.error ? 1 : 0)));
+    this.model.set(T.rows, this.rows.slice(0, step.rows ?? this.pos + (step.error ? 1 : 0))); // drawn nodes run so far
     this.showPressed();
     this.showSelected();
     this.onChange?.(this.positions.indexOf(this.pos));

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import html
+import itertools
 import json
 import pathlib
 import platform
@@ -136,8 +137,17 @@ def _data(obj: Any, max_preview: int, params: Params = "fold") -> dict[str, Any]
         info["planned"] = planned
         inspectors[name] = info
     data["inspectors"] = inspectors
+    if records and "rows" in data:  # the table lists the drawn nodes, as the header counts
+        data["rows"] = [row for row in data["rows"] if row["name"] in inspectors]
     if replay and records:
         data["replay"] = replay_payload(recording, skip_fetches=bool(skip_fetches))
+        # at each position, the table shows the drawn nodes run so far (a parameter fetch
+        # folded into its user is never a row: the model's own nodes, in order)
+        drawn_before = list(
+            itertools.accumulate((r.name in inspectors for r in records), initial=0)
+        )
+        for position, step in enumerate(data["replay"]["steps"]):
+            step["rows"] = drawn_before[min(position + bool(step["error"]), len(records))]
     return data
 
 

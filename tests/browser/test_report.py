@@ -218,6 +218,14 @@ def test_states_combine_on_one_node_and_the_legend_explains_them(offline, tmp_pa
     for words in ("next to run", "selected", "breakpoint", "raised", "NaN/Inf", "already ran"):
         assert words in legend.inner_text()
     assert all(shown(s) for s in legend.locator(".fxviz-legend-sample").all())
+    entries = legend.locator("li span")
+    texts = entries.all_inner_texts()
+    assert len(set(texts)) == len(texts)  # each entry reads differently...
+    clipped = entries.evaluate_all(  # ...and whole: no entry cut to "…" or hidden
+        "spans => spans.filter(s => s.scrollWidth > s.clientWidth + 1"
+        " || getComputedStyle(s).textOverflow === 'ellipsis').map(s => s.textContent)"
+    )
+    assert clipped == []
     page.locator(".fxviz-legend summary").click()  # collapsible
     assert not shown(legend.locator(".fxviz-legend-sample").first)
     assert page.evaluate("localStorage.getItem('fxviz.legend.open')") == "0"  # remembered

@@ -26,6 +26,14 @@ class Scaled(nn.Module):
         return self.lin2(torch.relu(self.lin1(x)) * self.scale)
 
 
+ROWS = "[...document.querySelectorAll('.fxviz-table tbody tr td:first-child')]"
+
+
+def _rows(page) -> list[str]:
+    """The names in the table's first column, as shown (rows wait for the page's state)."""
+    return page.evaluate(f"{ROWS}.filter((td) => td.offsetParent).map((td) => td.textContent)")
+
+
 def _open(browser, path):
     page = browser.new_page()
     page.goto(path.as_uri())
@@ -55,8 +63,11 @@ def test_replay_steps_over_parameter_fetches(browser, tmp_path):
         label = _drawn(page, "linear").locator("text", has_text="weight 5×6")
         assert label.is_visible()
         page.wait_for_function(f"{CURRENT} === {start!r}")  # the start: past the fetches
+        assert _rows(page) == []  # the table lists what ran of the model: nothing yet
         page.locator("button[data-action=step]").click()
         page.wait_for_function(f"{CURRENT} === {ops[0]!r}")
+        page.wait_for_function(f"{ROWS}.length === 1")
+        assert _rows(page) == [start]  # not the fetches run before it
         page.locator("button[data-action=back]").click()
         page.wait_for_function(f"{CURRENT} === {start!r}")
         assert f"stopped at {start!r}" in page.evaluate(STATUS)
@@ -67,6 +78,11 @@ def test_replay_steps_over_parameter_fetches(browser, tmp_path):
         page.wait_for_function(f"{CURRENT} === {ops[0]!r}")
         timeline.fill("0")
         page.wait_for_function(f"{CURRENT} === {start!r}")
+        page.locator("button[data-action=continue]").click()
+        page.wait_for_function(f"({STATUS}).startsWith('finished')")
+        # the model's own nodes in order, as many as the header counts; no fetch row
+        assert _rows(page) == [start, *ops]
+        assert f"{len(ops) + 1} nodes" in page.locator("header").inner_text()
     finally:
         page.close()
 

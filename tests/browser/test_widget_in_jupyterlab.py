@@ -8,6 +8,7 @@ from tests.browser.conftest import (
     INSPECTOR_SQUEEZED,
     LABELS_OUTSIDE,
     SMALLEST_LABEL_PX,
+    contrast,
     open_and_run,
     run_in_kernel,
     screenshot,
@@ -141,6 +142,14 @@ def test_a_3000_node_graph_lays_out_without_freezing_the_page(browser, lab):
     screenshot(page, page.locator(".fxviz").first, "big-graph.png")
 
 
+# The first widget lies wholly above the host's status bar (or the window's bottom).
+WHOLE_IN_VIEW = """() => {
+  const box = document.querySelector('.fxviz').getBoundingClientRect();
+  const bar = document.querySelector('#jp-main-statusbar');
+  const bottom = bar && bar.offsetHeight ? bar.getBoundingClientRect().top : innerHeight;
+  return box.top >= 0 && box.bottom <= bottom;
+}"""
+
 RISKY = (  # notebooks/02-step-through-debugging.ipynb's model
     "import torch, fxviz\nfrom torch import nn\ntorch.manual_seed(0)\n"
     "class Risky(nn.Module):\n"
@@ -178,6 +187,11 @@ def test_notebook_02_debugger_reads_well_in_each_front_end_and_theme(browser, ju
     assert page.evaluate(LABELS_OUTSIDE) == []
     for part in (".fxviz-legend", ".fxviz-inspector", ".fxviz-status", ".fxviz-buttons"):
         assert shown(widget.locator(part)), part
+    for part in (  # readable text on the theme's own background, measured
+        ".fxviz-status", ".fxviz-inspector dt", ".fxviz-inspector dd", ".fxviz-btn",
+        ".fxviz-legend summary", ".fxviz-help", ".fxviz-graph g.node text",
+    ):  # fmt: skip
+        assert contrast(widget.locator(part).first) >= 4.5, (part, theme)
     status, buttons = widget.locator(".fxviz-status"), widget.locator(".fxviz-buttons")
     assert abs(status.bounding_box()["y"] - buttons.bounding_box()["y"]) < 40  # with the toolbar
     widget.locator("button[data-action=break_nan]").click()
@@ -197,6 +211,10 @@ def test_notebook_02_debugger_reads_well_in_each_front_end_and_theme(browser, ju
     if preview.count():  # whole numbers: lines scroll, never wrap mid-digit
         assert preview.evaluate("e => getComputedStyle(e).whiteSpace") == "pre"
     front = "lab" if "/lab/" in page.url else "notebook7"
+    # the whole widget in the picture, its table clear of the host's status bar
+    page.set_viewport_size({"width": 1280, "height": 1200})
+    widget.scroll_into_view_if_needed()
+    page.wait_for_function(WHOLE_IN_VIEW)
     screenshot(page, widget, f"debugger-{front}-{theme}.png")
     if theme == "dark":  # leave the server's theme as found
         page.evaluate(
