@@ -42,6 +42,7 @@ import nbformat
 from playwright.sync_api import sync_playwright
 
 CHROMIUM = "/usr/bin/chromium"
+REPO = Path(__file__).resolve().parents[1]
 FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          "--disable-dev-shm-usage"]  # fmt: skip
@@ -65,6 +66,7 @@ out = ipywidgets.Output()
 out"""
 # Watches for a new SVG in the widget: when it is in the DOM, and the frame after it.
 WATCH = """() => {
+  globalThis.__fxviz_layout_v3?.cache?.clear(); // every draw timed is laid out anew
   const m = window.__m = { gaps: [], last: performance.now() };
   const old = document.querySelector('.fxviz-graph svg');
   m.beat = setInterval(() => { const t = performance.now(); m.gaps.push(t - m.last);
@@ -107,14 +109,17 @@ CASES = (  # name, graph (QUICK set in the kernel), opening depth (None: the wid
     ("flat 20k", "chain(2000 if QUICK else 20000)", None, "expand"),
     ("modular 20k", "blocks(220 if QUICK else 2200)", None, "expand"),
     ("modular 50k", "blocks(550 if QUICK else 5500)", None, "expand"),
+    # the size of a joint forward + backward graph of a 24-layer transformer
+    ("modular 100k", "blocks(1100 if QUICK else 11000)", None, "expand"),
 )
 LIMITS = (("mid stack", "full", 1000), ("GPT", "open", 1000), ("GPT", "full", 5000),
           ("big stack", "full", 5000), ("flat 20k", "open", 5000), ("modular 20k", "open", 2000),
-          ("modular 50k", "open", 2000), ("flat 20k", "expand", 300),
-          ("modular 20k", "expand", 300), ("modular 50k", "expand", 300))  # fmt: skip
+          ("modular 50k", "open", 1000), ("modular 100k", "open", 2000), ("flat 20k", "expand", 300),
+          ("modular 20k", "expand", 300), ("modular 50k", "expand", 100),
+          ("modular 100k", "expand", 300))  # fmt: skip
 TARGETS = (*((name, kind, what, ms) for name, kind, ms in LIMITS for what in ("render", "paint")),
            ("GPT", "full", "gap", 1500), ("big stack", "full", "gap", 1500),
-           ("debugger", "step", "paint", 100), ("debugger 3k", "step", "gap", 200))  # fmt: skip
+           ("debugger", "step", "paint", 100), ("debugger 3k", "step", "gap", 100))  # fmt: skip
 DEBUG_3K = ("out.outputs = (); view = fxviz.debug(blocks(30 if QUICK else 340), torch.randn(2, 4));"
             " view.depth = None; out.append_display_data(view)")  # every node drawn  # fmt: skip
 HEARTBEAT = """() => { const m = window.__hb = { gaps: [], last: performance.now() };
@@ -135,7 +140,10 @@ def jupyterlab(root: Path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     log = open(root / "lab.log", "w")  # noqa: SIM115 (closed below)
-    env = {**os.environ, "JUPYTER_PLATFORM_DIRS": "1", "JUPYTERLAB_SETTINGS_DIR": str(settings)}
+    # the kernel imports this checkout's fxviz (a PYTHONPATH given first: another checkout)
+    path = os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO)]))
+    env = {**os.environ, "JUPYTER_PLATFORM_DIRS": "1", "JUPYTERLAB_SETTINGS_DIR": str(settings),
+           "PYTHONPATH": path}  # fmt: skip
     server = subprocess.Popen(
         [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1",
          f"--port={port}", "--ServerApp.token=", "--ServerApp.password=", "--allow-root",
@@ -249,9 +257,9 @@ def main(argv: list[str] | None = None) -> int:
         )  # fmt: skip
         page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
         page.locator(".widget-output").wait_for(state="attached", timeout=120_000)
-        lab, fx = kernel(page, "import jupyterlab", "(jupyterlab.__version__, fxviz.__version__)")
+        lab, fx = kernel(page, "import jupyterlab", "(jupyterlab.__version__, fxviz.__file__)")
         chrome = browser.new_cdp_session(page).send("Browser.getVersion")["product"]
-        print(f"JupyterLab {lab}, {chrome}, fxviz {fx}, {os.cpu_count()} CPUs"
+        print(f"JupyterLab {lab}, {chrome}, fxviz from {fx}, {os.cpu_count()} CPUs"
               f"{', --quick: small graphs' if args.quick else ''}")  # fmt: skip
         rows, labels = graphs(page, repeats)
         draw(page, f"out.outputs = (); {DEBUG}; out.append_display_data(view)")
