@@ -86,7 +86,7 @@ export function rememberAnchor(ctx, title) {
   const s = panZoom.getSizes();
   const pan = panZoom.getPan();
   const box = nodeBox(state.svg, g);
-  state.anchor = { frame: frameOf(title), zoom: s.realZoom, x: pan.x + (box.x + box.width / 2) * s.realZoom, y: pan.y + box.y * s.realZoom };
+  state.anchor = { frame: frameOf(g.classList), zoom: s.realZoom, x: pan.x + (box.x + box.width / 2) * s.realZoom, y: pan.y + box.y * s.realZoom };
 }
 
 // The opened module's frame where its box was, at the same zoom: true when done.

@@ -41,8 +41,9 @@ export function anchoredPan(before, after, zoom) {
   return { x: before.x - (after.x + after.width / 2) * zoom, y: before.y - after.y * zoom };
 }
 
-// The frame a module's box opens into: its DOT id `module__P` becomes `cluster_m_P`
-// (fxviz/render/_collapse.py module_id and cluster_id); null for another title.
-export function frameOf(boxTitle) {
-  return boxTitle?.startsWith("module__") ? `cluster_m_${boxTitle.slice("module__".length)}` : null;
+// The frame a module's box opens into: the kernel names it in the box's classes
+// (`opens-cluster_m_P`, fxviz/render/_dot.py); null for a node that is no module box.
+export function frameOf(classNames) {
+  const name = [...(classNames ?? [])].find((c) => c.startsWith("opens-"));
+  return name ? name.slice("opens-".length) : null;
 }

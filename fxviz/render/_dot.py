@@ -275,7 +275,8 @@ class _Statements:
             "style": KIND_STYLES["module"][1],
             "fillcolor": style.fill or KIND_STYLES["module"][2] or "",
             "tooltip": tooltip_text(f"{call_label(box.path)}: {kind}\n" + "\n".join(lines)),
-            "class": " ".join(["fx-module", *sorted(classes)]),
+            # the frame the box opens into (a page opening it keeps it where the box was)
+            "class": " ".join(["fx-module", f"opens-{cluster_id(box.path)}", *sorted(classes)]),
         }
         if any("state-error" in s.classes or "nonfinite" in s.classes for s, _ in inner):
             attrs["color"], attrs["penwidth"] = "#c00000", "2.5"

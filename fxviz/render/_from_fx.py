@@ -66,6 +66,7 @@ def draw_fx(
     nodes, edges = [], []
     ids: dict[torch.fx.Node, str] = {}  # dot_id per node, made once (edges name them again)
     drawn_fx: list[torch.fx.Node] = []
+    kind_of: dict[tuple[str, Any], str] = {}  # per op and target: is_collective is slow
     # what a node's label, colour and tooltip need is made when first read (the DOT of a
     # drawn node, the inspector, a diff): most nodes of a big graph sit in collapsed boxes
     ctx = _Labels(gm, modules, records, kinds, targets, folded, drawn_fx)
@@ -74,7 +75,9 @@ def draw_fx(
             continue
         node_id = ids[node] = dot_id(node.name)
         drawn_fx.append(node)
-        kind: str = kinds.get(node.name) or ("collective" if is_collective(node) else node.op)
+        kind: str | None = kinds.get(node.name)
+        if kind is None:
+            kind = _kind(node, kind_of)
         module = (
             paths.get(node.name) or module_path(node)
             if node.op not in ("placeholder", "output")
@@ -173,6 +176,18 @@ class _Labels:
         }
 
 
+def _kind(node: torch.fx.Node, known: dict[tuple[str, Any], str]) -> str:
+    """The node's op, or ``collective``: found once per op and target."""
+    key = (node.op, node.target)
+    try:
+        kind = known.get(key)
+    except TypeError:  # an unhashable target
+        return "collective" if is_collective(node) else node.op
+    if kind is None:
+        kind = known[key] = "collective" if is_collective(node) else node.op
+    return kind
+
+
 def _prefixes(path: str) -> list[str]:
     parts = path.split(".") if path else []
     return [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
@@ -195,7 +210,7 @@ def _stack_types(graph: torch.fx.Graph) -> dict[str, str]:
     found: dict[str, str] = {}
     for node in graph.nodes:
         for path, kind in (node.meta.get("nn_module_stack") or {}).values():
-            if isinstance(path, str) and path:
+            if isinstance(path, str) and path and path not in found:  # once per module
                 found[path] = (
                     kind.__name__ if isinstance(kind, type) else str(kind).rsplit(".", 1)[-1]
                 )
