@@ -37,7 +37,7 @@ class _Members(Sequence[DrawNode]):
         self.tree, self.path = tree, path
 
     def __len__(self) -> int:
-        return self.tree.count[self.path]
+        return self.tree.count.get(self.path, 0)
 
     def __getitem__(self, i):  # type: ignore[no-untyped-def]
         return [self.tree.draw.nodes[k] for k in self.tree.indices(self.path)][i]
@@ -95,37 +95,48 @@ class ModuleTree:
     def __init__(self, draw: DrawGraph) -> None:
         self.draw = draw
         self.kids: dict[str, list[str]] = collections.defaultdict(list)  # in graph order
-        self.direct: dict[str, list[int]] = collections.defaultdict(list)
-        self.count: collections.Counter[str] = collections.Counter()
-        self.module_of: dict[str, str] = {}
+        self.direct: dict[str, list[int]] = {}
+        self.count: dict[str, int] = {}
         self.by_real: dict[str, list[str]] = collections.defaultdict(list)  # blk.0 -> blk@2.0...
         self.touched = 0
         self._clusters: dict[str, str] | None = None
         self._indices: dict[str, list[int]] = {}
+        direct = self.direct
+        module_of = self.module_of = {n.id: n.module for n in draw.nodes}
+        for i, module in enumerate(module_of.values()):  # one pass (ids are unique)
+            members = direct.get(module)
+            if members is None:
+                direct[module] = [i]
+            else:
+                members.append(i)
+        if len(module_of) != len(draw.nodes):  # ids repeat: number the nodes one by one
+            direct.clear()
+            for i, n in enumerate(draw.nodes):
+                direct.setdefault(n.module, []).append(i)
+        count = self.count
         known = {""}
-        for i, n in enumerate(draw.nodes):
-            self.direct[n.module].append(i)
-            self.module_of[n.id] = n.module
-            if n.module not in known:  # once per module: its chain of parents
-                parts = n.module.split(".")
-                for cut in range(1, len(parts) + 1):
-                    path = ".".join(parts[:cut])
-                    if path in known:
-                        continue
-                    known.add(path)
-                    self.kids[".".join(parts[: cut - 1])].append(path)
-                    self.by_real[real_path(path)].append(path)
-        for module, members in self.direct.items():
+        for module, members in direct.items():  # once per module: its chain of parents
             for path in [*_prefixes(module), ""] if module else [""]:
-                self.count[path] += len(members)
+                count[path] = count.get(path, 0) + len(members)
+            if module in known:
+                continue
+            parts = module.split(".")
+            for cut in range(1, len(parts) + 1):
+                path = ".".join(parts[:cut])
+                if path in known:
+                    continue
+                known.add(path)
+                self.kids[".".join(parts[: cut - 1])].append(path)
+                self.by_real[real_path(path)].append(path)
         self.meet: dict[str, list[int]] = collections.defaultdict(list)  # path -> edge numbers
-        meets: dict[tuple[str, str], str] = {}
+        meets: dict[tuple[str, str], list[int]] = {}
+        get = module_of.get
         for k, e in enumerate(draw.edges):
-            pair = (self.module_of.get(e.src, ""), self.module_of.get(e.dst, ""))
-            meet = meets.get(pair)
-            if meet is None:
-                meet = meets[pair] = _common(*pair)
-            self.meet[meet].append(k)
+            pair = (get(e.src, ""), get(e.dst, ""))
+            numbers = meets.get(pair)
+            if numbers is None:
+                numbers = meets[pair] = self.meet[_common(*pair)]
+            numbers.append(k)
 
     def cluster_path(self, cluster: str) -> str | None:
         """The module path whose frame is called ``cluster`` (any part of a split frame),
@@ -182,7 +193,7 @@ class ModuleTree:
                 unit = unit_path(child, depth, expand, collapse)
                 if unit is None:
                     stack.append(child)
-                elif self.count[child] == 1:  # a box around one node: the node is drawn
+                elif self.count.get(child, 0) == 1:  # a box around one node: the node is drawn
                     loose.extend(self.indices(child))
                 else:
                     boxes.append(child)
