@@ -252,12 +252,22 @@ def _prefixes(module: str) -> list[str]:
 
 
 def _common(a: str, b: str) -> str:
-    """The deepest module path both ``a`` and ``b`` are in (``""``: none)."""
+    """The deepest module path both ``a`` and ``b`` are in (``""``: none).
+
+    >>> _common("blk.0.a", "blk.0"), _common("blk.0.a", "blk.1.a"), _common("x", "")
+    ('blk.0', 'blk', '')
+    """
     if a == b:
         return a
+    if not a or not b:
+        return ""
+    if b.startswith(a) and b[len(a)] == ".":  # an edge into a sub-module: the usual case
+        return a
+    if a.startswith(b) and a[len(b)] == ".":
+        return b
     common = []
     for x, y in zip(a.split("."), b.split("."), strict=False):
-        if x != y or not x:
+        if x != y:
             break
         common.append(x)
     return ".".join(common)
