@@ -31,6 +31,9 @@ class GraphView(anywidget.AnyWidget):
             The browser is sent it whole only now and then, and ``units_delta`` (the
             entries that differ from what it was last sent) on other changes: expanding
             one module of a 50,000-node graph moves a few hundred nodes, not 50,000.
+            Opening or closing a module changes ``units`` in place for that module's
+            nodes only, and its DOT comes from the modules the view opens
+            (:meth:`fxviz.render._api.Drawing.shown_view`): no pass over every node.
         depth / expanded / collapsed: how modules are collapsed; clicking a box expands
             it, double-clicking a module's frame collapses it.
         inspector, rows, status, error: what the side panel, table, status line and error
