@@ -3,6 +3,7 @@
 // state (js/state.js), its elements and the page contract.
 import svgPanZoom from "svg-pan-zoom";
 import { layout } from "./layout.js";
+import { anchoredPan, frameOf } from "./layout-cache.js";
 import { whenSized } from "./dom.js";
 import { fillLegend, markerFor } from "./legend.js";
 import { adoptGraph, currentName, isLatest, restyle, startLayout, unitOf, wantedStates } from "./state.js";
@@ -75,6 +76,31 @@ export async function draw(ctx) {
   }, 0));
 }
 
+// Before a module opens (its box clicked): where its box is on screen and the zoom, so
+// the new view opens the module in place instead of starting over (see `open`).
+export function rememberAnchor(ctx, title) {
+  const { state } = ctx;
+  const g = state.byTitle.get(title);
+  const panZoom = state.panZoom;
+  if (!g || !panZoom) return;
+  const s = panZoom.getSizes();
+  const pan = panZoom.getPan();
+  const box = nodeBox(state.svg, g);
+  state.anchor = { frame: frameOf(g.classList), zoom: s.realZoom, x: pan.x + (box.x + box.width / 2) * s.realZoom, y: pan.y + box.y * s.realZoom };
+}
+
+// The opened module's frame where its box was, at the same zoom: true when done.
+function openInPlace(ctx, anchor) {
+  const { state } = ctx;
+  const frame = anchor && [...state.svg.querySelectorAll("g.cluster")].find((g) => g.querySelector("title")?.textContent === anchor.frame);
+  if (!frame) return false;
+  const panZoom = state.panZoom;
+  panZoom.zoom((anchor.zoom / panZoom.getSizes().realZoom) * panZoom.getZoom());
+  const zoom = panZoom.getSizes().realZoom;
+  panZoom.pan(anchoredPan(anchor, nodeBox(state.svg, frame), zoom));
+  return true;
+}
+
 function open(ctx, text, elongated) {
   const { model, state, els } = ctx;
   state.panZoom = svgPanZoom(state.svg, {
@@ -82,7 +108,9 @@ function open(ctx, text, elongated) {
     dblClickZoomEnabled: false, onPan: () => ctx.minimap.update(), onZoom: () => ctx.minimap.update(),
   });
   const top = topmostNode(state.byTitle.values());
-  const opening = openingView(state.panZoom, state.svg, top);
+  const anchor = state.anchor;
+  state.anchor = null;
+  const opening = openInPlace(ctx, anchor) ? "in place" : openingView(state.panZoom, state.svg, top);
   els.root.dataset.opening = opening;
   // an overview only where the graph does not fit: over a fitted graph it hides nodes
   ctx.minimap.show(opening !== "fit" && state.byTitle.size > 150 && !elongated ? text : null);

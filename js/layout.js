@@ -4,11 +4,14 @@
 // Where a page forbids workers (a Content-Security-Policy `worker-src 'none'`, as some
 // VS Code webviews have), the worker fails before answering anything: every layout then
 // runs on the main thread instead.
+// Layouts are kept by their DOT (js/layout-cache.js): a view seen before comes back at once.
 /* global FXVIZ_WORKER_SOURCE */
-const KEY = "__fxviz_layout_v2";
+import { createLayoutCache } from "./layout-cache.js";
+
+const KEY = "__fxviz_layout_v3";
 
 function shared() {
-  globalThis[KEY] ??= { worker: null, url: null, nextId: 1, pending: new Map(), noWorker: false, answered: false };
+  globalThis[KEY] ??= { worker: null, url: null, nextId: 1, pending: new Map(), noWorker: false, answered: false, cache: createLayoutCache() };
   return globalThis[KEY];
 }
 
@@ -50,8 +53,14 @@ globalThis.document?.addEventListener?.("securitypolicyviolation", (event) => {
   if (/^(worker|child|script)-src/.test(event.effectiveDirective ?? "") && String(event.blockedURI).startsWith("blob")) shared().noWorker = true;
 });
 
-export function layout(dot, { timeoutMs = 30000 } = {}) {
+export function layout(dot, options = {}) {
   const state = shared();
+  const kept = state.cache.get(dot);
+  if (kept !== undefined) return Promise.resolve(kept);
+  return layoutNew(state, dot, options).then((svg) => { state.cache.put(dot, svg); return svg; });
+}
+
+function layoutNew(state, dot, { timeoutMs = 30000 } = {}) {
   if (!state.noWorker && !state.worker) {
     try {
       state.worker = startWorker(state);

@@ -15,6 +15,7 @@ export function createState() {
     matchIndex: -1, // the match jumped to last
     layoutRun: 0, // bumped per layout: an older one finishing late is dropped
     painted: false, // the first view is on screen (the kernel then sends the units)
+    anchor: null, // a module box just clicked: where it was, to open the module in place
     indexAsked: false, // search's index was asked of the kernel
     indexTimedOut: false, // no kernel answered (a saved widget): search the drawn titles
     statesQueued: false, // a restyle is waiting for the next frame

@@ -3,7 +3,7 @@
 // Everything the page must agree on with Python (states, kinds, actions, limits, wording)
 // is read from the `contract` trait (fxviz/render/_payload.py page_contract).
 import { h } from "./dom.js";
-import { applyStates, draw, focusOn, followTitle, markMatches, READABLE_ZOOM, unit } from "./graph.js";
+import { applyStates, draw, focusOn, followTitle, markMatches, READABLE_ZOOM, rememberAnchor, unit } from "./graph.js";
 import { renderInspector } from "./inspector.js";
 import { handleKeys, takeFocusOnClick } from "./keys.js";
 import { overview } from "./minimap.js";
@@ -81,7 +81,7 @@ function render({ model, el }) {
     const g = event.target.closest?.("g.node");
     const title = g?.querySelector("title")?.textContent;
     if (!title) return;
-    if (g.classList.contains("fx-module")) { send({ type: "toggle_module", unit: title }); return; }
+    if (g.classList.contains("fx-module")) { rememberAnchor(ctx, title); send({ type: "toggle_module", unit: title }); return; }
     select(nameOf(model.get(T.units), model.get(T.unitsDelta), title));
   });
   els.graph.addEventListener("dblclick", (event) => {

@@ -7,7 +7,8 @@ deterministic, so the same graph gives the same bytes.
 from __future__ import annotations
 
 import collections
-from collections.abc import Iterable, Sequence
+import itertools
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, cast
 
@@ -16,6 +17,7 @@ import graphviz
 from fxviz.render._collapse import Box, Folding, call_label, cluster_id, fold
 from fxviz.render._model import DrawEdge, DrawGraph, DrawNode, dot_id
 from fxviz.render._overlays import Overlay, apply_overlays
+from fxviz.render._shown import Shown
 from fxviz.render._style import KIND_STYLES, html_label, palette_colour, tooltip_text
 
 __all__ = ["KIND_LABELS", "MAX_CLUSTER_CHILDREN", "render", "shown_title"]
@@ -57,18 +59,28 @@ def render(
     max_label: int = 40,
     stub_fanout: int = 6,
     folding: Folding | None = None,
+    shown: Shown | None = None,
 ) -> graphviz.Digraph:
     """DOT for ``draw``; see :func:`fxviz.to_dot` for the arguments. ``folding`` is the
-    view's collapse (:func:`fxviz.render._collapse.fold`), computed here when not given."""
+    view's collapse (:func:`fxviz.render._collapse.fold`), computed here when not given;
+    ``shown`` is what it draws, when known without a pass over every node
+    (:meth:`fxviz.render._shown.ModuleTree.shown`)."""
     if depth is not None and depth < 1:
         raise ValueError(f"depth must be >= 1 (or None for no collapsing), not {depth}")
     if isinstance(max_label, bool) or not isinstance(max_label, int) or max_label < 1:
         raise ValueError(
             f"max_label must be a positive int (the longest label line, e.g. 40), not {max_label!r}"
         )
-    if folding is None:
-        folding = fold(draw, depth, frozenset(expand), frozenset(collapse))
-    unit, boxes, where = folding.box_of, folding.boxes, folding.where
+    if shown is None:
+        if folding is None:
+            folding = fold(draw, depth, frozenset(expand), frozenset(collapse))
+        shown = Shown(
+            [n for n in draw.nodes if folding.box_of[n.id] is None],
+            list(folding.boxes.values()),
+            draw.edges,
+            folding.where,
+        )
+    where = shown.where
 
     dot = graphviz.Digraph(
         name=dot_id(draw.name),
@@ -88,19 +100,18 @@ def render(
     stubs = _stubbed_inputs(draw, where, stub_fanout)
 
     tree = _Tree()
-    for n in draw.nodes:
-        if unit[n.id] is None:
-            tree.add(n.module, ("node", n))
+    for n in shown.loose:
+        tree.add(n.module, ("node", n))
         if n.cluster:
             tree.extra[n.id] = n.cluster
-    for box in boxes.values():
+    for box in shown.boxes:
         tree.add(_parent(box.path), ("box", box))
     statements = _Statements(draw, overlays, max_label, stubs)
     tree.emit(dot, statements, draw)
 
     seen: set[tuple[str, str]] = set()
     kinds = {n.id: n for n in draw.nodes} if label_edges else {}  # sources of labels
-    for edge in draw.edges:
+    for edge in shown.edges:
         src, dst = where.get(edge.src, edge.src), where.get(edge.dst, edge.dst)
         if src == dst:
             continue
@@ -115,7 +126,7 @@ def render(
         seen.add((src, dst))
         dot.edge(src, dst, **_edge_attrs(edge, kinds.get(edge.src), label_edges))
     if legend:
-        _legend(dot, draw, boxes)
+        _legend(dot, draw, shown.boxes)
     return dot
 
 
@@ -132,7 +143,7 @@ def _natural(path: str) -> list[tuple[int, int | str]]:
     return [(0, int(p)) if p.isdigit() else (1, p) for p in path.split(".")]
 
 
-def _stubbed_inputs(draw: DrawGraph, where: dict[str, str], fanout: int) -> set[str]:
+def _stubbed_inputs(draw: DrawGraph, where: Mapping[str, str], fanout: int) -> set[str]:
     """Inputs used by many places (a causal mask, shared weights): drawn as a small copy
     beside each user, because one node with edges to every layer makes ``dot`` explode."""
     if not fanout:
@@ -242,10 +253,14 @@ class _Statements:
         draw = self.draw
         kind = draw.modules.get(box.path, "")
         params = draw.params.get(box.path, 0)
-        outputs = [m.out_label for m in box.members if m.out_label]
+        # the box's output: its last node with a shape (looked for among its last few
+        # nodes only: a graph without shapes would have every node's label made here)
+        output = next(
+            (m.out_label for m in itertools.islice(reversed(box.members), 8) if m.out_label), ""
+        )
         lines = [f"{len(box.members)} nodes" + (f" · {_count(params)} params" if params else "")]
-        if outputs:
-            lines.append(f"→ {outputs[-1]}")
+        if output:
+            lines.append(f"→ {output}")
         style, badges = apply_overlays(
             DrawNode(box.id, box.path, "module", kind, module=box.path), self.overlays
         )
@@ -260,7 +275,8 @@ class _Statements:
             "style": KIND_STYLES["module"][1],
             "fillcolor": style.fill or KIND_STYLES["module"][2] or "",
             "tooltip": tooltip_text(f"{call_label(box.path)}: {kind}\n" + "\n".join(lines)),
-            "class": " ".join(["fx-module", *sorted(classes)]),
+            # the frame the box opens into (a page opening it keeps it where the box was)
+            "class": " ".join(["fx-module", f"opens-{cluster_id(box.path)}", *sorted(classes)]),
         }
         if any("state-error" in s.classes or "nonfinite" in s.classes for s, _ in inner):
             attrs["color"], attrs["penwidth"] = "#c00000", "2.5"
@@ -381,7 +397,7 @@ class _Tree:
                     (out.node if kind == "node" else out.box)(sub, item)
 
 
-def _legend(dot: graphviz.Digraph, draw: DrawGraph, boxes: dict[str, Box]) -> None:
+def _legend(dot: graphviz.Digraph, draw: DrawGraph, boxes: list[Box]) -> None:
     present = list(dict.fromkeys(n.kind for n in draw.nodes))
     if boxes:
         present.append("module")

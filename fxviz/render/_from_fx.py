@@ -24,7 +24,7 @@ from fxviz.render._fold import (
     is_parameter_fetch,
     real_path,
 )
-from fxviz.render._model import DrawEdge, DrawGraph, DrawNode, defer, dot_id
+from fxviz.render._model import DrawEdge, DrawGraph, deferred_node, dot_id
 
 __all__ = ["draw_fx", "module_label"]
 
@@ -64,55 +64,35 @@ def draw_fx(
         if params == "fold" and is_parameter_fetch(gm, node, kinds) and foldable(node)
     }
     nodes, edges = [], []
-    seen_targets: dict[str, int] = {}
-    texts: dict[tuple[str, Any], str] = {}  # target_text per target: qualified names are slow
     ids: dict[torch.fx.Node, str] = {}  # dot_id per node, made once (edges name them again)
+    drawn_fx: list[torch.fx.Node] = []
+    kind_of: dict[tuple[str, Any], str] = {}  # per op and target: is_collective is slow
+    # what a node's label, colour and tooltip need is made when first read (the DOT of a
+    # drawn node, the inspector, a diff): most nodes of a big graph sit in collapsed boxes
+    ctx = _Labels(gm, modules, records, kinds, targets, folded, drawn_fx)
     for node in graph.nodes:
         if node in folded or is_bookkeeping(node):  # telemetry: recorded, never drawn
             continue
         node_id = ids[node] = dot_id(node.name)
-        record = records.get(node.name)
-        shape = _shape_text(node, record, gm)
-        kind: str = kinds.get(node.name) or ("collective" if is_collective(node) else node.op)
-        target = texts.get((node.op, node.target))
-        if target is None:
-            target = texts[node.op, node.target] = target_text(node)
-        title = targets.get(node.name) or _title(node, modules, kind, target)
-        lines = [shape] if shape else []
-        if kind == "collective":  # its reduce op and group, read from its arguments
-            lines.append(collective_text(node))
-        fetched = tuple(
-            (_fetch_name(f, targets), _shape_text(f, records.get(f.name), gm))
-            for f in node.all_input_nodes
-            if f in folded
-        )
-        if fetched:
-            lines.append(_fetched_line(fetched))
-        drawn = DrawNode(
-            id=node_id,
-            name=node.name,
-            kind=kind,
-            title=title,
-            lines=lines,
-            module=paths.get(node.name) or module_path(node)
+        drawn_fx.append(node)
+        kind: str | None = kinds.get(node.name)
+        if kind is None:
+            kind = _kind(node, kind_of)
+        module = (
+            paths.get(node.name) or module_path(node)
             if node.op not in ("placeholder", "output")
-            else "",
-            color_key=target if node.op.startswith("call") else kind,
-            out_label=shape.split(" ")[0] if shape else "",
-            record=record,
-            align=_align_keys(node, seen_targets, target),
-            folded=fetched,
+            else ""
         )
-        # made when read (the DOT of a drawn node, the inspector): most nodes of a big
-        # graph sit in collapsed boxes, and the text of each costs more than the node
         nodes.append(
-            defer(
-                drawn,
+            deferred_node(
+                node_id,
+                node.name,
+                kind,
+                module,
+                records.get(node.name),
                 # a partial, not a closure: two objects a node where a closure's cells make
-                # ten, each walked by the cycle collector once a 50k-node drawing exists
-                tooltip=functools.partial(
-                    _make_tooltip, node, kind, title, shape, record, fetched, targets, target
-                ),
+                # ten, each walked by the cycle collector once a 100k-node drawing exists
+                functools.partial(ctx.fields, node, kind),
             )
         )
         for source in node.all_input_nodes:
@@ -133,6 +113,79 @@ def draw_fx(
         if real_path(drawn) in counts:
             counts[drawn] = counts[real_path(drawn)]
     return DrawGraph(name or type(gm).__name__, nodes, edges, labels, counts)
+
+
+class _Labels:
+    """Makes a drawn node's deferred fields (:data:`fxviz.render._model.DEFERRED`)."""
+
+    def __init__(
+        self,
+        gm: torch.nn.Module,
+        modules: Mapping[str, torch.nn.Module],
+        records: Mapping[str, NodeRecord],
+        kinds: Mapping[str, str],
+        targets: Mapping[str, str],
+        folded: set[torch.fx.Node],
+        drawn: list[torch.fx.Node],
+    ) -> None:
+        self.gm, self.modules, self.records = gm, modules, records
+        self.kinds, self.targets, self.folded, self.drawn = kinds, targets, folded, drawn
+        self.texts: dict[tuple[str, Any], str] = {}  # target_text per target: names are slow
+        self._align: dict[str, tuple[str, ...]] | None = None
+
+    def target(self, node: torch.fx.Node) -> str:
+        text = self.texts.get((node.op, node.target))
+        if text is None:
+            text = self.texts[node.op, node.target] = target_text(node)
+        return text
+
+    def align(self, name: str) -> tuple[str, ...]:
+        """A node's alignment keys: its rank among the drawn nodes of its target needs
+        every node before it, so all of them are made at the first ask (a diff)."""
+        if self._align is None:
+            seen: dict[str, int] = {}
+            self._align = {n.name: _align_keys(n, seen, self.target(n)) for n in self.drawn}
+        return self._align[name]
+
+    def fields(self, node: torch.fx.Node, kind: str) -> dict[str, Any]:
+        records, targets, gm = self.records, self.targets, self.gm
+        record = records.get(node.name)
+        shape = _shape_text(node, record, gm)
+        target = self.target(node)
+        title = targets.get(node.name) or _title(node, self.modules, kind, target)
+        lines = [shape] if shape else []
+        if kind == "collective":  # its reduce op and group, read from its arguments
+            lines.append(collective_text(node))
+        fetched = tuple(
+            (_fetch_name(f, targets), _shape_text(f, records.get(f.name), gm))
+            for f in node.all_input_nodes
+            if f in self.folded
+        )
+        if fetched:
+            lines.append(_fetched_line(fetched))
+        return {
+            "title": title,
+            "lines": lines,
+            "color_key": target if node.op.startswith("call") else kind,
+            "out_label": shape.split(" ")[0] if shape else "",
+            "align": functools.partial(self.align, node.name),
+            "folded": fetched,
+            "tooltip": functools.partial(
+                _make_tooltip, node, kind, title, shape, record, fetched, targets, target
+            ),
+        }
+
+
+def _kind(node: torch.fx.Node, known: dict[tuple[str, Any], str]) -> str:
+    """The node's op, or ``collective``: found once per op and target."""
+    key = (node.op, node.target)
+    try:
+        kind = known.get(key)
+    except TypeError:  # an unhashable target
+        return "collective" if is_collective(node) else node.op
+    if kind is None:
+        kind = known[key] = "collective" if is_collective(node) else node.op
+    return kind
 
 
 def _prefixes(path: str) -> list[str]:
@@ -157,7 +210,7 @@ def _stack_types(graph: torch.fx.Graph) -> dict[str, str]:
     found: dict[str, str] = {}
     for node in graph.nodes:
         for path, kind in (node.meta.get("nn_module_stack") or {}).values():
-            if isinstance(path, str) and path:
+            if isinstance(path, str) and path and path not in found:  # once per module
                 found[path] = (
                     kind.__name__ if isinstance(kind, type) else str(kind).rsplit(".", 1)[-1]
                 )

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["DrawEdge", "DrawGraph", "DrawNode", "defer", "dot_id"]
+__all__ = ["DEFERRED", "DrawEdge", "DrawGraph", "DrawNode", "defer", "deferred_node", "dot_id"]
 
 _PLAIN_ID = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -54,14 +54,26 @@ class DrawNode:
     folded: tuple[tuple[str, str], ...] = ()  # (parameter name, shape) folded into it
 
 
+# Fields a big graph's nodes need only once drawn: draw_fx defers them (one function a
+# node makes all of them when one is first read), since a collapsed 100,000-node graph
+# shows a hundred boxes and nobody reads the labels of the nodes inside them.
+DEFERRED = ("title", "lines", "color_key", "out_label", "align", "folded", "tooltip")
+
+
 def _lazy(field: str) -> property:
-    """A field whose value may be a function, called (once) when the field is first read."""
+    """A field made on first read: by the node's ``_fill`` (every deferred field at once),
+    and, when its value is a function, by calling it (once)."""
     private = f"_lazy_{field}"
 
     def get(self: DrawNode) -> Any:
-        value = self.__dict__[private]
+        d = self.__dict__
+        if private not in d:
+            fill = d.pop("_fill")
+            for key, value in fill().items():
+                d.setdefault(f"_lazy_{key}", value)  # a field set since stays as set
+        value = d[private]
         if callable(value):
-            value = self.__dict__[private] = value()
+            value = d[private] = value()
         return value
 
     def put(self: DrawNode, value: Any) -> None:
@@ -70,9 +82,8 @@ def _lazy(field: str) -> property:
     return property(get, put)
 
 
-# A collapsed 50,000-node graph shows a hundred boxes: nobody reads the tooltips of the
-# nodes inside them, so draw_fx defers them until the DOT of an opened module asks.
-setattr(DrawNode, "tooltip", _lazy("tooltip"))  # noqa: B010 (a dataclass field made lazy)
+for _field in DEFERRED:
+    setattr(DrawNode, _field, _lazy(_field))
 
 
 def defer(node: DrawNode, *, tooltip: Callable[[], str]) -> DrawNode:
@@ -83,6 +94,29 @@ def defer(node: DrawNode, *, tooltip: Callable[[], str]) -> DrawNode:
     'a: relu'
     """
     node.__dict__["_lazy_tooltip"] = tooltip
+    return node
+
+
+def deferred_node(
+    id: str,
+    name: str,
+    kind: str,
+    module: str,
+    record: Any,
+    fill: Callable[[], dict[str, Any]],
+) -> DrawNode:
+    """A node whose :data:`DEFERRED` fields ``fill()`` makes when one is first read.
+
+    >>> node = deferred_node("a", "a", "call_function", "", None, lambda: {
+    ...     "title": "relu", "lines": [], "color_key": "", "out_label": "", "align": (),
+    ...     "folded": (), "tooltip": "a: relu"})
+    >>> node.title, node.module
+    ('relu', '')
+    """
+    node = object.__new__(DrawNode)  # no __init__: it would set (and so make) every field
+    node.__dict__.update(
+        id=id, name=name, kind=kind, module=module, record=record, cluster=None, _fill=fill
+    )
     return node
 
 

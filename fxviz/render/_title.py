@@ -63,10 +63,23 @@ _CAPTURED = {
 }
 
 
+def _stacks(graph: torch.fx.Graph, limit: int = 100) -> list[dict]:
+    """The first ``limit`` non-empty ``nn_module_stack`` entries: every node in a module
+    carries the same outer entries, so a title never needs all 100,000 of a big graph."""
+    found = []
+    for node in graph.nodes:
+        stack = node.meta.get("nn_module_stack")
+        if stack:
+            found.append(stack)
+            if len(found) >= limit:
+                break
+    return found
+
+
 def _root_class(graph: torch.fx.Graph) -> str | None:
     """The class of the module at path ``""`` in any node's ``nn_module_stack``."""
-    for node in graph.nodes:
-        for path, kind in (node.meta.get("nn_module_stack") or {}).values():
+    for stack in _stacks(graph):
+        for path, kind in stack.values():
             if path == "":
                 name = kind.__name__ if isinstance(kind, type) else str(kind)
                 return name.rsplit(".", 1)[-1]
@@ -74,8 +87,4 @@ def _root_class(graph: torch.fx.Graph) -> str | None:
 
 
 def _dynamo_stack(graph: torch.fx.Graph) -> bool:
-    return any(
-        str(key).startswith("L__self__")
-        for node in graph.nodes
-        for key in (node.meta.get("nn_module_stack") or {})
-    )
+    return any(str(key).startswith("L__self__") for stack in _stacks(graph) for key in stack)

@@ -55,6 +55,7 @@ class DebuggerApp(GraphView):
         **kwargs: Any,
     ) -> None:
         self.debugger = debugger
+        self._fx_nodes: dict[str, Any] | None = None
         with torch_logs_kept() as logged:  # torch's own shape-pass log, never above the widget
             drawn = _labelled(debugger)
         super().__init__(drawn, depth=depth, params=params, mode="debugger", **kwargs)
@@ -140,12 +141,14 @@ class DebuggerApp(GraphView):
 
     def _show(self, name: str) -> None:
         recording = self.debugger.recording
-        node = next((n for n in self.debugger.graph.nodes if n.name == name), None)
+        if self._fx_nodes is None:  # made once: a pass over every node at each step is not
+            self._fx_nodes = {n.name: n for n in self.debugger.graph.nodes}
+        node = self._fx_nodes.get(name)
         record = recording.get(name, None)
         if node is None:
             self.inspector = {}
             return
-        drawn = next((n for n in self._draw.nodes if n.name == name), None)
+        drawn = self._node(name)
         data = inspector_data(name, node, record, folded=drawn.folded if drawn else ())
         if record is None and drawn is not None and drawn.lines and drawn.out_label:
             data["fields"].append(["expected output", drawn.lines[0]])  # from a shape pass

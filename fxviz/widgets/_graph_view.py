@@ -9,7 +9,7 @@ import traitlets
 
 from fxviz._static import widget_css, widget_esm
 from fxviz.render._api import Drawing, collector_paused
-from fxviz.render._collapse import BIG_GRAPH, cluster_path, unit_path
+from fxviz.render._collapse import BIG_GRAPH, unit_path
 from fxviz.render._fold import Params
 from fxviz.render._inspect import inspector_data
 from fxviz.render._payload import TABLE_ROWS, graph_payload, node_rows_page, page_contract
@@ -31,6 +31,9 @@ class GraphView(anywidget.AnyWidget):
             The browser is sent it whole only now and then, and ``units_delta`` (the
             entries that differ from what it was last sent) on other changes: expanding
             one module of a 50,000-node graph moves a few hundred nodes, not 50,000.
+            Opening or closing a module changes ``units`` in place for that module's
+            nodes only, and its DOT comes from the modules the view opens
+            (:meth:`fxviz.render._api.Drawing.shown_view`): no pass over every node.
         depth / expanded / collapsed: how modules are collapsed; clicking a box expands
             it, double-clicking a module's frame collapses it.
         inspector, rows, status, error: what the side panel, table, status line and error
@@ -87,7 +90,9 @@ class GraphView(anywidget.AnyWidget):
                 f"GraphView() got unexpected keyword arguments: {', '.join(sorted(unknown))}"
             )
         self._units_sent: dict[str, str] = {}  # the units the browser was last sent whole
-        self._units_quiet = False
+        self._boxes: dict[str, str] = {}  # box DOT id -> module path, in the view shown
+        self._by_name: dict[str, Any] | None = None  # drawn nodes by name and by id
+        self._by_id: dict[str, Any] | None = None
         self._units_held = True  # until the browser has painted: see _on_painted
         super().__init__(**kwargs)
         self._obj = obj
@@ -100,25 +105,40 @@ class GraphView(anywidget.AnyWidget):
         self._redraw()
 
     # -- what to draw ---------------------------------------------------------------------
-    def _redraw(self, _change: Any = None) -> None:
-        """One view of the drawing per state change: DOT and units from one computation."""
+    def _redraw(self, change: Any = None) -> None:
+        """One view of the drawing per state change: the DOT (from the modules the view
+        opens, not from every node) and, when a module was opened or closed, the units of
+        that module's nodes only."""
         with collector_paused():  # tens of thousands of small objects: see collector_paused
-            self._draw_view()
+            self._draw_view(change)
 
-    def _draw_view(self) -> None:
+    def _draw_view(self, change: Any = None) -> None:
+        expand, collapse = frozenset(self.expanded), frozenset(self.collapsed)
         try:
-            view = self._drawing.view(
+            view = self._drawing.shown_view(
                 depth=self.depth,
-                expand=self.expanded,
-                collapse=self.collapsed,
+                expand=expand,
+                collapse=collapse,
                 legend=False,  # the widget draws its legend in HTML, beside the graph
             )
+            tree = self._drawing.tree
+            moved: dict[str, str] | None = None
+            if change is not None and change["name"] in ("expanded", "collapsed"):
+                paths = set(change["old"] or ()) ^ set(change["new"] or ())
+                moved = {}
+                for top in tree.roots(paths):  # only the modules opened or closed
+                    moved.update(tree.units(self.depth, expand, collapse, top=top))
+            units = tree.units(self.depth, expand, collapse) if moved is None else None
             payload = graph_payload(self._drawing, view, include_rows=False, include_index=False)
         except Exception as e:  # never a blank view: say what failed
             self.error = f"could not draw the graph: {type(e).__name__}: {e}"
             return
+        self._boxes = view.boxes
         with self.hold_sync():  # one message: the browser never sees new units on an old SVG
-            self._set_units(payload["units"])
+            if units is not None:
+                self._set_units(units)
+            else:
+                self._move_units(moved or {})
             if self.contract != payload["contract"]:  # a comparison's fill means agreement
                 self.contract = payload["contract"]
             self.dot = payload["dot"]
@@ -138,39 +158,50 @@ class GraphView(anywidget.AnyWidget):
         self.rows = rows[:TABLE_ROWS]
 
     def _set_units(self, units: dict[str, str]) -> None:
-        """``units`` in Python; to the browser, only what changed since it was last sent
-        whole (the whole map again once the changes are a quarter of it)."""
+        """A new map for every node (the depth changed): sent whole (after the first paint)."""
+        self.units = units
         if self._units_held:  # nothing sent yet: the whole map goes after the first paint
-            self.units = units
             return
-        sent = self._units_sent
-        delta = {k: v for k, v in units.items() if sent.get(k) != v} if sent else units
-        if sent and len(delta) * 4 <= len(units) and len(units) == len(sent):
-            self._units_quiet = True  # the browser reads units_delta over the old map
-            try:
-                self.units = units
-            finally:
-                self._units_quiet = False
-            self.units_delta = delta
+        self._send_whole_units()
+
+    def _move_units(self, moved: dict[str, str]) -> None:
+        """The nodes of one opened or closed module drawn by something else: ``units``
+        changes in place, and the browser gets ``units_delta`` (what differs from the map
+        it was last sent whole), or the whole map again once that is a quarter of it."""
+        units = self.units
+        changed = {k: v for k, v in moved.items() if units.get(k) != v}
+        units.update(changed)  # in place: no pass over the other nodes, nothing sent yet
+        if self._units_held:
+            return
+        sent, delta = self._units_sent, dict(self.units_delta)
+        for name, unit in changed.items():
+            if sent.get(name) == unit:
+                delta.pop(name, None)
+            else:
+                delta[name] = unit
+        if len(delta) * 4 > len(units):
+            self._send_whole_units()
         else:
-            self._units_sent = units
-            self.units_delta = {}
-            self.units = units
+            self.units_delta = delta
+
+    def _send_whole_units(self) -> None:
+        self._units_sent = dict(self.units)  # units itself changes in place from now on
+        self.units_delta = {}
+        if self._holding_sync:  # with the DOT, in one message
+            self._states_to_send.add("units")
+        else:
+            self.send_state(["units", "units_delta"])
 
     def _on_painted(self) -> None:
         """The browser shows its first view: now send it the units, whole."""
         if not self._units_held:
             return
         self._units_held = False
-        self._units_sent = self.units
-        self.units_delta = {}
-        self.send_state(["units", "units_delta"])
+        self._send_whole_units()
 
     def _should_send_property(self, key: str, value: Any) -> bool:
-        # ipywidgets asks this before sending a changed trait: a units change that
-        # units_delta carries stays in Python (a new page still gets both, whole)
-        if key == "units" and self._units_quiet:
-            return False
+        # ipywidgets asks this before sending a changed trait: nothing of the units
+        # before the first paint (a new page still gets both, whole)
         if key in ("units", "units_delta") and self._units_held:
             return False
         return super()._should_send_property(key, value)
@@ -218,25 +249,28 @@ class GraphView(anywidget.AnyWidget):
         self.collapsed = [*self.collapsed, path]
 
     def _unit_of_path(self, path: str) -> str | None:
-        node = next(
-            (n for n in self._draw.nodes if n.module == path or n.module.startswith(path + ".")),
-            None,
-        )
-        return self._unit(node.module) if node is not None else None
+        if path not in self._drawing.tree.count:
+            return None
+        return self._unit(path)  # what a module's nodes fold into, the module's own too
 
     def _toggle(self, unit: str) -> None:
-        for name, title in self.units.items():
-            if title == unit:
-                node = next(n for n in self._draw.nodes if n.name == name)
-                path = self._unit(node.module)
-                if path:
-                    self.expand(path)
-                return
+        path = self._boxes.get(unit)  # a collapsed box's DOT id: its module opens
+        if path:
+            self.expand(path)
 
     def _collapse(self, cluster: str) -> None:
-        path = cluster_path(self._draw, cluster)  # a split frame's parts too
+        path = self._drawing.tree.cluster_path(cluster)  # a split frame's parts too
         if path is not None:
             self.collapse(path)
+
+    def _node(self, name: str = "", node_id: str = "") -> Any:
+        """The drawn node called ``name`` (or of DOT id ``node_id``), found in a map
+        made once rather than by a pass over the nodes at every click."""
+        if self._by_name is None or self._by_id is None:
+            nodes = self._draw.nodes
+            self._by_name = {n.name: n for n in reversed(nodes)}  # the first of a name
+            self._by_id = {n.id: n for n in nodes}
+        return self._by_id.get(node_id) if node_id else self._by_name.get(name)
 
     def _on_select(self, change: Any) -> None:
         name = change["new"]
@@ -259,10 +293,7 @@ class GraphView(anywidget.AnyWidget):
     def _selected_node(self, name: str) -> Any:
         """The drawn node the browser marks for ``name``: the one ``units`` maps it to
         (names can repeat, as in a joint graph's two passes), or the node of that id."""
-        drawn = self.units.get(name, name)
-        return next((n for n in self._draw.nodes if n.id == drawn), None) or next(
-            (n for n in self._draw.nodes if n.name == name), None
-        )
+        return self._node(node_id=self.units.get(name, name)) or self._node(name)
 
     def _show_linked(self, ids: list[str]) -> None:
         """Mark ``ids`` with the ``linked`` state (and no other node)."""

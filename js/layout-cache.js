@@ -1,0 +1,49 @@
+// Layouts already made, kept by their DOT: a module opened, closed and opened again (or a
+// view shown twice) is drawn from here at once instead of by Graphviz again. Bounded by
+// the SVG text it holds; the layout used least recently goes first. No DOM: unit-tested.
+
+export const CACHE_CHARS = 48e6; // about 100 MB of SVG text in a JS string, at most
+
+export function createLayoutCache(limit = CACHE_CHARS) {
+  const entries = new Map(); // dot -> svg, in order of last use (oldest first)
+  let size = 0;
+  return {
+    get(dot) {
+      if (!entries.has(dot)) return undefined;
+      const svg = entries.get(dot);
+      entries.delete(dot); // now the most recently used
+      entries.set(dot, svg);
+      return svg;
+    },
+    put(dot, svg) {
+      const cost = dot.length + svg.length;
+      if (cost > limit) return; // larger than the whole cache: never kept
+      if (entries.has(dot)) size -= dot.length + entries.get(dot).length;
+      entries.delete(dot);
+      entries.set(dot, svg);
+      size += cost;
+      for (const [old, oldSvg] of entries) {
+        if (size <= limit) break;
+        entries.delete(old);
+        size -= old.length + oldSvg.length;
+      }
+    },
+    clear() { entries.clear(); size = 0; },
+    get size() { return size; },
+    get count() { return entries.size; },
+  };
+}
+
+// Where to put the view after a module was opened so the graph seems to open in place:
+// the pan that shows `after` (the opened module's frame, in graph units) with its top
+// centre where `before` (the clicked box's top centre, in panel pixels) was, at `zoom`.
+export function anchoredPan(before, after, zoom) {
+  return { x: before.x - (after.x + after.width / 2) * zoom, y: before.y - after.y * zoom };
+}
+
+// The frame a module's box opens into: the kernel names it in the box's classes
+// (`opens-cluster_m_P`, fxviz/render/_dot.py); null for a node that is no module box.
+export function frameOf(classNames) {
+  const name = [...(classNames ?? [])].find((c) => c.startsWith("opens-"));
+  return name ? name.slice("opens-".length) : null;
+}

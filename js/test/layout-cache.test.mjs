@@ -1,0 +1,46 @@
+// Unit tests of the layout cache and of opening a module in place (js/layout-cache.js):
+// `npm test` (node --test).
+import assert from "node:assert/strict";
+import test from "node:test";
+import { anchoredPan, createLayoutCache, frameOf } from "../layout-cache.js";
+
+test("a layout made once is found again by its DOT, and a changed DOT is not", () => {
+  const cache = createLayoutCache(1000);
+  assert.equal(cache.get("digraph { a }"), undefined);
+  cache.put("digraph { a }", "<svg>a</svg>");
+  assert.equal(cache.get("digraph { a }"), "<svg>a</svg>");
+  assert.equal(cache.get("digraph { a; b }"), undefined); // a module opened: laid out anew
+  cache.put("digraph { a }", "<svg>a2</svg>"); // the same DOT again replaces, never doubles
+  assert.equal(cache.count, 1);
+  assert.equal(cache.size, "digraph { a }".length + "<svg>a2</svg>".length);
+});
+
+test("past its size the least recently used layout goes first; one too big is never kept", () => {
+  const cache = createLayoutCache(30);
+  cache.put("d1", "s".repeat(8)); // 10 chars each
+  cache.put("d2", "s".repeat(8));
+  cache.put("d3", "s".repeat(8));
+  assert.equal(cache.get("d1"), "s".repeat(8)); // d1 used: d2 is now the oldest
+  cache.put("d4", "s".repeat(8));
+  assert.equal(cache.get("d2"), undefined);
+  assert.deepEqual(["d1", "d3", "d4"].map((d) => cache.get(d) !== undefined), [true, true, true]);
+  assert.equal(cache.size, 30);
+  cache.put("huge", "s".repeat(100));
+  assert.equal(cache.get("huge"), undefined);
+  assert.equal(cache.count, 3); // nothing was pushed out for it
+  cache.clear();
+  assert.deepEqual([cache.count, cache.size, cache.get("d1")], [0, 0, undefined]);
+});
+
+test("an opened module's frame lands where its box was, at the same zoom", () => {
+  // the box's top centre was at (400, 120) px; the frame spans x 100..300 from y 50 (graph units)
+  const pan = anchoredPan({ x: 400, y: 120 }, { x: 100, y: 50, width: 200, height: 500 }, 2);
+  assert.deepEqual(pan, { x: 400 - 200 * 2, y: 120 - 50 * 2 });
+  // the frame's top centre, drawn at that pan and zoom, is where the box was
+  assert.deepEqual({ x: pan.x + 200 * 2, y: pan.y + 50 * 2 }, { x: 400, y: 120 });
+  // the box's classes name its frame (fxviz/render/_dot.py), hashed ids included
+  assert.equal(frameOf(["node", "fx-module", "opens-cluster_m_layers__3"]), "cluster_m_layers__3");
+  assert.equal(frameOf(new Set(["fx-module", "opens-cluster__h4234e21f80c8"])), "cluster__h4234e21f80c8");
+  assert.equal(frameOf(["node", "fx-node", "kind-call_function"]), null);
+  assert.equal(frameOf(undefined), null);
+});

@@ -1,0 +1,121 @@
+"""Opening one module of a big graph costs what that module shows, not the graph's size."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import fxviz
+from fxviz.render._model import DrawNode
+
+
+class Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(4, 4)
+        self.b = nn.Linear(4, 4)
+        self.n = nn.LayerNorm(4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.a(x)) * 2 + 1
+        return self.n(x + torch.tanh(self.b(h)) - 0.5)
+
+
+class Model(nn.Module):
+    """A trunk of ``n`` blocks and a head of one: the head is what is opened."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.trunk = nn.Sequential(*[Block() for _ in range(n)])
+        self.head = Block()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.trunk(x))
+
+
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Counts reads of every drawn node's ``module`` and ``name``: any pass over all the
+    nodes (folding, a units map, a scan for a name) reads one of them per node."""
+    count = {"reads": 0}
+
+    def counted(field: str) -> property:
+        def get(self: DrawNode) -> object:
+            count["reads"] += 1
+            return self.__dict__[field]
+
+        def put(self: DrawNode, value: object) -> None:
+            self.__dict__[field] = value
+
+        return property(get, put)
+
+    for field in ("module", "name"):
+        monkeypatch.setattr(DrawNode, field, counted(field), raising=False)
+    return count
+
+
+def _open_head(n: int, reads: dict[str, int]) -> tuple[int, int, fxviz.GraphView]:
+    """(nodes read, tree nodes touched) while the head opens, in a graph of ``n`` blocks."""
+    view = fxviz.show(fxviz.trace(Model(n)), depth=1)
+    view.handle({"type": "painted"})  # the units are the browser's from now on
+    tree = view._drawing.tree
+    reads["reads"], touched = 0, tree.touched
+    view.handle({"type": "toggle_module", "unit": "module__head"})
+    return reads["reads"], tree.touched - touched, view
+
+
+def test_opening_a_module_reads_the_same_nodes_whatever_the_graph_size(reads):
+    small_reads, small_touched, small = _open_head(20, reads)
+    big_reads, big_touched, big = _open_head(400, reads)
+    assert len(big._draw.nodes) > 15 * len(small._draw.nodes)  # 3,600 nodes against 200
+    assert small.expanded == big.expanded == ["head"]
+    assert big.units["head_a"] == "head_a"  # the head's nodes are drawn themselves now
+    assert big.units["trunk_0_a"] == "module__trunk"  # the trunk stays one box
+    assert "head_a" in big.dot
+    assert "trunk_0_a" not in big.dot
+    assert big_reads == small_reads  # no node outside the head was looked at
+    assert big_touched == small_touched
+    assert big_reads <= 60  # the head's 9 nodes, a few times each: not the 3,600
+
+
+def test_units_after_opening_and_closing_agree_with_a_view_drawn_from_scratch():
+    gm = fxviz.trace(Model(30))
+    view = fxviz.show(gm, depth=1)
+    view.handle({"type": "painted"})
+    sent: list[dict] = []
+    view.comm.send = lambda data=None, buffers=None, **_: sent.append(data["state"])  # type: ignore[method-assign]
+    view.expand("trunk")
+    view.expand("trunk.3")
+    view.collapse("trunk.3")
+    view.expand("head")
+    fresh = fxviz.show(gm, depth=1)
+    fresh.expanded, fresh.collapsed = list(view.expanded), list(view.collapsed)
+    assert view.units == fresh.units  # moved in place, module by module: the same map
+    assert view.dot == fresh.dot
+    browser = dict(view._units_sent)  # what the page pieces together: whole map + delta
+    browser.update(sent[-1].get("units_delta", view.units_delta))
+    assert browser == view.units
+
+
+def test_the_module_tree_draws_what_folding_every_node_draws():
+    drawing = fxviz.show(fxviz.trace(Model(12)), depth=1)._drawing
+    states = [
+        {"depth": 1},
+        {"depth": 2},
+        {"depth": None},
+        {"depth": 1, "expand": ["trunk", "trunk.4"]},
+        {"depth": 2, "collapse": ["trunk.2", "head.n"]},
+        {"depth": None, "collapse": ["trunk"]},
+    ]
+    for state in states:
+        whole = drawing.view(legend=False, **state)
+        shown = drawing.shown_view(legend=False, **state)
+        assert shown.dot == whole.dot, state
+        assert shown.boxes == whole.boxes, state
+        units = drawing.tree.units(
+            state["depth"],
+            frozenset(state.get("expand", ())),
+            frozenset(state.get("collapse", ())),
+        )
+        assert units == whole.units, state
