@@ -141,7 +141,7 @@ def _signature(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]
     """The inputs' structure, and each leaf's shape, dtype, device and grad flag (or its
     type and value, for a plain Python value)."""
     leaves, spec = _leaves(args, kwargs)
-    described: list[Any] = [str(spec)]
+    described: list[Any] = [spec]  # a TreeSpec compares by structure (its text costs ~0.3 ms)
     for leaf in leaves:
         if isinstance(leaf, torch.Tensor):
             described.append(

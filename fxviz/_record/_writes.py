@@ -69,6 +69,9 @@ _INPLACE_OPERATORS = frozenset(
         operator.imatmul,
     }
 )
+# ``a & b``, ``a | b``, ``not a``, ``a is b``: the trailing "_" only avoids a keyword (Dynamo
+# graphs call ``operator.and_`` for every mask ``&``); they write nothing
+_OPERATOR_WORDS = frozenset({operator.and_, operator.or_, operator.not_, operator.is_})
 _PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
 
 
@@ -84,7 +87,7 @@ def written_locations(node: torch.fx.Node, submodules: Mapping[str, Any]) -> tup
             found.extend(_schema_writes(target))
         elif (
             target in _INPLACE_OPERATORS
-            or _inplace_name(getattr(target, "__name__", ""))
+            or (target not in _OPERATOR_WORDS and _inplace_name(getattr(target, "__name__", "")))
             or _inplace_flag(target, node)
         ):
             found.append(("arg", 0))
