@@ -26,6 +26,7 @@ import torch
 import torch.fx
 from torch.fx.node import map_arg
 
+from fxviz._capture._segments import PythonSegment
 from fxviz._nodes import target_text
 from fxviz._torch_compat import (
     OpOverload,
@@ -123,7 +124,8 @@ def runs_unknown_code(node: torch.fx.Node, submodules: Mapping[str, Any]) -> boo
     """
     target = node.target
     if node.op == "call_function":
-        if isinstance(target, (OpOverload, OpOverloadPacket)):
+        # a capture's Python segment replays values it holds: it never writes its inputs
+        if isinstance(target, (OpOverload, OpOverloadPacket, PythonSegment)):
             return False
         module = getattr(target, "__module__", None) or ""
         return not (module in _KNOWN_MODULES or module == "torch" or module.startswith("torch."))
