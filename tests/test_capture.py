@@ -186,3 +186,21 @@ def test_auto_falls_back_to_every_method_when_the_remembered_one_fails():
     ]
     assert places == sorted(places)  # reported in auto's order
     forget()
+
+
+def test_a_captures_python_segments_are_known_code_that_writes_nothing():
+    """The recorder settles no statistics and copies nothing before a ``python`` node:
+    it replays values the capture holds and never writes its inputs."""
+    from fxviz._capture._segments import PythonSegment
+    from fxviz._record._writes import runs_unknown_code, written_locations
+
+    model, x = ValueBranch(), torch.randn(3)
+    gm = fxviz.trace(model, x, method="dynamo")
+    python = [n for n in gm.graph.nodes if isinstance(n.target, PythonSegment)]
+    assert [n.name for n in python][-1] == "python_return"
+    assert not any(runs_unknown_code(n, {}) or written_locations(n, {}) for n in python)
+    rec = fxviz.record(model, x)
+    assert torch.equal(rec.output, model(x))
+    for r in rec.values():  # statistics taken on first read, after the run: still right
+        if isinstance(r.value, torch.Tensor) and r.value.is_floating_point():
+            assert r.outputs[0].max == r.value.max().item()
