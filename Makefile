@@ -101,14 +101,21 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix fxviz tests benchmarks
 	$(BIN)/ruff format fxviz tests benchmarks
 
-bench: $(STAMP)
+# Every benchmark (each prints its own figures and targets), then targets.py: every figure
+# of the performance issue side by side, measured interleaved in one run, with the load.
+bench: $(STAMP) $(BUNDLE)
 	$(BIN)/python benchmarks/record_overhead.py
+	$(BIN)/python benchmarks/tensor_statistics.py
+	$(BIN)/python benchmarks/gradients.py
 	$(BIN)/python benchmarks/shapes.py
 	$(BIN)/python benchmarks/render.py
 	$(BIN)/python benchmarks/save_compare.py
 	$(BIN)/python benchmarks/training.py
+	$(BIN)/python benchmarks/any_model.py
 	$(BIN)/python benchmarks/real_models.py
 	$(BIN)/python benchmarks/conformance.py
+	$(BIN)/python benchmarks/widget.py
+	$(BIN)/python benchmarks/targets.py
 
 clean:
 	rm -rf $(VENV) $(LINT_VENV) build dist site *.egg-info .pytest_cache .ruff_cache node_modules fxviz/static

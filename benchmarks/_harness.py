@@ -23,11 +23,14 @@ def time_interleaved(
     *,
     warm_up: bool = True,
     cap: float = math.inf,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> dict[str, list[float]]:
     """Seconds per call of each function, ``repeats`` rounds, interleaved (A B C A B C ...),
     so that a noisy, shared machine slows every variant alike; after one untimed call of
     each when ``warm_up``. A call that returns ``False`` ran past its own time limit and
-    counts as ``inf``; a function that once took over ``cap`` seconds runs no more."""
+    counts as ``inf``; a function that once took over ``cap`` seconds runs no more.
+    ``clock``: wall time, or ``time.process_time`` (this process's CPU time: on a machine
+    shared with other work, what other processes do barely moves it)."""
     if warm_up:
         for fn in fns.values():
             fn()
@@ -37,9 +40,9 @@ def time_interleaved(
             if times[name] and max(times[name]) > cap:
                 continue
             gc.collect()  # start each run with the same heap, outside the timing
-            start = time.perf_counter()
+            start = clock()
             result = fn()
-            times[name].append(time.perf_counter() - start if result is not False else math.inf)
+            times[name].append(clock() - start if result is not False else math.inf)
             del result  # freed outside the next timing
     return times
 

@@ -32,6 +32,7 @@ from fxviz._capture import (
     trace_joint,
     traced_forward,
 )
+from fxviz._capture._auto import auto_order, remember
 from fxviz._capture._eager import eager_is_compiling
 from fxviz._capture._real import tensors_in
 from fxviz._capture._state import (
@@ -69,7 +70,9 @@ def trace(
             run, with the graph breaks between them); ``"real"`` (one graph of the ops
             one run executed, branches and loop counts as taken); ``"auto"``: symbolic,
             then export, then dynamo, then real, the first that holds the model (the
-            graph's ``meta["fxviz_method"]`` says which). ``"joint"`` returns a
+            graph's ``meta["fxviz_method"]`` says which; the method that held a model
+            is tried first for the next model of its class with inputs of the same
+            structure, so a failed export is paid once a process). ``"joint"`` returns a
             ``JointGraph`` instead: AOTAutograd's forward and backward ATen graphs, with
             the saved tensors between them and links from backward to forward nodes.
         concrete_args: passed to ``symbolic_trace`` to specialise arguments (for example
@@ -143,12 +146,16 @@ def _capture(
             raise TraceError(_describe_failure(method, obj, error, inputs)) from error
     failures: list[tuple[str, BaseException]] = []
     order = _AUTO_ORDER if (inputs[0] or inputs[1]) else ("symbolic",)
-    for name in order:
+    for name in auto_order(obj, inputs, order):
         capture = _dynamo_of_forward if name == "dynamo" else _CAPTURES[name]
         try:
-            return _tagged(_faithful(name, capture, obj, inputs, concrete_args), name)
+            gm = _tagged(_faithful(name, capture, obj, inputs, concrete_args), name)
         except Exception as error:
             failures.append((name, error))
+            continue
+        remember(obj, inputs, name)
+        return gm
+    failures.sort(key=lambda failure: order.index(failure[0]))  # reported in auto's order
     raise TraceError(_describe_failures(obj, failures, inputs)) from failures[-1][1]
 
 

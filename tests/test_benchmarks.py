@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +26,7 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
         "training.py",
         "real_models.py",
         "conformance.py",
+        "targets.py",
     ],
 )
 def test_benchmark_quick_mode_runs(script):
@@ -36,3 +38,11 @@ def test_benchmark_quick_mode_runs(script):
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "targets" in done.stdout
+
+
+def test_make_bench_runs_every_benchmark():
+    recipe = (BENCHMARKS.parent / "Makefile").read_text().split("\nbench:", 1)[1].split("\n\n")[0]
+    run = set(re.findall(r"benchmarks/(\w+\.py)", recipe))
+    scripts = {p.name for p in BENCHMARKS.glob("*.py")} - {"_harness.py", "models.py"}
+    assert scripts - run == set()
+    assert recipe.rstrip().endswith("benchmarks/targets.py")  # the side-by-side summary last

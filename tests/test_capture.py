@@ -144,3 +144,63 @@ def test_concrete_args_specialise_a_flag():
     gm = fxviz.trace(f, concrete_args={"double": True})
     assert torch.equal(gm(torch.ones(2), True), torch.full((2,), 2.0))
     assert "mul" in [n.name for n in gm.graph.nodes]  # the branch taken was traced
+
+
+def test_auto_tries_the_method_that_held_the_class_before_the_costly_ones(monkeypatch):
+    from fxviz import capture
+    from fxviz._capture._auto import forget
+
+    forget()
+    x = torch.randn(2)
+    first = fxviz.trace(ValueBranch(), x)  # symbolic and export fail; Dynamo holds it
+    assert first.meta["fxviz_method"] == "dynamo"
+    tried: list[str] = []
+    original = capture._faithful
+
+    def spy(name, *args):
+        tried.append(name)
+        return original(name, *args)
+
+    monkeypatch.setattr(capture, "_faithful", spy)
+    model = ValueBranch()  # another model of the class: export's failure is not paid again
+    y = torch.randn(2)
+    gm = fxviz.trace(model, y)
+    assert tried == ["symbolic", "dynamo"]
+    assert gm.meta["fxviz_method"] == "dynamo"
+    assert torch.equal(gm(y), model(y))
+    tried.clear()
+    fxviz.trace(model, x=x)  # inputs of another structure (a keyword): the whole order
+    assert tried[:2] == ["symbolic", "export"]
+    forget()
+
+
+def test_auto_falls_back_to_every_method_when_the_remembered_one_fails():
+    from fxviz._capture._auto import forget, remember
+
+    remember(Broken(), ((torch.ones(2, 3),), {}), "dynamo")
+    with pytest.raises(fxviz.TraceError) as info:
+        fxviz.trace(Broken(), torch.ones(2, 3))
+    message = str(info.value)
+    places = [
+        message.index(how) for how in ("symbolic_trace", "export.export", "Dynamo", "real run")
+    ]
+    assert places == sorted(places)  # reported in auto's order
+    forget()
+
+
+def test_a_captures_python_segments_are_known_code_that_writes_nothing():
+    """The recorder settles no statistics and copies nothing before a ``python`` node:
+    it replays values the capture holds and never writes its inputs."""
+    from fxviz._capture._segments import PythonSegment
+    from fxviz._record._writes import runs_unknown_code, written_locations
+
+    model, x = ValueBranch(), torch.randn(3)
+    gm = fxviz.trace(model, x, method="dynamo")
+    python = [n for n in gm.graph.nodes if isinstance(n.target, PythonSegment)]
+    assert [n.name for n in python][-1] == "python_return"
+    assert not any(runs_unknown_code(n, {}) or written_locations(n, {}) for n in python)
+    rec = fxviz.record(model, x)
+    assert torch.equal(rec.output, model(x))
+    for r in rec.values():  # statistics taken on first read, after the run: still right
+        if isinstance(r.value, torch.Tensor) and r.value.is_floating_point():
+            assert r.outputs[0].max == r.value.max().item()

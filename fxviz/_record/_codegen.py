@@ -94,7 +94,9 @@ class Compiled:
             if count >= len(shapes):
                 return False
             n, op, target, args, kwargs = shapes[count]
-            if node is not n or node.args is not args or node.kwargs is not kwargs:
+            # the private fields the ``args``/``kwargs`` properties return: read per
+            # node on every run, the properties cost more than the whole check
+            if node is not n or node._args is not args or node._kwargs is not kwargs:
                 return False
             if node.target is not target or node.op != op:
                 return False
@@ -257,7 +259,7 @@ def unsupported(graph: torch.fx.Graph) -> str | None:
 
 
 def _shape(node: torch.fx.Node) -> tuple[Any, ...]:
-    return (node, node.op, node.target, node.args, node.kwargs)
+    return (node, node.op, node.target, node._args, node._kwargs)
 
 
 def _tuple(items: list[str]) -> str:

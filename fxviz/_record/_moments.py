@@ -30,9 +30,9 @@ _NO_NONFINITE = (0, 0, 0)
 # cache while every reduction reads them, where a big tensor read whole comes from memory
 # once per reduction; the per-call overhead (~2 µs) is small next to a chunk's reductions.
 _CHUNK = 1 << 16
-# below this, one aminmax beats amin + amax (two calls); above, amin and amax each
-# vectorize better than aminmax does
-_AMINMAX_MAX = 1 << 15
+# up to this, one aminmax (one pass) beats amin + amax (two); measured up to a whole
+# chunk, in a GPT's values: 13-19% less for all their statistics, the same numbers
+_AMINMAX_MAX = _CHUNK
 # up to this many values, count_nonzero's mispredicted branches cost less than a mask
 _BRANCHY_MAX = 1 << 10
 

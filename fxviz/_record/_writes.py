@@ -26,6 +26,7 @@ import torch
 import torch.fx
 from torch.fx.node import map_arg
 
+from fxviz._capture._segments import PythonSegment
 from fxviz._nodes import target_text
 from fxviz._torch_compat import (
     OpOverload,
@@ -69,6 +70,9 @@ _INPLACE_OPERATORS = frozenset(
         operator.imatmul,
     }
 )
+# ``a & b``, ``a | b``, ``not a``, ``a is b``: the trailing "_" only avoids a keyword (Dynamo
+# graphs call ``operator.and_`` for every mask ``&``); they write nothing
+_OPERATOR_WORDS = frozenset({operator.and_, operator.or_, operator.not_, operator.is_})
 _PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
 
 
@@ -84,7 +88,7 @@ def written_locations(node: torch.fx.Node, submodules: Mapping[str, Any]) -> tup
             found.extend(_schema_writes(target))
         elif (
             target in _INPLACE_OPERATORS
-            or _inplace_name(getattr(target, "__name__", ""))
+            or (target not in _OPERATOR_WORDS and _inplace_name(getattr(target, "__name__", "")))
             or _inplace_flag(target, node)
         ):
             found.append(("arg", 0))
@@ -120,7 +124,8 @@ def runs_unknown_code(node: torch.fx.Node, submodules: Mapping[str, Any]) -> boo
     """
     target = node.target
     if node.op == "call_function":
-        if isinstance(target, (OpOverload, OpOverloadPacket)):
+        # a capture's Python segment replays values it holds: it never writes its inputs
+        if isinstance(target, (OpOverload, OpOverloadPacket, PythonSegment)):
             return False
         module = getattr(target, "__module__", None) or ""
         return not (module in _KNOWN_MODULES or module == "torch" or module.startswith("torch."))

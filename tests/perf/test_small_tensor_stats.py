@@ -77,3 +77,50 @@ def test_statistics_of_generated_graphs_equal_the_general_path(monkeypatch):
                 assert r.outputs[0].zeros == short[8]
 
     check()
+
+
+def test_statistics_of_generated_graphs_equal_torch_reductions_in_float64():
+    """Whatever path measured them (short, chunked, lazily on first read), a record's
+    statistics are torch's own reductions of the finite values: min, max, absmax and the
+    counts exactly, mean and std to float32 rounding."""
+
+    @settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(graphs())
+    def check(case):
+        gm, inputs = case
+        rec = fxviz.record(gm, *[i.clone() for i in inputs])
+        for r in rec.values():
+            value = r.value
+            if not isinstance(value, torch.Tensor) or not value.is_floating_point():
+                continue
+            if value.numel() == 0 or value.layout != torch.strided or value._version != 0:
+                continue
+            s = r.outputs[0]
+            wide = value.detach().double().flatten()
+            finite = wide[torch.isfinite(wide)]
+            assert (s.nan, s.posinf, s.neginf) == (
+                int(wide.isnan().sum()),
+                int(wide.isposinf().sum()),
+                int(wide.isneginf().sum()),
+            ), r.name
+            assert s.zeros == int((wide == 0).sum()), r.name
+            if finite.numel() == 0:
+                assert s.min is None, r.name
+                continue
+            assert (s.min, s.max) == (finite.min().item(), finite.max().item()), r.name
+            assert s.absmax == finite.abs().max().item(), r.name
+            scale = finite.abs().max().item() or 1.0
+            assert math.isclose(s.mean, finite.mean().item(), rel_tol=1e-5, abs_tol=1e-6 * scale)
+            if finite.numel() > 1:
+                std = finite.std().item()
+                assert math.isclose(s.std, std, rel_tol=1e-4, abs_tol=1e-6 * scale), r.name
+
+    check()
+
+
+@pytest.mark.parametrize("n", [_CHUNK - 1, _CHUNK, _CHUNK + 1, 3 * _CHUNK + 7])
+def test_one_aminmax_a_chunk_gives_amin_and_amax(n):
+    x = torch.randn(n) * 3
+    x[n // 2] = 0.0
+    lo, hi, *_ = _statistics(x)
+    assert (lo, hi) == (x.min().item(), x.max().item())

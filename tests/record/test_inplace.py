@@ -174,3 +174,29 @@ def test_editing_the_graph_between_runs_is_noticed():
     rec = fxviz.record(gm, x)
     assert rec["relu"].mutates == ("mul",)
     assert torch.equal(rec["mul"].value, torch.tensor([-2.0, 6.0]))
+
+
+def test_operator_words_with_a_trailing_underscore_write_nothing():
+    """``operator.and_`` (Dynamo's ``mask & other``) only avoids a keyword: nothing is
+    foreseen written, so nothing is copied before it; ``operator.iand`` still writes."""
+    import operator
+
+    from fxviz._record._writes import written_locations
+
+    graph = torch.fx.Graph()
+    a, b = graph.placeholder("a"), graph.placeholder("b")
+    both = graph.call_function(operator.and_, (a, b))
+    either = graph.call_function(operator.or_, (both, b))
+    inplace = graph.call_function(operator.iand, (either, a))
+    graph.output(inplace)
+    gm = torch.fx.GraphModule(torch.nn.Module(), graph)
+    assert written_locations(both, {}) == ()
+    assert written_locations(either, {}) == ()
+    assert written_locations(inplace, {}) == (("arg", 0),)
+    x, y = torch.tensor([True, False, True]), torch.tensor([True, True, False])
+    rec = fxviz.record(gm, x, y)
+    assert torch.equal(rec["and_"].value, x & y)
+    assert rec["and_"].mutates == ()
+    assert torch.equal(rec["or_"].value, (x & y) | y)  # as it was before iand wrote it
+    assert rec["iand"].mutates == ("or_",)
+    assert torch.equal(rec.output, ((x & y) | y) & x)
