@@ -44,7 +44,7 @@ for _verb in ("compare_pass", "diff"):
     REFUSALS[(ALL, "joint", _verb)] = r"a JointGraph holds two graphs: pass joint\.forward"
 # a file holds one recording: the two passes are saved one by one
 REFUSALS[(ALL, "joint", "save_load")] = r"save each pass, jrec\.forward\.save"
-for _name in (*DATA_DEPENDENT, "anchor_detector", "forked"):
+for _name in (*DATA_DEPENDENT, "anchor_detector"):
     # tensor-valued Python between graphs: AOTAutograd needs one graph of the model
     REFUSALS[(_name, "joint", ALL)] = (
         r"AOTAutograd could not capture|method='joint' needs one graph of"
