@@ -154,6 +154,12 @@ def _backward(s: Subject) -> None:
     for name, g in zip(names, want, strict=True):
         if g is None:
             assert got[name] is None or not got[name].any(), name
+        elif s.kind == "joint":
+            # AOTAutograd's backward graph is decomposed ATen, not eager's kernels (an
+            # embedding's gradient accumulates by index_put): the same sums, other orders
+            scale = float(g.abs().max()) if g.numel() else 0.0
+            err = float((got[name] - g).abs().max()) if g.numel() else 0.0
+            assert err <= 1e-6 * max(scale, 1.0), f"gradient of {name} differs by {err:.3g}"
         else:
             assert torch.equal(got[name], g), f"gradient of {name} differs"
 
