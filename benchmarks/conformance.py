@@ -89,6 +89,8 @@ def main() -> int:
                 if verdict == "fail":
                     print(f"      ✗ {name}/{kind}/{verb}: {detail}", flush=True)
             print(f"{name:>16} {kind:>8} " + " ".join(row), flush=True)
+            if options.json:  # row by row: a run stopped part way keeps what it did
+                Path(options.json).write_text(json.dumps(cells, indent=1, ensure_ascii=False))
     print(f"{'':>25} " + " ".join(f"{v[:7]:>7}" for v in verbs))
     counts = {v: sum(c["verdict"] == v for c in cells.values()) for v in MARK}
     print(
