@@ -420,7 +420,14 @@ def _home_device(model: Any) -> torch.device:
     return torch.device("cpu")
 
 
-_NO_KERNEL = ("fake impl", "'Meta' backend", "meta tensor", "meta kernel", "no fake")
+_NO_KERNEL = (
+    "fake impl",
+    "'Meta' backend",
+    "meta tensor",
+    "meta kernel",
+    "no fake",
+    "Expected inputs of BF16",
+)
 _DEVICE_MISSING = ("is not linked with support for", "not compiled with")
 _DATA_DEPENDENT = ("DataDependentOutputException", "DynamicOutputShapeException")
 
