@@ -83,10 +83,12 @@ KNOWN: dict[tuple[str, str, str], str] = {
     ),
     ("qwen3_moe", "dynamo", "backward"): "as llama's: SDPA with an explicit mask under Dynamo",
     ("qwen3_moe", "dynamo", "compare_pass"): (
-        "two runs of the same Dynamo capture compare with a first divergence (observed "
-        "once in the full run; cause not investigated)"
+        "two runs of the same capture (Dynamo and real alike) compare with a first "
+        "divergence: the MoE's expert routing; cause not investigated"
     ),
     ("qwen3_moe", "dynamo", "diff"): "as its compare_pass: the capture diffed with itself",
+    ("qwen3_moe", "real", "compare_pass"): "as its Dynamo capture's: compared with itself",
+    ("qwen3_moe", "real", "diff"): "as its Dynamo capture's: diffed with itself",
     ("siglip", "joint", "backward"): "as clip's: aliased outputs, wrong joint gradients",
     ("clip", "joint", "backward"): (
         "the joint graph's gradients are wrong (all 46 parameters, by O(1); logit_scale by "
