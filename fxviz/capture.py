@@ -103,12 +103,13 @@ def trace(
             f"unknown method: {method!r} (must be one of {['auto', *_CAPTURES, 'joint']})"
         )
     if method == "joint":
-        if not example_inputs:
+        if not (example_inputs or example_kwargs):
             raise TraceError(
                 "method='joint' needs example inputs: fxviz.trace(model, x, method='joint')"
             )
-        model = trace(obj, *example_inputs)
-        return trace_joint(obj, model, *example_inputs)  # type: ignore[return-value]
+        model = trace(obj, *example_inputs, **example_kwargs)
+        flat = bind_inputs(model, example_inputs, example_kwargs)  # keyword inputs included
+        return trace_joint(obj, model, *flat)  # type: ignore[return-value]
     if isinstance(obj, torch.fx.GraphModule):
         return obj
     if isinstance(obj, torch.export.ExportedProgram):

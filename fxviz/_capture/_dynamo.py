@@ -16,12 +16,20 @@ from typing import Any
 import torch
 import torch.fx
 
-from fxviz._capture._eager import eager_is_compiling, is_user_file
+from fxviz._capture._eager import (
+    divergence,
+    eager_is_compiling,
+    eager_output,
+    input_marks,
+    is_user_file,
+    model_files,
+)
 from fxviz._capture._inputs import flatten_inputs
 from fxviz._capture._segments import tensors_in
 from fxviz._capture._state import restored_state
 from fxviz._capture._stitch import Capture, GraphBreak, GraphCall, stitch
 from fxviz._nodes import source_line
+from fxviz.errors import TraceError
 
 __all__ = ["capture_dynamo", "is_user_file", "traced_forward"]
 
@@ -32,7 +40,46 @@ def capture_dynamo(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
     The backend returns every graph's own ``forward``, so the run computes exactly what
     eager PyTorch computes; Dynamo's caches are reset before and after (as
     ``torch._dynamo.explain`` does), so other compiled code recompiles on its next call.
+
+    The run's output is checked against one eager call: when it differs, an installed
+    library took a branch only compiled code takes (``torch.compiler.is_compiling()``;
+    transformers' Mamba scans with ``associative_scan``), and the model is captured
+    again with the files of its own modules told ``False`` too; a capture that still
+    differs is refused. (A model whose eager calls differ from each other cannot be
+    checked: its capture is kept.)
     """
+    marks = input_marks(args, kwargs)
+    capture, output = _capture_once(model, args, kwargs, frozenset())
+    if input_marks(args, kwargs) != marks:  # it changed its inputs: nothing to compare
+        return capture
+    want = eager_output(model, args, kwargs)
+    first = divergence(output, want)
+    if not first:
+        return capture
+    files = model_files(model)
+    why = "the files of its modules told is_compiling() False too"
+    if files:
+        try:
+            again, output = _capture_once(model, args, kwargs, files)
+            if not divergence(output, want):
+                return again
+        except Exception as error:  # the library needs the truth to trace at all
+            why = f"{why}, Dynamo fails ({type(error).__name__}: {str(error).splitlines()[0]})"
+    if divergence(eager_output(model, args, kwargs), want):  # eager differs from itself
+        return capture
+    name = type(model).__name__ if isinstance(model, torch.nn.Module) else "the function"
+    raise TraceError(
+        f"Dynamo's graphs of {name} do not compute what a call computes ({first}): the "
+        "code takes a branch only compiled code takes (torch.compiler.is_compiling()), or "
+        f"Dynamo runs an op differently; with {why}. Capture one real run instead: "
+        "fxviz.trace(model, *args, method='real') (method='auto' does)"
+    )
+
+
+def _capture_once(
+    model: Any, args: tuple[Any, ...], kwargs: dict[str, Any], files: frozenset[str]
+) -> tuple[Capture, Any]:
+    """One Dynamo run: its capture and its output (``files``: see ``eager_is_compiling``)."""
     import torch._dynamo as dynamo
     import torch._guards
 
@@ -80,7 +127,7 @@ def capture_dynamo(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
         with (
             _quiet(),
             restored_state(model) as state,
-            eager_is_compiling(dynamo=True),
+            eager_is_compiling(dynamo=True, model_files=files),
             dynamo.config.patch(suppress_errors=False, verbose=False),
         ):
             compiled = dynamo.optimize(backend, nopython=False, guard_export_fn=keep_guards)(model)
@@ -88,7 +135,7 @@ def capture_dynamo(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
             writes = state.writes()
     finally:
         dynamo.reset()
-    return stitch(
+    capture = stitch(
         model,
         names,
         leaves,
@@ -101,6 +148,7 @@ def capture_dynamo(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
         recompiles=recompiles,
         writes=writes,
     )
+    return capture, output
 
 
 def traced_forward(capture: Capture, model: Any) -> bool:

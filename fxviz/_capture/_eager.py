@@ -3,7 +3,13 @@
 ``torch.compiler.is_compiling()`` is True while Dynamo or ``torch.export`` traces, so a
 branch only compiled code takes would be captured as if eager ran it. fxviz records what
 ``model(*args)`` does, so during a capture the user's code is told ``False``; torch's own
-code (which relies on the answer to trace at all) still gets the real one.
+code (which relies on the answer to trace at all) still gets the real one. Installed
+libraries are told the truth too (their compile-only branches are often what lets them
+trace: transformers' caches skip ``mark_static_address``, which Dynamo cannot trace),
+except the files that define the model's own modules when ``model_files`` names them: a
+Dynamo capture whose output differs from one eager call is made again that way
+(transformers' Mamba scans with ``associative_scan`` only when compiling; see
+``fxviz/_capture/_dynamo.py``).
 
 Private APIs, quarantined here (checked on torch 2.13): Dynamo's table of the answers
 it constant-folds (``torch._dynamo.variables.torch.tracing_state_functions``) and the
@@ -15,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import os
 import re
 import sys
@@ -23,7 +30,10 @@ from typing import Any
 
 import torch
 
-__all__ = ["eager_is_compiling", "is_user_file"]
+from fxviz._capture._segments import tensors_in
+from fxviz._capture._state import restored_state
+
+__all__ = ["divergence", "eager_is_compiling", "eager_output", "input_marks", "is_user_file"]
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
 _FXVIZ_DIR = os.path.dirname(os.path.dirname(__file__))
@@ -55,23 +65,42 @@ def _compiling_functions() -> list[tuple[Any, str, Callable[[], bool]]]:
 _LIBRARY = re.compile(r"[/\\](?:site|dist)-packages[/\\]")
 
 
-def _users_code(filename: str) -> bool:
+def _users_code(filename: str, model_files: frozenset[str] = frozenset()) -> bool:
     """The model's own code: not torch's or fxviz's, nor an installed library's (a
-    library's compile-only branch is its own business, and often what lets it trace)."""
-
+    library's compile-only branch is its own business, and often what lets it trace),
+    but for ``model_files``."""
+    if filename in model_files:
+        return True
     return is_user_file(filename) and not _LIBRARY.search(filename)
 
 
+def model_files(model: Any) -> frozenset[str]:
+    """The source files of the classes of ``model``'s modules (or of the function)."""
+    objects = [type(m) for m in model.modules()] if isinstance(model, torch.nn.Module) else [model]
+    found = set()
+    for obj in objects:
+        try:
+            path = inspect.getsourcefile(inspect.unwrap(obj))
+        except TypeError:  # a builtin
+            continue
+        if path and is_user_file(path):
+            found.add(os.path.abspath(path))
+    return frozenset(found)
+
+
 @contextlib.contextmanager
-def eager_is_compiling(*, dynamo: bool) -> Iterator[None]:
+def eager_is_compiling(
+    *, dynamo: bool, model_files: frozenset[str] = frozenset()
+) -> Iterator[None]:
     """The user's code sees ``is_compiling() == False`` while the block captures.
 
     ``dynamo``: the block runs Dynamo, which answers from its table for the frame it
     traces (a patched function would be traced instead); otherwise the functions
-    themselves answer the user's callers.
+    themselves answer the user's callers. ``model_files`` (Dynamo only): installed
+    files told ``False`` too (those that define the model's modules).
     """
     if dynamo:
-        with _dynamo_answers():
+        with _dynamo_answers(model_files):
             yield
         return
     functions = _compiling_functions()
@@ -93,7 +122,7 @@ def eager_is_compiling(*, dynamo: bool) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _dynamo_answers() -> Iterator[None]:
+def _dynamo_answers(model_files: frozenset[str]) -> Iterator[None]:
     """Dynamo's table of constant answers, answering ``False`` to ``is_compiling`` asked
     from the user's frames (read from the handler's ``tx``: the frame being traced)."""
     try:
@@ -112,8 +141,8 @@ def _dynamo_answers() -> Iterator[None]:
         def __getitem__(self, key: Any) -> Any:
             value = dict.__getitem__(self, key)
             if key in compiling:
-                code = getattr(sys._getframe(1).f_locals.get("tx"), "f_code", None)
-                if code is not None and _users_code(code.co_filename):
+                asker = _asker(sys._getframe(1).f_locals.get("tx"))
+                if asker is not None and _users_code(asker, model_files):
                     return False
             return value
 
@@ -123,3 +152,55 @@ def _dynamo_answers() -> Iterator[None]:
         yield
     finally:
         variables.tracing_state_functions = original
+
+
+def _asker(tx: Any) -> str | None:
+    """The file of the frame Dynamo traces that asked, past wrappers such as
+    transformers' ``is_torchdynamo_compiling`` (``tx.parent``: the calling frame)."""
+    for _ in range(8):
+        code = getattr(tx, "f_code", None)
+        if code is None:
+            return None
+        if "compiling" not in code.co_name:
+            return code.co_filename
+        tx = getattr(tx, "parent", None)
+    return None
+
+
+def input_marks(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[tuple[int, int]]:
+    """Which tensors the inputs hold, and their versions: a capture that changes them
+    (a cache object passed in, an input written in place) cannot be checked against an
+    eager call, which would see other inputs."""
+    return [(id(t), t._version) for t in tensors_in([args, kwargs])]
+
+
+def eager_output(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """One eager call, leaving the model and the random stream as they were."""
+    with restored_state(model):
+        return model(*args, **kwargs)
+
+
+def divergence(got: Any, want: Any) -> str:
+    """How the tensors of ``got`` differ from ``want``'s (``""``: bitwise the same)."""
+    a, b = tensors_in(got), tensors_in(want)
+    if len(a) != len(b):
+        return f"the output holds {len(a)} tensors, eager's {len(b)}"
+    for i, (x, y) in enumerate(zip(a, b, strict=True)):
+        if x.shape != y.shape or x.dtype != y.dtype:
+            return (
+                f"output tensor {i} is {x.dtype}{list(x.shape)}, eager's {y.dtype}{list(y.shape)}"
+            )
+        if not _bitwise(x, y):
+            by = ""
+            if x.is_floating_point():
+                by = f" (by up to {(x.detach().double() - y.detach().double()).abs().max().item():.3g})"
+            return f"output tensor {i} {list(x.shape)} differs from eager's{by}"
+    return ""
+
+
+def _bitwise(x: torch.Tensor, y: torch.Tensor) -> bool:
+    x, y = x.detach().contiguous(), y.detach().contiguous()
+    try:
+        return torch.equal(x.view(-1).view(torch.uint8), y.view(-1).view(torch.uint8))
+    except RuntimeError:  # a layout or dtype with no byte view
+        return bool(torch.equal(x, y))

@@ -132,6 +132,13 @@ class JointGraph:
         """The gradients of the outputs that the backward graph starts from."""
         return provider("joint.tangents")(self, outputs, backward)
 
+    def bind(self, inputs: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+        """The positional inputs for a call written as ``model(*inputs, **kwargs)``
+        (keyword inputs bound by the traced model's input names)."""
+        from fxviz._capture._bind import bind_inputs
+
+        return bind_inputs(self.model, inputs, kwargs) if kwargs else tuple(inputs)
+
     def primals(self, *inputs: Any) -> list[Any]:
         """The forward graph's inputs: the model's current parameters and buffers, then ``inputs``."""
         state: dict[str, torch.Tensor] = dict(self.model.named_parameters(remove_duplicate=False))
@@ -171,6 +178,7 @@ class JointGraph:
 def trace_joint(obj: Any, model: torch.fx.GraphModule, *example_inputs: Any) -> JointGraph:
     """AOTAutograd's forward and backward graphs of ``model`` (``obj`` traced) on
     ``example_inputs``."""
+    model = _graphs_only(obj, model)
     state: dict[str, torch.Tensor] = dict(model.named_parameters(remove_duplicate=False))
     state.update(model.named_buffers(remove_duplicate=False))
     names = list(state)
@@ -194,6 +202,34 @@ def trace_joint(obj: Any, model: torch.fx.GraphModule, *example_inputs: Any) -> 
         )
     primal_names = names + [f"input_{i}" for i in range(len(flat_inputs))]
     return JointGraph(model, forward, backward, primal_names, len(names), tree_structure(sample))
+
+
+def _graphs_only(obj: Any, model: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """A one-run capture (Dynamo, real) whose only Python is its return, as a graph that
+    returns the tensors the model's output is built from (a Hugging Face model's output
+    object and cache are Python, which AOTAutograd cannot trace); a capture with Python
+    between its graphs is refused."""
+    segments = [n for n in model.graph.nodes if "fxviz_break" in n.meta]
+    if not segments:
+        return model
+    if len(segments) > 1 or segments[0].name != "python_return":
+        raise TraceError(
+            f"method='joint' needs one graph of {type(obj).__name__}: its capture "
+            f"({getattr(model, 'method', 'one run')}) has {len(segments) - 1} Python "
+            "segment(s) between graphs (graph breaks), which AOTAutograd cannot "
+            "differentiate. Record the gradients of one run instead: "
+            "fxviz.record(model, *args, backward=loss_fn)"
+        )
+    graph = torch.fx.Graph()
+    env: dict[torch.fx.Node, torch.fx.Node] = {}
+    for node in model.graph.nodes:
+        if node.op == "output":
+            break
+        if node is not segments[0]:
+            env[node] = graph.node_copy(node, lambda n: env[n])
+    returned = [a for a in segments[0].args if isinstance(a, torch.fx.Node)]
+    graph.output(tuple(env[a] for a in returned if a.op != "placeholder"))
+    return torch.fx.GraphModule(model, graph, class_name=type(model).__name__)
 
 
 @contextlib.contextmanager

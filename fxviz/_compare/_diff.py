@@ -26,6 +26,7 @@ def diff(
     min_cosine: float = 0.999,
     rtol: float = 1e-5,
     atol: float = 1e-6,
+    **kwargs: Any,
 ) -> GraphDiff:
     """Align two graphs node by node and say what changed; given inputs, where values part.
 
@@ -50,7 +51,8 @@ def diff(
         before, after: GraphModules (or anything ``fxviz.trace`` takes), a Recording of
             a Transformer as ``after``, or TorchScript modules/graphs (e.g. a scripted
             module and ``torch.jit.freeze`` of it).
-        *inputs: run both graphs on these and compare values.
+        *inputs, **kwargs: run both graphs on these (as ``model(*inputs, **kwargs)``: a
+            Hugging Face model's keyword inputs) and compare values.
         metric, sqnr_db, min_cosine, rtol, atol: the criterion, as for
             :func:`fxviz.compare`.
 
@@ -68,7 +70,7 @@ def diff(
     from fxviz.render._torchscript import is_torchscript
 
     criterion = Criterion(metric, sqnr_db, min_cosine, rtol, atol)
-    if not inputs:
+    if not (inputs or kwargs):
         return structure_diff(before, after)
     if is_torchscript(before) or is_torchscript(after):
         raise InputError("TorchScript diffs compare structure only: pass no inputs")
@@ -76,7 +78,7 @@ def diff(
     from fxviz.capture import trace
 
     after, provenance = transformer_provenance(after)
-    a, b = (record(trace(graph, *inputs), *inputs) for graph in (before, after))
+    a, b = (record(trace(graph, *inputs, **kwargs), *inputs, **kwargs) for graph in (before, after))
     return engine(a, b, criterion, provenance=provenance, params="show").diff
 
 

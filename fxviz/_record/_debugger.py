@@ -94,6 +94,8 @@ class Debugger(DebuggerState, BreakpointCommands, RestoreCommands):
         reject_specs(inputs, "fxviz.Debugger")
         if isinstance(gm_or_module, JointGraph):  # the backward pass, fed real saved tensors
             backward = kwargs.pop("backward", True)
+            inputs = gm_or_module.bind(inputs, kwargs)
+            kwargs = {}
             inputs = tuple(joint_backward_inputs(gm_or_module, *inputs, backward=backward))
             gm_or_module = gm_or_module.backward
         self.graph_module = capture_once(trace, gm_or_module, inputs, kwargs)

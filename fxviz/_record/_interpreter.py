@@ -366,8 +366,7 @@ def _record_joint(
     **options: Any,
 ) -> JointRecording:
     """Record the forward graph, then the backward graph on the real saved tensors."""
-    if kwargs:
-        raise InputError("a JointGraph takes its inputs positionally, as it was traced")
+    inputs = joint.bind(inputs, kwargs)
     keep = options.pop("keep")
     fw_rec = record(joint.forward, *joint.primals(*inputs), keep="all", **options)
     outputs, saved, _ = joint._split(list(fw_rec.output))

@@ -72,6 +72,13 @@ class JointRecording:
         ``None``); the same as ``fxviz.report(self, path)``."""
         return provider("report")(self, path, title=title or "fxviz: forward and backward")
 
+    def save(self, path: Any, **options: Any) -> None:
+        """Refused: a file holds one recording (save each pass, as below)."""
+        raise InputError(
+            "a JointRecording holds two recordings and a file holds one: save each pass, "
+            "jrec.forward.save(path) and jrec.backward.save(other_path)"
+        )
+
 
 register_traceable(
     JointRecording,

@@ -126,6 +126,15 @@ def encode_value(value: Any, tensors: Blocks, depth: int = 0) -> dict[str, Any]:
             tree["type"] = _qualified(type(value))
             tree["attrs"] = _attributes(value, tensors, depth)
         return tree
+    if depth < _MAX_DEPTH and type(value) is dict and all(type(k) in _KEYS for k in value):
+        # keyed by numbers (a Mamba cache layer's states by index): keys encoded too
+        return {
+            "t": "map",
+            "items": [
+                [encode_value(k, tensors), encode_value(v, tensors, depth + 1)]
+                for k, v in value.items()
+            ],
+        }
     if depth < _MAX_DEPTH and _plain_object(value):  # a cache: its attributes, typed
         return {
             "t": "object",
@@ -133,6 +142,9 @@ def encode_value(value: Any, tensors: Blocks, depth: int = 0) -> dict[str, Any]:
             "attrs": _attributes(value, tensors, depth),
         }
     return {"t": "other", "type": type(value).__name__}
+
+
+_KEYS = (str, int, bool, float, type(None))
 
 
 def _qualified(cls: type) -> str:
@@ -187,6 +199,16 @@ def decode_value(tree: Any, tensor: Callable[[str], torch.Tensor], depth: int = 
         if "type" not in tree:
             return out
         return rebuilt(_field(tree, "type", str), _pairs(tree, "attrs", tensor, depth), out)
+    if kind == "map":
+        out = {}
+        for item in _field(tree, "items", list):
+            if not (isinstance(item, list) and len(item) == 2):
+                raise RecordingFileError("malformed dict entry in the saved recording")
+            key = decode_value(item[0], tensor, depth + 1)
+            if type(key) not in _KEYS:
+                raise RecordingFileError("malformed dict key in the saved recording")
+            out[key] = decode_value(item[1], tensor, depth + 1)
+        return out
     if kind == "object":
         return rebuilt(_field(tree, "type", str), _pairs(tree, "attrs", tensor, depth))
     if kind == "size":

@@ -47,7 +47,23 @@ def _backward_specs(joint: JointGraph, forward: Any) -> list[Any]:
         for k, i in enumerate(joint._tangent_of)
     ]
     specs = [*saved, *tangents]
-    return specs if len(specs) == len(traced) else traced
+    if len(specs) != len(traced):
+        return traced
+    return [_strided(s, n.meta.get("val")) for s, n in zip(specs, placeholders, strict=True)]
+
+
+def _strided(spec: Any, val: Any) -> Any:
+    """A saved tensor the backward graph views with its traced strides (a transposed
+    activation in a diffusers UNet) as zeros with those strides: a spec is contiguous."""
+    if not (isinstance(spec, TensorSpec) and isinstance(val, torch.Tensor)):
+        return spec
+    if val.is_contiguous() or tuple(val.shape) != tuple(spec.shape):
+        return spec
+    try:
+        stride = tuple(int(s) for s in val.stride())
+    except TypeError:  # a symbolic stride
+        return spec
+    return torch.empty_strided(spec.shape, stride, dtype=spec.dtype).zero_()
 
 
 def _spec(value: Any) -> Any:

@@ -156,7 +156,13 @@ def shapes(
         raise ValueError("device= pretends a placement, so it needs mode='fake'")
     if isinstance(gm_or_module, JointGraph):  # both passes
         return joint_shapes(  # type: ignore[return-value]  (a JointRecording)
-            gm_or_module, inputs, shapes, mode=mode, device=device, progress=progress, flops=flops
+            gm_or_module,
+            gm_or_module.bind(inputs, kwargs),
+            shapes,
+            mode=mode,
+            device=device,
+            progress=progress,
+            flops=flops,
         )
     model = gm_or_module
     if mode == "real" and isinstance(model, torch.nn.Module) and _on_meta(model):
@@ -414,7 +420,14 @@ def _home_device(model: Any) -> torch.device:
     return torch.device("cpu")
 
 
-_NO_KERNEL = ("fake impl", "'Meta' backend", "meta tensor", "meta kernel", "no fake")
+_NO_KERNEL = (
+    "fake impl",
+    "'Meta' backend",
+    "meta tensor",
+    "meta kernel",
+    "no fake",
+    "Expected inputs of BF16",
+)
 _DEVICE_MISSING = ("is not linked with support for", "not compiled with")
 _DATA_DEPENDENT = ("DataDependentOutputException", "DynamicOutputShapeException")
 
@@ -441,8 +454,13 @@ def _explain(message: str, mode: str, cause: BaseException | None, fake_works: b
             "BatchNorm in training mode updates its running statistics on the device), "
             f"run without device=, or run on a machine whose PyTorch has that device. {tail}"
         )
-    if kind in _DATA_DEPENDENT or "data-dependent" in text or ".item()" in text:
-        why = "its output shape depends on the tensor's values, which a {mode} run does not have"
+    if kind in _DATA_DEPENDENT or any(
+        m in text for m in ("data-dependent", "data-independent", ".item()")
+    ):
+        why = (
+            "this op needs the tensor's values (.item() gives a Python number, nonzero a "
+            "shape), which a {mode} run does not have"
+        )
     elif (
         isinstance(cause, NotImplementedError)
         or kind == "UnsupportedOperatorException"

@@ -81,8 +81,26 @@ def same_tensors(got: Any, want: Any) -> None:
         assert torch.equal(x, y), f"output tensor {i} differs"
 
 
+def _joint_outputs(jrec: Any) -> list[torch.Tensor]:
+    """The model's outputs among a joint recording's forward outputs (saved tensors after)."""
+    return jrec.joint._split(list(jrec.forward.output))[0]
+
+
+def _holds(got: list[torch.Tensor], want: Any) -> None:
+    """Every tensor of ``want`` is one of ``got``, bitwise (a joint graph returns the
+    tensors its output object is built from, in its own order)."""
+    for i, y in enumerate(tensors_in(want)):
+        same = (x for x in got if isinstance(x, torch.Tensor) and x.shape == y.shape)
+        assert any(torch.equal(x, y) for x in same), f"output tensor {i} {list(y.shape)} missing"
+
+
 def _record(s: Subject) -> None:
     rec = s.record()
+    if s.kind == "joint":  # both passes, as a JointRecording
+        assert rec.forward.complete
+        assert rec.backward.complete
+        _holds(_joint_outputs(rec), s.want)
+        return
     assert rec.complete
     want = s.want
     if s.kind in ("symbolic", "export") and not isinstance(want, torch.Tensor):
@@ -99,6 +117,9 @@ def _debugger(s: Subject) -> None:
         dbg.continue_()
     assert dbg.done
     assert dbg.error is None
+    if s.kind == "joint":  # it steps through the backward graph: the gradients
+        same_tensors(dbg.output, s.record().backward.output)
+        return
     same_tensors(dbg.output, s.want if s.kind not in ("symbolic", "export") else tensors_in(s.want))
 
 
@@ -112,11 +133,19 @@ def _backward(s: Subject) -> None:
     params = dict(s.model.named_parameters())
     by_id = {id(p): name for name, p in params.items()}
     got = {}
-    for name, grad in rec.gradients.parameters.items():
-        p = dict(rec.graph_module.named_parameters()).get(name)
+    if s.kind == "joint":  # a JointRecording: the backward graph's gradients, by primal
+        grads = {k: v for k, v in rec.grads.items() if v is not None}
+        traced = dict(rec.joint.model.named_parameters(remove_duplicate=False))
+        named = {k: (traced.get(k), g) for k, g in grads.items()}
+    else:
+        traced = dict(rec.graph_module.named_parameters())
+        named = {k: (traced.get(k), g.value) for k, g in rec.gradients.parameters.items()}
+    for name, (p, grad) in named.items():
+        if p is None and s.kind == "joint":
+            continue  # an input's gradient
         assert p is not None, f"gradient of {name!r}: not a parameter of the capture"
         assert id(p) in by_id, f"gradient of {name!r}: not a model parameter"
-        got[by_id[id(p)]] = grad.value
+        got[by_id[id(p)]] = grad
     assert got, "no parameter gradient recorded"
     names = list(got)
     want = torch.autograd.grad(
@@ -125,6 +154,12 @@ def _backward(s: Subject) -> None:
     for name, g in zip(names, want, strict=True):
         if g is None:
             assert got[name] is None or not got[name].any(), name
+        elif s.kind == "joint":
+            # AOTAutograd's backward graph is decomposed ATen, not eager's kernels (an
+            # embedding's gradient accumulates by index_put): the same sums, other orders
+            scale = float(g.abs().max()) if g.numel() else 0.0
+            err = float((got[name] - g).abs().max()) if g.numel() else 0.0
+            assert err <= 1e-6 * max(scale, 1.0), f"gradient of {name} differs by {err:.3g}"
         else:
             assert torch.equal(got[name], g), f"gradient of {name} differs"
 
@@ -133,7 +168,8 @@ def _shapes(mode: str) -> Callable[[Subject], None]:
     def check(s: Subject) -> None:
         with torch.no_grad():
             rep = fxviz.shapes(s.captured, *s.args, mode=mode, progress=False, **s.kwargs)
-        got = {tuple(r.shape) for r in rep.recording.values() if r.shape is not None}
+        recording = rep.forward if s.kind == "joint" else rep.recording  # joint: both passes
+        got = {tuple(r.shape) for r in recording.values() if r.shape is not None}
         for t in tensors_in(s.want):
             assert tuple(t.shape) in got, f"no node has the output's shape {tuple(t.shape)}"
 

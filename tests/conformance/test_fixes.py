@@ -43,6 +43,30 @@ def test_a_saved_cache_loads_back_as_its_own_types(tmp_path):
     assert "not saved" not in repr(loaded["output"].value)
 
 
+class _States:
+    """A cache layer as transformers' Mamba keeps one: states in dicts keyed by index."""
+
+    def __init__(self, x: torch.Tensor) -> None:
+        self.conv_states = {0: x * 2, 1: x + 1}
+        self.seen = {0: True}
+
+
+class _StateModel(nn.Module):
+    def forward(self, x):
+        return x.sin(), _States(x.cos())
+
+
+def test_dicts_keyed_by_numbers_are_saved_with_their_tensors(tmp_path):
+    model, x = _StateModel(), torch.randn(3)
+    rec = fxviz.record(model, x, method="dynamo")
+    loaded = fxviz.load(rec.save(tmp_path / "states.fxrec")).output
+    states = loaded[1].conv_states
+    assert list(states) == [0, 1]  # the keys, as numbers
+    assert torch.equal(states[0], x.cos() * 2)
+    assert torch.equal(states[1], x.cos() + 1)
+    assert loaded[1].seen == {0: True}
+
+
 def test_a_class_not_imported_here_loads_as_a_saved_object():
     obj = rebuilt("no_such_library.cache:Cache", {"keys": torch.ones(2), "n": 3})
     assert isinstance(obj, SavedObject)

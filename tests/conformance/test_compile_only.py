@@ -1,0 +1,101 @@
+"""A Dynamo capture never records a branch only compiled code takes: it is checked against
+one eager call, captured again with the model's own files told ``is_compiling() == False``
+(an installed library's model: transformers' Mamba), or refused, and ``auto`` then
+captures one real run."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import fxviz
+from fxviz._capture import tensors_in
+from fxviz.errors import TraceError
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+# An installed library: compiled code adds one (a "fast path" that gives other numbers).
+_LIBRARY = """
+import torch
+
+
+def scan(x):
+    if torch.compiler.is_compiling():
+        return x + 1
+    return x
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return scan(self.lin(x))
+"""
+
+
+@pytest.fixture
+def library(tmp_path, monkeypatch):
+    """``fakelib``, imported from a ``site-packages`` folder (an installed library)."""
+    root = tmp_path / "site-packages"
+    root.mkdir()
+    (root / "fakelib.py").write_text(textwrap.dedent(_LIBRARY))
+    monkeypatch.syspath_prepend(str(root))
+    sys.modules.pop("fakelib", None)
+    yield importlib.import_module("fakelib")
+    sys.modules.pop("fakelib", None)
+
+
+class UserModel(torch.nn.Module):
+    """The user's own model calling the library's function (not one of its modules)."""
+
+    def __init__(self, library):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+        self.scan = library.scan
+
+    def forward(self, x):
+        y = self.lin(x)
+        if y.sum() > -1e9:  # a tensor's value steers Python: no one graph holds it
+            y = y * 2
+        return self.scan(y)
+
+
+def test_a_library_models_compile_only_branch_is_not_captured(library):
+    torch.manual_seed(0)
+    model, x = library.Block(), torch.randn(2, 4)
+    capture = fxviz.trace(model, x, method="dynamo")
+    with torch.no_grad():
+        got, want = fxviz.record(capture, x).output, model(x)
+    assert torch.equal(tensors_in(got)[0], want)  # x, not x + 1
+
+
+def test_a_compile_only_branch_outside_the_models_files_is_refused_and_auto_runs_it(library):
+    torch.manual_seed(0)
+    model, x = UserModel(library), torch.randn(2, 4)
+    with pytest.raises(TraceError, match=r"do not compute what a call computes .*method='real'"):
+        fxviz.trace(model, x, method="dynamo")
+    capture = fxviz.trace(model, x)  # auto: symbolic and export cannot, Dynamo differs
+    assert capture.meta["fxviz_method"] == "real"
+    with torch.no_grad():
+        assert torch.equal(tensors_in(fxviz.record(capture, x).output)[0], model(x))
+
+
+def test_the_check_leaves_model_inputs_and_random_stream_as_they_were():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Dropout(0.5)).train()
+    x = torch.randn(2, 4)
+    before = torch.random.get_rng_state()
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    capture = fxviz.trace(model, x, method="dynamo")  # random, yet the same as one call
+    assert torch.equal(torch.random.get_rng_state(), before)
+    assert all(torch.equal(v, model.state_dict()[k]) for k, v in state.items())
+    torch.random.set_rng_state(before)
+    want = model(x)
+    torch.random.set_rng_state(before)
+    assert torch.equal(tensors_in(fxviz.record(capture, x).output)[0], want)
