@@ -101,6 +101,15 @@ function openInPlace(ctx, anchor) {
   return true;
 }
 
+// The first drawn node an edge from `title` goes into (edge titles read "tail->head").
+function firstUser(state, title) {
+  for (const t of state.svg.querySelectorAll("g.edge > title")) {
+    const [tail, head] = t.textContent.split("->");
+    if (tail?.split(":")[0] === title) return state.byTitle.get(head?.split(":")[0]) ?? null;
+  }
+  return null;
+}
+
 function open(ctx, text, elongated) {
   const { model, state, els } = ctx;
   state.panZoom = svgPanZoom(state.svg, {
@@ -110,7 +119,10 @@ function open(ctx, text, elongated) {
   const top = topmostNode(state.byTitle.values());
   const anchor = state.anchor;
   state.anchor = null;
-  const opening = openInPlace(ctx, anchor) ? "in place" : openingView(state.panZoom, state.svg, top);
+  const cursorTitle = currentTitle(model);
+  const cursor = cursorTitle && state.byTitle.get(cursorTitle);
+  const inputCursor = cursor && isInput(cursor) ? [cursor, firstUser(state, cursorTitle)] : null;
+  const opening = openInPlace(ctx, anchor) ? "in place" : openingView(state.panZoom, state.svg, top, inputCursor);
   els.root.dataset.opening = opening;
   // an overview only where the graph does not fit: over a fitted graph it hides nodes
   ctx.minimap.show(opening !== "fit" && state.byTitle.size > 150 && !elongated ? text : null);

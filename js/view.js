@@ -16,7 +16,10 @@ export function smallestNodeFont(svg) {
 
 // Open readable: the whole graph if its text is then >= READABLE_PX, else top-anchored at
 // a readable zoom: the graph's width fitted when that is readable, else on the first node.
-export function openingView(panZoom, svg, topNode) {
+// `cursor` (the debugger's cursor while it is still on an input: [input, its first user])
+// is kept in view beside the top node, else beside its first user, when the pair fits the
+// top-anchored view. The view then shows the node the status and the inspector name.
+export function openingView(panZoom, svg, topNode, cursor = null) {
   const sizes = panZoom.getSizes();
   const box = sizes.viewBox;
   if (!box.width || !box.height) return "fit";
@@ -38,8 +41,17 @@ export function openingView(panZoom, svg, topNode) {
   if (box.width * real > sizes.width && topNode) {
     const b = nodeBox(svg, topNode);
     if (b) x = b.x + b.width / 2;
+    // the cursor's input beside the top node, else beside its first user, when the pair
+    // fits the top-anchored view (across and down)
+    const [input, user] = (cursor ?? []).map((g) => (g ? nodeBox(svg, g) : null));
+    const fits = (p, q) =>
+      (Math.max(p.x + p.width, q.x + q.width) - Math.min(p.x, q.x)) * real <= sizes.width - 16 &&
+      (Math.max(p.y + p.height, q.y + q.height) - box.y) * real <= sizes.height - 16;
+    const pair = input && [b, user].find((q) => q && fits(input, q));
+    if (pair) x = (Math.min(input.x, pair.x) + Math.max(input.x + input.width, pair.x + pair.width)) / 2;
   }
-  panZoom.pan({ x: sizes.width / 2 - x * real, y: 8 - box.y * real });
+  const y = 8 - box.y * real;
+  panZoom.pan({ x: sizes.width / 2 - x * real, y });
   return zoom === width ? "width" : "top";
 }
 

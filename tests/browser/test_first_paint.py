@@ -57,3 +57,32 @@ def test_report_opens_on_the_models_first_node_readable(offline, tmp_path):
     assert graph["y"] <= first["y"] <= graph["y"] + graph["height"], (first, graph)
     assert first["font"] * first["scale"] >= 11, first  # readable, not a faint thread
     screenshot(page, page.locator("body"), "first_paint_model.png")
+
+
+def test_report_start_shows_the_node_the_status_names(offline, tmp_path):
+    """At the start the debugger's cursor is the model's input: the opening view (on the
+    model's first node) keeps that input in view too, so status, inspector and view agree."""
+    from tests.hf_models import build
+
+    page, _ = offline
+    page.set_viewport_size({"width": 1280, "height": 800})
+    model, inputs = build("gpt2")
+    path = tmp_path / "gpt2.html"
+    fxviz.report(fxviz.record(model, *inputs), path)
+    page.goto(path.as_uri())
+    page.wait_for_function("document.querySelector('.fxviz')?.dataset.opening")
+    current = "document.querySelector('.fxviz-graph g.fxviz-current')"
+    page.wait_for_function(f"{current}?.classList.contains('kind-placeholder')")
+    name = page.evaluate(f"{current}.querySelector('title').textContent")
+    assert f"stopped at {name!r}" in page.locator(".fxviz-status").inner_text()
+    page.wait_for_function(
+        f"document.querySelector('.fxviz-inspector .fxviz-title')?.textContent === {name!r}"
+    )
+    graph = page.locator(".fxviz-graph").bounding_box()
+    box = page.locator(".fxviz-graph g.fxviz-current").bounding_box()
+    assert graph is not None and box is not None
+    assert graph["x"] <= box["x"] and box["x"] + box["width"] <= graph["x"] + graph["width"], (
+        box,
+        graph,
+    )
+    assert graph["y"] <= box["y"] and box["y"] + box["height"] <= graph["y"] + graph["height"]
