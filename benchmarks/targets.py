@@ -187,7 +187,10 @@ def main(argv: list[str] | None = None) -> int:
     start_load = os.getloadavg()[0]
     fx_figures(repeats, args.quick)
     hf_figures(["llama"] if args.quick else args.models.split(","), repeats)
-    first_record_figures(args.threads)
+    if args.quick:  # a fresh process compiling GPT-2: most of a smoke run's time
+        row("first record of a 4-layer GPT-2", f"<= {FIRST_S:.1f} s", "skipped (--quick)", None)
+    else:
+        first_record_figures(args.threads)
     print(
         f"\nfxviz {fxviz.__version__}, torch {torch.__version__}, {torch.get_num_threads()} "
         f"thread(s), {repeats} interleaved runs each (medians, {args.clock} time; the first "
