@@ -39,7 +39,7 @@ class _Members(Sequence[DrawNode]):
     def __len__(self) -> int:
         return self.tree.count.get(self.path, 0)
 
-    def __getitem__(self, i):  # type: ignore[no-untyped-def]
+    def __getitem__(self, i):
         return [self.tree.draw.nodes[k] for k in self.tree.indices(self.path)][i]
 
     def __iter__(self) -> Iterator[DrawNode]:
