@@ -87,11 +87,21 @@ def _joint_outputs(jrec: Any) -> list[torch.Tensor]:
 
 
 def _holds(got: list[torch.Tensor], want: Any) -> None:
-    """Every tensor of ``want`` is one of ``got``, bitwise (a joint graph returns the
-    tensors its output object is built from, in its own order)."""
+    """Every tensor of ``want`` is one of ``got`` (a joint graph returns the tensors its
+    output object is built from, in its own order), to float32 rounding: AOTAutograd's
+    forward is decomposed ATen, not eager's kernels (Swin's differs by 2e-9), as with the
+    gradients below (tests/test_joint.py holds our own GPT's and CNN's joint graphs to
+    eager bitwise, where the decomposition happens to keep the kernels' order)."""
     for i, y in enumerate(tensors_in(want)):
-        same = (x for x in got if isinstance(x, torch.Tensor) and x.shape == y.shape)
-        assert any(torch.equal(x, y) for x in same), f"output tensor {i} {list(y.shape)} missing"
+        same = [x for x in got if isinstance(x, torch.Tensor) and x.shape == y.shape]
+        assert any(_close(x, y) for x in same), f"output tensor {i} {list(y.shape)} missing"
+
+
+def _close(x: torch.Tensor, y: torch.Tensor) -> bool:
+    if torch.equal(x, y) or not y.is_floating_point() or x.dtype != y.dtype:
+        return torch.equal(x, y)
+    scale = float(y.abs().max()) if y.numel() else 0.0
+    return float((x - y).abs().max()) <= 1e-6 * max(scale, 1.0)
 
 
 def _record(s: Subject) -> None:
