@@ -31,7 +31,7 @@ def test_a_page_that_forbids_workers_still_draws_the_graph(offline, tmp_path):
     page.goto(_report(tmp_path, "no-workers.html", head=NO_WORKERS))
     node(page, "linear1").wait_for(timeout=60_000)
     assert refused, "the page's policy refused the layout worker"  # the case is real
-    assert page.evaluate("globalThis.__fxviz_layout_v2.noWorker") is True  # main thread
+    assert page.evaluate("globalThis.__fxviz_layout_v3.noWorker") is True  # main thread
     for name in ("x", "linear1", "clamp", "linear2", "output"):
         assert shown(node(page, name)), name
     page.locator("button[data-action=step]").click()  # and the page works as usual
