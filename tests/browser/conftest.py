@@ -60,30 +60,37 @@ def _jupyter(root: Path, app: str) -> Iterator[str]:
         )
     port = _free_port()
     app_class = "LabApp" if app == "lab" else "JupyterNotebookApp"
-    log_path = root.parent / f"{root.name}-{app}.log"
-    log = open(log_path, "w")  # noqa: SIM115 (closed at teardown)
-    server = subprocess.Popen(
+    url = f"http://127.0.0.1:{port}"
+    yield from serve(
         [
             sys.executable, "-m", "jupyter", app, "--no-browser", "--ip=127.0.0.1", f"--port={port}",
             "--ServerApp.token=", "--ServerApp.password=", "--allow-root",
             f"--ServerApp.root_dir={root}", f"--{app_class}.expose_app_in_browser=True",
             "--ServerApp.disable_check_xsrf=True",
         ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env={  # settings (the theme a test picks) stay in the temporary folder
-            **os.environ, "JUPYTER_PLATFORM_DIRS": "1",
-            # the kernel imports this checkout's fxviz, not whichever one the venv installed
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+        {  # settings (the theme a test picks) stay in the temporary folder
+            "JUPYTER_PLATFORM_DIRS": "1",
             "JUPYTERLAB_SETTINGS_DIR": str(root.parent / f"{root.name}-settings"),
             "JUPYTERLAB_WORKSPACES_DIR": str(root.parent / f"{root.name}-workspaces"),
         },
+        url, f"{url}/api/status", root.parent / f"{root.name}-{app}.log", f"Jupyter {app}",
     )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
+
+
+def serve(
+    cmd: list[str], env: dict[str, str], url: str, health: str, log_path: Path, name: str
+) -> Iterator[str]:
+    """Start a server (``cmd``, its output in ``log_path``; the kernels it starts import this
+    checkout's fxviz), yield ``url`` once ``health`` answers, stop it afterwards."""
+    log = open(log_path, "w")  # noqa: SIM115 (closed at teardown)
+    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    server = subprocess.Popen(
+        cmd, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **env, "PYTHONPATH": path}
+    )
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         try:
-            urllib.request.urlopen(f"{url}/api/status", timeout=2)
+            urllib.request.urlopen(health, timeout=2)
             break
         except OSError:
             if server.poll() is not None:
@@ -91,7 +98,7 @@ def _jupyter(root: Path, app: str) -> Iterator[str]:
             time.sleep(0.5)
     else:
         server.kill()
-        raise RuntimeError(f"Jupyter {app} did not start in 90 s:\n" + log_path.read_text())
+        raise RuntimeError(f"{name} did not start in 90 s:\n" + log_path.read_text())
     yield url
     server.terminate()
     try:

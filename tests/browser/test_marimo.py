@@ -4,12 +4,8 @@ land in the widget and never in the next cell, and fxviz logs no error in the co
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,11 +14,11 @@ import pytest
 from tests.browser.conftest import (
     INSPECTOR_SQUEEZED,
     LABELS_OUTSIDE,
-    REPO,
     SMALLEST_LABEL_PX,
     _free_port,
     contrast,
     screenshot,
+    serve,
     shown,
 )
 
@@ -89,41 +85,16 @@ def marimo(tmp_path_factory) -> Iterator[dict]:
     # at the run notebook, so run on open (the user's own config is never read or changed)
     (config / "marimo" / "marimo.toml").write_text("[runtime]\nauto_instantiate = true\n")
     port = _free_port()
-    log_path = root.parent / f"{root.name}-marimo.log"
-    log = open(log_path, "w")  # noqa: SIM115 (closed at teardown)
-    server = subprocess.Popen(
+    base = f"http://127.0.0.1:{port}"
+    for url in serve(
         [
             sys.executable, "-m", "marimo", "edit", "--headless", "--no-token",
             "--skip-update-check", "--host", "127.0.0.1", "--port", str(port), str(root),
         ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env={
-            **os.environ, "XDG_CONFIG_HOME": str(config),
-            # the kernel imports this checkout's fxviz, not whichever one the venv installed
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-        },
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        try:
-            urllib.request.urlopen(f"{url}/health", timeout=2)
-            break
-        except OSError:
-            if server.poll() is not None:
-                raise RuntimeError(log_path.read_text()) from None
-            time.sleep(0.5)
-    else:
-        server.kill()
-        raise RuntimeError("marimo did not start in 90 s:\n" + log_path.read_text())
-    yield {"url": url, "root": Path(root)}
-    server.terminate()
-    try:
-        server.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        server.kill()
-    log.close()
+        {"XDG_CONFIG_HOME": str(config)},
+        base, f"{base}/health", root.parent / f"{root.name}-marimo.log", "marimo",
+    ):  # fmt: skip
+        yield {"url": url, "root": Path(root)}
 
 
 def _within(inner: dict, outer: dict, axis: str) -> bool:
