@@ -82,6 +82,10 @@ KNOWN: dict[tuple[str, str, str], str] = {
         "one eager call cannot see it, and the library needs the truth to trace at all"
     ),
     ("qwen3_moe", "dynamo", "backward"): "as llama's: SDPA with an explicit mask under Dynamo",
+    ("mistral", "dynamo", "backward"): "as llama's: SDPA with an explicit mask under Dynamo",
+    ("qwen3", "dynamo", "backward"): "as llama's: SDPA with an explicit mask under Dynamo",
+    ("phi3", "dynamo", "backward"): "as llama's: SDPA with an explicit mask under Dynamo",
+    ("mixtral", "dynamo", "backward"): "as llama's: SDPA with an explicit mask under Dynamo",
     ("qwen3_moe", "dynamo", "compare_pass"): (
         "two runs of the same capture (Dynamo and real alike) compare with a first "
         "divergence: the MoE's expert routing; cause not investigated"
