@@ -137,11 +137,13 @@ def breakpoint_names(breakpoints: list[str]) -> str:
     )
 
 
-def page_contract(fill: dict[str, Any] | None = None) -> dict[str, Any]:
+def page_contract(fill: dict[str, Any] | None = None, linked: bool = False) -> dict[str, Any]:
     """What both front ends read instead of restating it: states (and their legend text
     and colours), node kinds' names, toolbar actions and keys, limits and wording, and
     what a node's fill means in this view (``fill``: see :meth:`Source.fill`; by default
-    the operation, each target's colour read off the drawing).
+    the operation, each target's colour read off the drawing). The ``linked`` state (the
+    same step in the other pass) is listed only for a view that links passes (``linked``:
+    a joint graph), so the legend never explains a colour the graph cannot show.
 
     >>> contract = page_contract()
     >>> contract["states"][0], contract["kinds"]["placeholder"], contract["actions"][2]["key"]
@@ -154,7 +156,7 @@ def page_contract(fill: dict[str, Any] | None = None) -> dict[str, Any]:
         if style.fill:
             colours[f"{state}-fill"] = style.fill
     return {
-        "states": [list(pair) for pair in STATES],
+        "states": [list(pair) for pair in STATES if linked or pair[0] != "linked"],
         "state_colours": colours,
         "kinds": dict(KIND_LABELS),
         "actions": [
@@ -215,7 +217,9 @@ def graph_payload(
         "depth": view.depth,
         "units": view.units,
         "node_states": {},
-        "contract": page_contract(fill=drawing.source.fill()),
+        "contract": page_contract(
+            fill=drawing.source.fill(), linked=drawing.source.linked("") is not None
+        ),
     }
     if include_index:
         payload["index"] = drawing.index()

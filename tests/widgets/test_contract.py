@@ -102,3 +102,15 @@ def test_the_replay_stops_continue_where_the_debugger_does_on_a_nan():
     assert stops
     assert stops[0] == dbg.position
     assert replay["steps"][-1]["stop"] == "end"
+
+
+def test_the_linked_state_is_in_the_legend_only_where_passes_are_linked():
+    """Every state the legend lists can be shown: "the same step in the other pass" only
+    for a joint graph (forward and backward), never for a plain recording."""
+    model = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.ReLU())
+    x = torch.ones(2, 3)
+    plain = fxviz.show(fxviz.record(model, x)).contract["states"]
+    joint = fxviz.show(fxviz.trace(model, x, method="joint")).contract["states"]
+    assert "linked" not in [state for state, _ in plain]
+    assert ["linked", "the same step in the other pass"] in joint
+    assert [s for s in joint if s[0] != "linked"] == plain
