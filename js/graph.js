@@ -21,11 +21,20 @@ export function currentTitle(model) {
 }
 
 // The node the view follows: the current one, unless it is still an input (the view
-// stays on the model's own first node until the run reaches it).
+// stays on the model's own first node until the run reaches it); once the run has
+// finished (nodes done, none current), the output.
 export function followTitle(ctx) {
   const title = currentTitle(ctx.model);
-  const g = title && ctx.state.byTitle.get(title);
+  if (title === null) return finishedTitle(ctx);
+  const g = ctx.state.byTitle.get(title);
   return g && !isInput(g) ? title : null;
+}
+
+function finishedTitle(ctx) {
+  const states = ctx.model.get(T.states) || {};
+  if (!Object.values(states).some((list) => list.includes("done"))) return null;
+  const output = ctx.state.svg?.querySelector("g.node.kind-output > title");
+  return output?.textContent ?? null;
 }
 
 export async function draw(ctx) {

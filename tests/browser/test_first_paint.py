@@ -86,3 +86,17 @@ def test_report_start_shows_the_node_the_status_names(offline, tmp_path):
     assert box["x"] + box["width"] <= graph["x"] + graph["width"], (box, graph)
     assert graph["y"] <= box["y"], (box, graph)
     assert box["y"] + box["height"] <= graph["y"] + graph["height"], (box, graph)
+    # run to the end: the view follows to the output, the node the run finished on
+    page.locator("button[data-action=continue]").click()
+    page.wait_for_function(
+        "document.querySelector('.fxviz-status')?.textContent.startsWith('finished')"
+    )
+    output = page.locator(".fxviz-graph g.node.kind-output")
+    page.wait_for_function(
+        """() => {
+        const g = document.querySelector('.fxviz-graph g.node.kind-output').getBoundingClientRect();
+        const p = document.querySelector('.fxviz-graph').getBoundingClientRect();
+        return g.top >= p.top && g.bottom <= p.bottom && g.left >= p.left && g.right <= p.right;
+        }"""
+    )
+    assert output.is_visible()
