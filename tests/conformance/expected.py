@@ -64,7 +64,8 @@ for _kind in ("dynamo", "real"):
 # torch's fake/meta kernel of aten._grouped_mm (transformers' MoE experts, as one real run
 # records them) takes bfloat16 only, while the CPU kernel runs float32
 for _verb in ("shapes_fake", "shapes_meta"):
-    REFUSALS[("qwen3_moe", "real", _verb)] = r"In mode='(fake|meta)' this op has no .*mode='real'"
+    for _name in ("qwen3_moe", "mixtral"):
+        REFUSALS[(_name, "real", _verb)] = r"In mode='(fake|meta)' this op has no .*mode='real'"
 
 # Cells that are not cells: the verb does not take what that kind gives.
 NOT_APPLICABLE: dict[tuple[str, str], str] = {
@@ -94,6 +95,10 @@ KNOWN: dict[tuple[str, str, str], str] = {
     ("qwen3_moe", "dynamo", "diff"): "as its compare_pass: the capture diffed with itself",
     ("qwen3_moe", "real", "compare_pass"): "as its Dynamo capture's: compared with itself",
     ("qwen3_moe", "real", "diff"): "as its Dynamo capture's: diffed with itself",
+    ("mixtral", "dynamo", "compare_pass"): "as qwen3_moe's: an MoE capture compared with itself",
+    ("mixtral", "dynamo", "diff"): "as qwen3_moe's: an MoE capture diffed with itself",
+    ("mixtral", "real", "compare_pass"): "as qwen3_moe's: an MoE capture compared with itself",
+    ("mixtral", "real", "diff"): "as qwen3_moe's: an MoE capture diffed with itself",
     ("llava", "loaded", "record"): (
         "Llava's output holds one tensor twice (image_outputs.last_hidden_state is "
         "image_outputs.hidden_states[-1]): a file keeps the two leaves on one storage but "
