@@ -83,11 +83,6 @@ KNOWN: dict[tuple[str, str, str], str] = {
         "with is_causal=True; the output is bitwise the same, so the capture's check against "
         "one eager call cannot see it, and the library needs the truth to trace at all"
     ),
-    ("qwen3_moe", "dynamo", "backward"): "as llama's: SDPA with an explicit mask under Dynamo",
-    ("mistral", "dynamo", "backward"): "as llama's: SDPA with an explicit mask under Dynamo",
-    ("qwen3", "dynamo", "backward"): "as llama's: SDPA with an explicit mask under Dynamo",
-    ("phi3", "dynamo", "backward"): "as llama's: SDPA with an explicit mask under Dynamo",
-    ("mixtral", "dynamo", "backward"): "as llama's: SDPA with an explicit mask under Dynamo",
     ("qwen3_moe", "dynamo", "compare_pass"): (
         "two runs of the same capture (Dynamo and real alike) compare with a first "
         "divergence: the MoE's expert routing; cause not investigated"
@@ -95,10 +90,6 @@ KNOWN: dict[tuple[str, str, str], str] = {
     ("qwen3_moe", "dynamo", "diff"): "as its compare_pass: the capture diffed with itself",
     ("qwen3_moe", "real", "compare_pass"): "as its Dynamo capture's: compared with itself",
     ("qwen3_moe", "real", "diff"): "as its Dynamo capture's: diffed with itself",
-    ("mixtral", "dynamo", "compare_pass"): "as qwen3_moe's: an MoE capture compared with itself",
-    ("mixtral", "dynamo", "diff"): "as qwen3_moe's: an MoE capture diffed with itself",
-    ("mixtral", "real", "compare_pass"): "as qwen3_moe's: an MoE capture compared with itself",
-    ("mixtral", "real", "diff"): "as qwen3_moe's: an MoE capture diffed with itself",
     ("llava", "loaded", "record"): (
         "Llava's output holds one tensor twice (image_outputs.last_hidden_state is "
         "image_outputs.hidden_states[-1]): a file keeps the two leaves on one storage but "
@@ -124,6 +115,13 @@ KNOWN: dict[tuple[str, str, str], str] = {
         "JointGraph's tangent map (fxviz/_capture/_joint.py) for aliased outputs. Not fixed"
     ),
 }
+for _name in ("qwen3_moe", "mistral", "qwen3", "phi3", "mixtral"):
+    KNOWN[(_name, "dynamo", "backward")] = "as llama's: SDPA with an explicit mask under Dynamo"
+for _kind in ("dynamo", "real"):
+    KNOWN[("mixtral", _kind, "compare_pass")] = (
+        "as qwen3_moe's: an MoE capture compared with itself"
+    )
+    KNOWN[("mixtral", _kind, "diff")] = "as qwen3_moe's: an MoE capture diffed with itself"
 
 
 # Cells the wide rules above cover that pass already (positional inputs, no 0-d tensor).

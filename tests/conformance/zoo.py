@@ -20,6 +20,16 @@ def _ids(batch: int = 1, seq: int = SEQ) -> torch.Tensor:
     return torch.randint(1, VOCAB, (batch, seq))
 
 
+def _seq2seq_inputs() -> dict[str, torch.Tensor]:
+    """An encoder-decoder's keyword inputs: source ids, their mask, three decoder ids."""
+    ids = _ids()
+    return {
+        "input_ids": ids,
+        "attention_mask": torch.ones_like(ids),
+        "decoder_input_ids": _ids(seq=3),
+    }
+
+
 def _lm(config_cls: str, model_cls: str, **config: Any) -> Case:
     """A causal language model called with keyword inputs; its output holds a cache."""
     import transformers as tf
@@ -110,13 +120,8 @@ def t5() -> Case:
         vocab_size=VOCAB, d_model=32, d_ff=64, d_kv=8, num_layers=1, num_decoder_layers=1,
         num_heads=2, decoder_start_token_id=0,
     )  # fmt: skip
-    ids = _ids()
-    kwargs = {
-        "input_ids": ids,
-        "attention_mask": torch.ones_like(ids),
-        "decoder_input_ids": _ids(seq=3),
-    }
-    return tf.T5ForConditionalGeneration(cfg).eval(), (), kwargs
+    inputs = _seq2seq_inputs()  # drawn before the weights are made
+    return tf.T5ForConditionalGeneration(cfg).eval(), (), inputs
 
 
 def bart() -> Case:
@@ -126,13 +131,8 @@ def bart() -> Case:
         vocab_size=VOCAB, d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
         decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=32,
     )  # fmt: skip
-    ids = _ids()
-    kwargs = {
-        "input_ids": ids,
-        "attention_mask": torch.ones_like(ids),
-        "decoder_input_ids": _ids(seq=3),
-    }
-    return tf.BartForConditionalGeneration(cfg).eval(), (), kwargs
+    inputs = _seq2seq_inputs()  # drawn before the weights are made
+    return tf.BartForConditionalGeneration(cfg).eval(), (), inputs
 
 
 def bert() -> Case:
