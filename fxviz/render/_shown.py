@@ -40,7 +40,9 @@ class _Members(Sequence[DrawNode]):
         return self.tree.count.get(self.path, 0)
 
     def __getitem__(self, i):
-        return [self.tree.draw.nodes[k] for k in self.tree.indices(self.path)][i]
+        picked = self.tree.indices(self.path)[i]  # the cached numbers, not a list of nodes
+        nodes = self.tree.draw.nodes
+        return [nodes[k] for k in picked] if isinstance(i, slice) else nodes[picked]
 
     def __iter__(self) -> Iterator[DrawNode]:
         nodes = self.tree.draw.nodes
