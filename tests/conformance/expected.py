@@ -90,23 +90,6 @@ KNOWN: dict[tuple[str, str, str], str] = {
     ("qwen3_moe", "dynamo", "diff"): "as its compare_pass: the capture diffed with itself",
     ("qwen3_moe", "real", "compare_pass"): "as its Dynamo capture's: compared with itself",
     ("qwen3_moe", "real", "diff"): "as its Dynamo capture's: diffed with itself",
-    ("llava", "loaded", "record"): (
-        "Llava's output holds one tensor twice (image_outputs.last_hidden_state is "
-        "image_outputs.hidden_states[-1]): a file keeps the two leaves on one storage but "
-        "loads them as two tensor objects, so the loaded output has 6 distinct tensors "
-        "where the run's has 5 (fxviz/_saved/_values.py: save tensor identity, not only "
-        "storage)"
-    ),
-    (
-        "llava",
-        "dynamo",
-        "save_load",
-    ): "its digest after a fresh-process load differs; likely its loaded record's cause (not confirmed)",
-    (
-        "llava",
-        "real",
-        "save_load",
-    ): "its digest after a fresh-process load differs; likely its loaded record's cause (not confirmed)",
     ("siglip", "joint", "backward"): "as clip's: aliased outputs, wrong joint gradients",
     ("clip", "joint", "backward"): (
         "the joint graph's gradients are wrong (all 46 parameters, by O(1); logit_scale by "
