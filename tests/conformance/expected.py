@@ -83,13 +83,6 @@ KNOWN: dict[tuple[str, str, str], str] = {
         "with is_causal=True; the output is bitwise the same, so the capture's check against "
         "one eager call cannot see it, and the library needs the truth to trace at all"
     ),
-    ("qwen3_moe", "dynamo", "compare_pass"): (
-        "two runs of the same capture (Dynamo and real alike) compare with a first "
-        "divergence: the MoE's expert routing; cause not investigated"
-    ),
-    ("qwen3_moe", "dynamo", "diff"): "as its compare_pass: the capture diffed with itself",
-    ("qwen3_moe", "real", "compare_pass"): "as its Dynamo capture's: compared with itself",
-    ("qwen3_moe", "real", "diff"): "as its Dynamo capture's: diffed with itself",
     ("siglip", "joint", "backward"): "as clip's: aliased outputs, wrong joint gradients",
     ("clip", "joint", "backward"): (
         "the joint graph's gradients are wrong (all 46 parameters, by O(1); logit_scale by "
@@ -100,11 +93,6 @@ KNOWN: dict[tuple[str, str, str], str] = {
 }
 for _name in ("qwen3_moe", "mistral", "qwen3", "phi3", "mixtral"):
     KNOWN[(_name, "dynamo", "backward")] = "as llama's: SDPA with an explicit mask under Dynamo"
-for _kind in ("dynamo", "real"):
-    KNOWN[("mixtral", _kind, "compare_pass")] = (
-        "as qwen3_moe's: an MoE capture compared with itself"
-    )
-    KNOWN[("mixtral", _kind, "diff")] = "as qwen3_moe's: an MoE capture diffed with itself"
 
 
 # Cells the wide rules above cover that pass already (positional inputs, no 0-d tensor).
