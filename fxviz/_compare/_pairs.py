@@ -113,6 +113,9 @@ def _measure(
     if first_a and first_b and first_a.shape != first_b.shape:
         shapes = f"shape {_shape(first_a.shape)} vs {_shape(first_b.shape)}"
         return _found(None, True, shapes, "values")
+    fresh = next((r for r in (rb, ra) if r.uninitialized), None)
+    if fresh is not None:  # whatever the memory held: different from run to run
+        return _found(None, False, f"not measured: uninitialized memory ({fresh.target})", "")
     if (first_a is None) != (first_b is None) and ra.kept and rb.kept:
         kinds = f"{_kind(ra.value)} vs {_kind(rb.value)}"
         return _found(None, True, kinds, "values")

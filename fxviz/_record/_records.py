@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +34,13 @@ class StoredValue:
     def __init__(self, value: Any = None, kept: bool = False) -> None:
         self.value = value if kept else None
         self.kept = kept
+
+
+# The targets (as records write them) of ops that return memory they did not write.
+_UNINITIALIZED = re.compile(
+    r"(?:torch\.(?:Tensor\.)?|aten\.|prims\.)?(?:new_)?empty(?:_like|_strided|_permuted)?"
+    r"(?:\.\w+)?"
+)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -114,6 +122,24 @@ class NodeRecord:
     def kept(self) -> bool:
         """Whether ``value`` was kept (a node may legitimately return ``None``)."""
         return self.stored.kept
+
+    @property
+    def uninitialized(self) -> bool:
+        """Whether the output is memory the op allocated without writing it
+        (``torch.empty``, ``empty_like``, ``new_empty``, ``aten.empty_strided``...): its
+        values are whatever that memory held, different from run to run, so comparisons
+        do not measure them (a later write into it, as an MoE's ``inv_perm[perm] = ...``,
+        is recorded where it happens).
+
+        Examples:
+            >>> import torch, fxviz
+            >>> rec = fxviz.record(lambda x: torch.empty_like(x).copy_(x), torch.ones(2))
+            >>> rec["empty_like"].uninitialized, rec["copy_"].uninitialized
+            (True, False)
+        """
+        return self.op in ("call_function", "call_method") and bool(
+            _UNINITIALIZED.fullmatch(self.target)
+        )
 
     @property
     def shape(self) -> tuple[int | str, ...] | None:

@@ -21,7 +21,7 @@ from fxviz._record._records import NodeRecord, Recording, StoredValue
 from fxviz._record._summary import TensorSummary
 from fxviz._saved._graph import SavedGraph
 from fxviz._saved._save import FORMAT, VERSION
-from fxviz._saved._values import decode_value
+from fxviz._saved._values import Reader, decode_value
 from fxviz.errors import NodeError, RecordingFileError
 
 __all__ = ["LoadedRecording", "SavedException", "load"]
@@ -81,10 +81,12 @@ def load(path: str | os.PathLike[str]) -> LoadedRecording:
     return LoadedRecording(path, body, _Tensors(handle, set(handle.keys())))
 
 
-class _Tensors:
-    """Reads tensors from the open file on demand."""
+class _Tensors(Reader):
+    """Reads tensors from the open file on demand (one reader a file: a tensor object
+    saved in two records loads as one object in both)."""
 
     def __init__(self, handle: Any, keys: set[str]) -> None:
+        super().__init__(self._block)
         self.handle, self.keys = handle, keys
 
     def check(self, key: str) -> None:
@@ -94,7 +96,7 @@ class _Tensors:
                 "that the file does not hold"
             )
 
-    def __call__(self, key: str) -> torch.Tensor:
+    def _block(self, key: str) -> torch.Tensor:
         self.check(key)
         return self.handle.get_tensor(key)
 

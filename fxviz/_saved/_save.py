@@ -8,7 +8,8 @@ The file is a valid `safetensors <https://huggingface.co/docs/safetensors>`_ fil
   ops, targets, module paths, edges, source lines, alignment keys), every record
   (shapes, dtypes, statistics, timings, errors, aliasing and in-place writes) and each
   node's value as a tree whose leaves are tensors: a dtype, shape, stride and offset into
-  a block; every other header entry is one block (``U8``, its byte range): the memory
+  a block, and the tensor object's number in the file (one object kept at two places
+  loads as one object; older files without numbers load each leaf apart); every other header entry is one block (``U8``, its byte range): the memory
   of one storage, saved once however many views of it were kept (as ``torch.save``);
 * the blocks' raw bytes, back to back, each padded to 8 bytes.
 

@@ -1,7 +1,11 @@
 """A node's kept value as a small JSON tree whose leaves name tensors in the file.
 
 A tensor becomes a view (dtype, shape, stride, offset) of a block ``{"t": "tensor",
-"key": "s3", ...}``, one block a storage; tuples, lists and dicts keep their
+"key": "s3", ...}``, one block a storage, and carries ``"ref"``, the number of the tensor
+object in the file: one object kept at two places (a model output holding a tensor twice)
+loads as one object at both, while two views of one storage load as two tensors over one
+block (files written before ``"ref"`` load each leaf as a tensor of its own); tuples, lists
+and dicts keep their
 structure; numbers, strings, booleans and ``None`` are stored as they are; anything
 else (a ``GraphModule``, a custom object) only as its type name, never pickled.
 
@@ -9,7 +13,7 @@ else (a ``GraphModule``, a custom object) only as its type name, never pickled.
     >>> blocks = Blocks()
     >>> tree = encode_value((torch.ones(2), 3, None), blocks)
     >>> tree["items"][0]
-    {'t': 'tensor', 'key': 's0', 'dtype': 'float32', 'shape': [2], 'stride': [1], 'offset': 0}
+    {'t': 'tensor', 'key': 's0', 'dtype': 'float32', 'shape': [2], 'stride': [1], 'offset': 0, 'ref': 0}
     >>> decode_value(tree, blocks.blocks.__getitem__)
     (tensor([1., 1.]), 3, None)
 """
@@ -27,7 +31,7 @@ from fxviz._record._rank import local_tensor
 from fxviz._torch_compat import functorch_unwrapped
 from fxviz.errors import RecordingFileError
 
-__all__ = ["STORABLE_DTYPES", "Blocks", "decode_value", "encode_value", "storable"]
+__all__ = ["STORABLE_DTYPES", "Blocks", "Reader", "decode_value", "encode_value", "storable"]
 
 
 def _storable_dtypes() -> frozenset[torch.dtype]:
@@ -65,11 +69,26 @@ def storable(t: torch.Tensor) -> bool:
 
 class Blocks:
     """The distinct memory blocks (storages) behind the tensors to save, each saved once:
-    views share their base's block, as ``torch.save`` shares storages."""
+    views share their base's block, as ``torch.save`` shares storages. It also numbers
+    the distinct tensor objects (one file, one numbering): the same object gets the
+    same leaf wherever it is kept."""
 
     def __init__(self) -> None:
         self.blocks: dict[str, torch.Tensor] = {}  # key -> uint8 tensor over a whole storage
         self._keys: dict[tuple[Any, ...], str] = {}
+        # id(tensor) -> (the tensor, held so its id is not reused while saving; its leaf)
+        self._leaves: dict[int, tuple[torch.Tensor, dict[str, Any]]] = {}
+        self._refs = 0
+
+    def leaf(self, t: torch.Tensor) -> dict[str, Any]:
+        """The leaf of the tensor object ``t``: made once, then the same leaf again."""
+        known = self._leaves.get(id(t))
+        if known is None:
+            tree = _tensor_leaf(t, self)
+            if tree["t"] == "tensor":
+                tree["ref"], self._refs = self._refs, self._refs + 1
+            known = self._leaves[id(t)] = (t, tree)
+        return known[1]
 
     def add(self, t: torch.Tensor) -> dict[str, Any]:
         storage = t.untyped_storage()
@@ -88,16 +107,20 @@ class Blocks:
         }
 
 
+def _tensor_leaf(value: torch.Tensor, tensors: Blocks) -> dict[str, Any]:
+    value = functorch_unwrapped(value)  # a vmap'd value: saved as what it holds
+    if not storable(value):
+        local = local_tensor(value)  # a DTensor's shard (its layout is saved apart)
+        if local is not None and storable(local):
+            return tensors.add(local.detach())
+        return {"t": "other", "type": f"{type(value).__name__} ({value.dtype}, {value.layout})"}
+    return tensors.add(value.detach())
+
+
 def encode_value(value: Any, tensors: Blocks, depth: int = 0) -> dict[str, Any]:
     """The JSON tree of ``value``; its tensors' storages are added to ``tensors``."""
     if isinstance(value, torch.Tensor):
-        value = functorch_unwrapped(value)  # a vmap'd value: saved as what it holds
-        if not storable(value):
-            local = local_tensor(value)  # a DTensor's shard (its layout is saved apart)
-            if local is not None and storable(local):
-                return tensors.add(local.detach())
-            return {"t": "other", "type": f"{type(value).__name__} ({value.dtype}, {value.layout})"}
-        return tensors.add(value.detach())
+        return tensors.leaf(value)
     if value is None:
         return {"t": "none"}
     if isinstance(value, bool):
@@ -172,13 +195,47 @@ def _attributes(value: Any, tensors: Blocks, depth: int) -> list[list[Any]]:
     ]
 
 
-def decode_value(tree: Any, tensor: Callable[[str], torch.Tensor], depth: int = 0) -> Any:
-    """The value a tree describes; ``tensor(key)`` reads one tensor from the file."""
+class Reader:
+    """One file's tensors as :func:`decode_value` makes them: ``block(key)`` reads a block,
+    and each tensor object the file numbers (``"ref"``) is made once, so the values of
+    one file (read in any order, one record at a time) hold it as one object."""
+
+    def __init__(self, block: Callable[[str], torch.Tensor]) -> None:
+        self.block = block
+        self._made: dict[int, tuple[tuple[Any, ...], torch.Tensor]] = {}
+
+    def tensor(self, tree: dict[str, Any]) -> torch.Tensor:
+        """The tensor a leaf describes (the one already made, for a number seen before)."""
+        ref = tree.get("ref")
+        if ref is None:  # a file written before tensors were numbered
+            return _view(tree, self.block(_field(tree, "key", str)))
+        ref = _field(tree, "ref", int)
+        described = tuple(repr(tree.get(k)) for k in _DESCRIPTION)
+        known = self._made.get(ref)
+        if known is None:
+            known = self._made[ref] = (described, _view(tree, self.block(_field(tree, "key", str))))
+        elif known[0] != described:
+            raise RecordingFileError(
+                f"the saved recording is corrupted: its tensor number {ref} is described "
+                "two different ways"
+            )
+        return known[1]
+
+
+_DESCRIPTION = ("key", "dtype", "shape", "stride", "offset")
+
+
+def decode_value(tree: Any, tensor: Reader | Callable[[str], torch.Tensor], depth: int = 0) -> Any:
+    """The value a tree describes; ``tensor`` is the file's :class:`Reader` (or a function
+    reading one block by key: then one object kept twice in ``tree`` is made once, but
+    not across calls)."""
+    if not isinstance(tensor, Reader):
+        tensor = Reader(tensor)
     if not isinstance(tree, dict) or not isinstance(tree.get("t"), str) or depth > _MAX_DEPTH:
         raise RecordingFileError(f"malformed value in the saved recording: {str(tree)[:80]!r}")
     kind = tree["t"]
     if kind == "tensor":
-        return _view(tree, tensor(_field(tree, "key", str)))
+        return tensor.tensor(tree)
     if kind == "none":
         return None
     if kind in ("bool", "int", "str"):
@@ -282,9 +339,7 @@ def _view(tree: dict[str, Any], block: torch.Tensor) -> torch.Tensor:
     return typed.as_strided(shape, stride, typed.storage_offset() + offset)
 
 
-def _pairs(
-    tree: dict[str, Any], key: str, tensor: Callable[[str], torch.Tensor], depth: int
-) -> dict:
+def _pairs(tree: dict[str, Any], key: str, tensor: Reader, depth: int) -> dict:
     out = {}
     for item in _field(tree, key, list):
         if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)):

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from fxviz._saved._save import write_blocks
-from fxviz._saved._values import Blocks, decode_value, encode_value
+from fxviz._saved._values import Blocks, Reader, decode_value, encode_value
 from fxviz._training._replay import ModelCall
 from fxviz._training._state import Snapshot
 from fxviz.errors import RecordingFileError
@@ -79,8 +79,10 @@ def incident_fields(path: pathlib.Path, handle: Any, metadata: dict[str, str]) -
                 raise RecordingFileError(f"{path} is corrupted: no block {key[:40]!r}")
             return handle.get_tensor(key)
 
+        reader = Reader(tensor)  # one for the file: a tensor kept twice loads as one
+
         def value(tree: Any) -> Any:
-            return decode_value(tree, tensor)
+            return decode_value(tree, reader)
 
         calls = [
             ModelCall(

@@ -83,30 +83,6 @@ KNOWN: dict[tuple[str, str, str], str] = {
         "with is_causal=True; the output is bitwise the same, so the capture's check against "
         "one eager call cannot see it, and the library needs the truth to trace at all"
     ),
-    ("qwen3_moe", "dynamo", "compare_pass"): (
-        "two runs of the same capture (Dynamo and real alike) compare with a first "
-        "divergence: the MoE's expert routing; cause not investigated"
-    ),
-    ("qwen3_moe", "dynamo", "diff"): "as its compare_pass: the capture diffed with itself",
-    ("qwen3_moe", "real", "compare_pass"): "as its Dynamo capture's: compared with itself",
-    ("qwen3_moe", "real", "diff"): "as its Dynamo capture's: diffed with itself",
-    ("llava", "loaded", "record"): (
-        "Llava's output holds one tensor twice (image_outputs.last_hidden_state is "
-        "image_outputs.hidden_states[-1]): a file keeps the two leaves on one storage but "
-        "loads them as two tensor objects, so the loaded output has 6 distinct tensors "
-        "where the run's has 5 (fxviz/_saved/_values.py: save tensor identity, not only "
-        "storage)"
-    ),
-    (
-        "llava",
-        "dynamo",
-        "save_load",
-    ): "its digest after a fresh-process load differs; likely its loaded record's cause (not confirmed)",
-    (
-        "llava",
-        "real",
-        "save_load",
-    ): "its digest after a fresh-process load differs; likely its loaded record's cause (not confirmed)",
     ("siglip", "joint", "backward"): "as clip's: aliased outputs, wrong joint gradients",
     ("clip", "joint", "backward"): (
         "the joint graph's gradients are wrong (all 46 parameters, by O(1); logit_scale by "
@@ -117,11 +93,6 @@ KNOWN: dict[tuple[str, str, str], str] = {
 }
 for _name in ("qwen3_moe", "mistral", "qwen3", "phi3", "mixtral"):
     KNOWN[(_name, "dynamo", "backward")] = "as llama's: SDPA with an explicit mask under Dynamo"
-for _kind in ("dynamo", "real"):
-    KNOWN[("mixtral", _kind, "compare_pass")] = (
-        "as qwen3_moe's: an MoE capture compared with itself"
-    )
-    KNOWN[("mixtral", _kind, "diff")] = "as qwen3_moe's: an MoE capture diffed with itself"
 
 
 # Cells the wide rules above cover that pass already (positional inputs, no 0-d tensor).

@@ -1,0 +1,68 @@
+"""Memory an op allocated without writing it (``torch.empty_like``) holds whatever was
+there: two identical runs of a mixture of experts (whose routing builds ``inv_perm`` with
+``empty_like`` then ``inv_perm[perm] = arange``) must not diverge on it, and no
+comparison may call such values equal either (issue 23)."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+import fxviz
+from tests.conformance.zoo import build
+
+
+@pytest.fixture(scope="module")
+def moe():
+    """Qwen3-MoE from transformers (4 experts, 2 a token), captured by Dynamo."""
+    model, args, kwargs = build("qwen3_moe")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return fxviz.trace(model, *args, method="dynamo", **kwargs), args, kwargs
+
+
+def _empty(pairs):
+    return [p for p in pairs if p.target == "torch.empty_like"]
+
+
+def test_an_moe_compared_with_itself_does_not_diverge_on_uninitialized_memory(moe):
+    gm, args, kwargs = moe
+    cmp = fxviz.compare_pass(gm, lambda g: None, *args, **kwargs)
+    empty = _empty(cmp.pairs)
+    assert len(empty) == 2  # one expert routing a layer
+    assert cmp.first_divergence is None
+    for p in empty:  # nothing said about them: neither diverged nor measured equal
+        assert not p.measured
+        assert p.metrics is None
+        assert not p.diverged
+        assert p.reason == "not measured: uninitialized memory (torch.empty_like)"
+    others = [p for p in cmp.pairs if p not in empty]
+    assert all(p.measured_on == "values" for p in others)
+    assert not cmp.agree  # it did not measure every pair, so it does not say they agree
+    assert "2 uninitialized memory (torch.empty_like)" in cmp.summary()
+
+
+def test_an_moe_diffed_with_itself_does_not_diverge(moe):
+    gm, args, kwargs = moe
+    with torch.no_grad():
+        d = fxviz.diff(gm, gm, *args, **kwargs)
+    assert d.first_divergence is None
+    assert len(_empty(d.comparison.pairs)) == 2
+
+
+def test_records_say_which_outputs_are_uninitialized_and_files_keep_it(tmp_path):
+    def f(x):
+        buf = torch.empty_like(x)
+        buf[:] = x * 2  # written after: the write is where the values come from
+        return buf + x.new_empty(2).fill_(1).sum()
+
+    rec = fxviz.record(f, torch.ones(2))
+    fresh = {r.name for r in rec.values() if r.uninitialized}
+    assert fresh == {"empty_like", "new_empty"}
+    loaded = fxviz.load(rec.save(tmp_path / "run.fxrec"))
+    assert {r.name for r in loaded.values() if r.uninitialized} == fresh
+    cmp = fxviz.compare(rec, loaded)
+    assert cmp.first_divergence is None
+    assert {p.name for p in cmp.unmeasured} == fresh
