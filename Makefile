@@ -35,8 +35,8 @@ demo: $(STAMP) $(BUNDLE)
 # do not share the cores with other tests).
 PYTEST_JOBS ?= auto
 test: $(STAMP) $(BUNDLE)
-	$(BIN)/python -m pytest -n $(PYTEST_JOBS) -m "not browser"
-	$(BIN)/python -m pytest -m browser
+	$(BIN)/python -m pytest -n $(PYTEST_JOBS) -m "not browser" --durations=15
+	$(BIN)/python -m pytest -m browser --durations=10
 
 # Generated-graph tests with thousands of examples (the default run has a few hundred).
 test-slow: $(STAMP) $(BUNDLE)

@@ -4,6 +4,7 @@
 import svgPanZoom from "svg-pan-zoom";
 import { layout } from "./layout.js";
 import { anchoredPan, frameOf } from "./layout-cache.js";
+import { reveal, tileGraph } from "./cull.js";
 import { whenSized } from "./dom.js";
 import { fillLegend, markerFor } from "./legend.js";
 import { adoptGraph, currentName, isLatest, restyle, startLayout, unitOf, wantedStates } from "./state.js";
@@ -123,8 +124,9 @@ function open(ctx, text, elongated) {
   const { model, state, els } = ctx;
   state.panZoom = svgPanZoom(state.svg, {
     zoomEnabled: true, controlIconsEnabled: false, fit: true, center: true, minZoom: 0.02, maxZoom: 5000,
-    dblClickZoomEnabled: false, onPan: () => ctx.minimap.update(), onZoom: () => ctx.minimap.update(),
+    dblClickZoomEnabled: false, onPan: () => moved(ctx), onZoom: () => moved(ctx),
   });
+  state.culler = tileGraph(state.svg, (tile) => nodeBox(state.svg, tile)); // big graphs only
   const top = topmostNode(state.byTitle.values());
   const anchor = state.anchor;
   state.anchor = null;
@@ -141,6 +143,17 @@ function open(ctx, text, elongated) {
   ctx.updateMatches();
   applyStates(ctx);
   ctx.showError(model.get(T.error));
+}
+
+// After any pan or zoom: the overview's frame, and which parts of a big graph are painted.
+function moved(ctx) {
+  const { state } = ctx;
+  ctx.minimap.update();
+  const panZoom = state.panZoom;
+  if (!state.culler || !panZoom) return;
+  const s = panZoom.getSizes();
+  const pan = panZoom.getPan();
+  state.culler.update({ x: -pan.x / s.realZoom, y: -pan.y / s.realZoom, width: s.width / s.realZoom, height: s.height / s.realZoom });
 }
 
 // Centre the view on a node (zoomed in to at least `zoom` px per unit when given),
@@ -177,6 +190,7 @@ export function restyleNodes(ctx) {
     state.markers.delete(title);
     for (const badge of ["breakpoint", "nonfinite"]) {
       if (!states.has(badge)) continue;
+      reveal(g); // measured below
       const outline = outlineOf(g);
       const marker = outline && markerFor(badge, outline.getBBox(), 1, tag);
       if (!marker) continue;

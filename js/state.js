@@ -7,6 +7,7 @@ export function createState() {
   return {
     svg: null, // the laid-out graph
     panZoom: null, // svg-pan-zoom on it, once the panel has a size
+    culler: null, // which parts of a big graph are painted (js/cull.js), or null
     byTitle: new Map(), // DOT id (the node's <title>) -> its SVG group
     marked: new Map(), // DOT id -> the states it shows as classes
     markers: new Map(), // DOT id -> its breakpoint / NaN badges
@@ -32,7 +33,7 @@ export const isLatest = (state, run) => run === state.layoutRun;
 
 // A new SVG replaces the old one: everything keyed by its groups starts over.
 export function adoptGraph(state, svg, byTitle) {
-  Object.assign(state, { svg, byTitle, marked: new Map(), markers: new Map(), panZoom: null });
+  Object.assign(state, { svg, byTitle, marked: new Map(), markers: new Map(), panZoom: null, culler: null });
   state.entries.stale = true;
 }
 

@@ -1,5 +1,6 @@
 // How a freshly laid-out graph is first shown, and labels kept inside their shapes.
 // Graphviz's SVG is in points with no width/height left: one SVG unit = realZoom CSS px.
+import { reveal } from "./cull.js";
 
 export const READABLE_PX = 12; // smallest node text, in CSS px, at the opening zoom
 const LABEL_PAD = 2; // SVG units kept between a label and its shape's edge
@@ -57,6 +58,7 @@ export function openingView(panZoom, svg, topNode, cursor = null) {
 
 // A node's box in the graph's own (untransformed) coordinates.
 export function nodeBox(svg, g) {
+  reveal(g); // a part of a big graph not painted has no geometry
   const box = g.getBBox();
   const viewport = svg.querySelector(".svg-pan-zoom_viewport");
   const ctm = g.getCTM();

@@ -141,6 +141,57 @@ def test_a_3000_node_graph_lays_out_without_freezing_the_page(browser, lab):
     assert page.locator(".fxviz-graph g.fx-module").count() == 0
     screenshot(page, page.locator(".fxviz").first, "big-graph.png")
 
+    # Parts of the graph far from the panel are not painted (each repaint of 40,000 SVG
+    # elements costs tens of ms): what is in the panel, and what the view moves to, is.
+    far = "_339_n"  # the last block's LayerNorm, a long way down
+    _node(page, far).wait_for(state="hidden", timeout=10_000)  # not painted, once the view is open
+    assert page.evaluate(UNPAINTED_IN_PANEL) == []
+    search = page.locator(".fxviz-search")
+    search.fill(far)
+    search.press("Enter")
+    page.wait_for_function(f"({IN_PANEL})('{far}')", timeout=10_000)
+    assert shown(_node(page, far))
+    assert page.evaluate(UNPAINTED_IN_PANEL) == []
+    page.locator(".fxviz-fit").click()  # the whole graph in the panel: every node painted
+    page.wait_for_timeout(200)
+    assert page.evaluate(UNPAINTED_IN_PANEL) == []
+    assert page.evaluate(
+        "[...document.querySelectorAll('.fxviz-graph g.node')].every((g) => g.checkVisibility())"
+    )
+
+
+# Whether node `title`'s box lies inside the graph panel, shown.
+IN_PANEL = """(title) => {
+  const panel = document.querySelector('.fxviz-graph').getBoundingClientRect();
+  const g = [...document.querySelectorAll('.fxviz-graph g.node')]
+    .find((n) => n.querySelector('title').textContent === title);
+  if (!g || !g.checkVisibility()) return false;
+  const r = g.getBoundingClientRect();
+  return r.width > 0 && r.left >= panel.left && r.right <= panel.right
+    && r.top >= panel.top && r.bottom <= panel.bottom;
+}"""
+
+# Nodes not painted although the panel shows where they are: every node's place is read
+# from the layout's own text (Graphviz's `x`/`y`), so a hidden node is measured too.
+UNPAINTED_IN_PANEL = """() => {
+  const panel = document.querySelector('.fxviz-graph').getBoundingClientRect();
+  const graph = document.querySelector('.fxviz-graph g.graph');
+  const ctm = graph.getScreenCTM();
+  const out = [];
+  for (const g of document.querySelectorAll('.fxviz-graph g.node')) {
+    const t = g.querySelector('text');
+    if (!t) continue;
+    const p = new DOMPoint(Number(t.getAttribute('x')), Number(t.getAttribute('y'))).matrixTransform(ctm);
+    const inside = p.x > panel.left && p.x < panel.right && p.y > panel.top && p.y < panel.bottom;
+    if (inside && !g.checkVisibility()) out.push(g.querySelector('title').textContent);
+  }
+  return out;
+}"""
+
+
+def _in_panel(page, title: str) -> bool:
+    return page.evaluate(f"({IN_PANEL})('{title}')")
+
 
 # The first widget lies wholly above the host's status bar (or the window's bottom).
 WHOLE_IN_VIEW = """() => {
