@@ -19,6 +19,7 @@ from fxviz._capture._cache import clear_captures
 from fxviz._capture._inputs import flatten_inputs
 from fxviz._record import _stats
 from fxviz._record._attrs import module_attr
+from fxviz._record._writes import runs_unknown_code
 from tests.conformance.zoo import build
 from tests.record.test_engines import _record_on, _record_view
 
@@ -157,3 +158,26 @@ def test_input_names_follow_a_new_forward_signature():
     assert flatten_inputs(model, (x,), {"attention": x})[0] == ["tokens", "attention"]
     model.forward = lambda inputs: inputs  # on the instance: its own signature
     assert flatten_inputs(model, (x,), {})[0] == ["inputs"]
+
+
+def test_an_exported_graphs_plumbing_is_known_code_that_writes_nothing():
+    """The output unflatten fxviz adds and torch.export's guard function run no code that
+    could write a tensor: recorded without snapshots or statistics taken early."""
+    model, args, kwargs = build("vit")
+    with torch.no_grad():
+        rec = fxviz.record(model, *args, progress=False, **kwargs)
+    gm = rec.graph_module
+    assert rec.method == "export"
+    submodules = dict(gm.named_modules())
+    plumbing = [n for n in gm.graph.nodes if n.name in ("unflatten", "_guards_fn")]
+    assert len(plumbing) == 2
+    assert not any(runs_unknown_code(n, submodules) for n in plumbing)
+    assert runs_unknown_code(_user_function_node(), {})
+
+
+def _user_function_node() -> torch.fx.Node:
+    def user_code(x):
+        return x
+
+    graph = torch.fx.Graph()
+    return graph.call_function(user_code, (graph.placeholder("x"),))
