@@ -53,6 +53,7 @@ __all__ = [
     "thread_scoped_fx_patches",
     "tree_leaves",
     "tree_map_only_tensors",
+    "writes_nothing",
 ]
 
 # Base classes of every convolution / batch-norm module (private names, public classes).
@@ -324,6 +325,21 @@ def positional_graph(gm: torch.fx.GraphModule) -> None:
     # The exported module checks each call against the (args, kwargs) structure it no
     # longer takes (a forward pre-hook); its placeholders are positional now.
     gm._forward_pre_hooks.clear()
+
+
+def writes_nothing(target: Any) -> bool:
+    """Whether ``target`` (a node's function, or the module it calls) is graph plumbing
+    that writes no tensor: the ``unflatten`` that :func:`positional_graph` adds, or the
+    guard function ``torch.export`` adds to an unlifted module (``torch._assert`` calls
+    only; ``torch.export._unlift.GuardsFn``, checked on torch 2.13).
+
+    >>> writes_nothing(_Unflatten(None)), writes_nothing(torch.relu)
+    (True, False)
+    """
+    cls = type(target)
+    return cls is _Unflatten or (
+        cls.__name__ == "GuardsFn" and cls.__module__ == "torch.export._unlift"
+    )
 
 
 class _Unflatten:

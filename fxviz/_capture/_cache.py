@@ -12,6 +12,7 @@ capture never keeps its model alive.
 
 from __future__ import annotations
 
+import functools
 import threading
 import weakref
 from collections.abc import Callable
@@ -95,18 +96,36 @@ def _cacheable(obj: Any, method: str) -> bool:
 
 
 def _state(obj: Any, kind: str | None) -> tuple[Any, ...]:
-    """What a capture of ``obj`` depends on besides its inputs."""
+    """What a capture of ``obj`` depends on besides its inputs.
+
+    Read on every ``record`` of a captured model, so it is one walk over the modules (in
+    ``named_modules(remove_duplicate=False)`` order; each module's child names fix the
+    tree, so no dotted names are built) that also collects the parameters and buffers,
+    each registration once per module that holds it.
+    """
     grad = torch.is_grad_enabled()
     if not isinstance(obj, torch.nn.Module):
         closure = tuple(id(c.cell_contents) for c in getattr(obj, "__closure__", None) or ())
         return (grad, obj.__code__, getattr(obj, "__defaults__", None), closure)
-    modules = tuple(_module_state(name, m) for name, m in obj.named_modules(remove_duplicate=False))
     one_run = kind in _ONE_RUN
-    params = tuple(
-        (id(p), p.shape, p.dtype, p.requires_grad, p._version if one_run else 0)
-        for p in obj.parameters()
-    )
-    buffers = tuple((id(b), b.shape, b.dtype) for b in obj.buffers())
+    modules: list[tuple[Any, ...]] = []
+    params: list[tuple[Any, ...]] = []
+    buffers: list[tuple[Any, ...]] = []
+    stack = [obj]
+    while stack:
+        m = stack.pop()
+        modules.append(_module_state(m))
+        for p in m._parameters.values():
+            if p is not None:
+                params.append(
+                    (id(p), p.shape, p.dtype, p.requires_grad, p._version if one_run else 0)
+                )
+        for b in m._buffers.values():
+            if b is not None:
+                buffers.append((id(b), b.shape, b.dtype))
+        children = [c for c in m._modules.values() if c is not None]
+        children.reverse()
+        stack += children
     hooks = (
         tuple(torch.nn.modules.module._global_forward_hooks),
         tuple(torch.nn.modules.module._global_forward_pre_hooks),
@@ -114,23 +133,32 @@ def _state(obj: Any, kind: str | None) -> tuple[Any, ...]:
     return (grad, modules, params, buffers, hooks)
 
 
-def _module_state(name: str, m: torch.nn.Module) -> tuple[Any, ...]:
+def _module_state(m: torch.nn.Module) -> tuple[Any, ...]:
     if isinstance(m, torch.jit.ScriptModule):  # compiled code: its identity stands for it
-        return (name, type(m), id(m), m.training)
+        return (type(m), id(m), m.training)
+    attrs = m.__dict__
+    public = _public_attributes(tuple(attrs))
     return (
-        name,
         type(m),
         m.training,
         getattr(type(m).forward, "__code__", None),
-        id(m.__dict__.get("forward")),
+        id(attrs.get("forward")),
         tuple(m._forward_hooks),
         tuple(m._forward_pre_hooks),
         tuple(m._parameters),
         tuple(m._buffers),
         tuple(m._modules),
         # plain attributes (a scale, a flag, a list of anchors): a capture may bake them in
-        tuple((k, id(v)) for k, v in vars(m).items() if not k.startswith("_")),
+        public,
+        [id(attrs[k]) for k in public],
     )
+
+
+@functools.lru_cache(maxsize=4096)
+def _public_attributes(names: tuple[str, ...]) -> tuple[str, ...]:
+    """The names in ``names`` not starting with ``_`` (one module class's layout of
+    ``__dict__`` repeats across its instances: filtered once)."""
+    return tuple(k for k in names if k[:1] != "_")
 
 
 def _leaves(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[list[Any], Any]:

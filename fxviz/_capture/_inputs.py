@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import inspect
 import re
+import types
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -50,7 +52,7 @@ def flatten_inputs(
 def _bind(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[tuple]:
     """``[(name, value)]`` in parameter order, for the arguments actually given."""
     try:
-        signature = inspect.signature(fn.forward if isinstance(fn, torch.nn.Module) else fn)
+        signature = _signature(fn.forward if isinstance(fn, torch.nn.Module) else fn)
         bound = signature.bind(*args, **kwargs)
     except (TypeError, ValueError) as e:
         if kwargs and not isinstance(e, ValueError):
@@ -66,6 +68,31 @@ def _bind(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any])
         else:
             pairs.append((name, value))
     return pairs
+
+
+# a function -> its signature (a bound method's is its function's, less ``self``): read
+# on every record of a captured model, and ``inspect.signature`` costs ~15 µs
+_SIGNATURES: weakref.WeakKeyDictionary[Any, tuple[Any, inspect.Signature]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _signature(fn: Callable[..., Any]) -> inspect.Signature:
+    """``inspect.signature(fn)``, kept per plain function or bound method's function."""
+    func = getattr(fn, "__func__", fn)
+    if type(func) is not types.FunctionType or "__signature__" in vars(func):
+        return inspect.signature(fn)
+    key = (
+        type(fn) is types.MethodType,
+        func.__code__,
+        func.__defaults__,
+        func.__kwdefaults__,
+        id(vars(func).get("__wrapped__")),
+    )
+    found = _SIGNATURES.get(func)
+    if found is None or found[0] != key:
+        found = _SIGNATURES[func] = (key, inspect.signature(fn))
+    return found[1]
 
 
 def _unique(names: list[str]) -> list[str]:

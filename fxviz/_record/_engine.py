@@ -21,6 +21,7 @@ from typing import Any, Literal
 import torch
 import torch.fx
 
+from fxviz._record._attrs import module_attr
 from fxviz._record._codegen import Compiled, compiled_for
 from fxviz._record._explain import wrap_node_failure
 from fxviz._record._recorder import Keep, Recorder, _Entry
@@ -84,12 +85,12 @@ class _Run:
         return self.placeholder_impl(target, args, {})
 
     def fetch_attr(self, target: str, atoms: tuple[str, ...]) -> Any:
-        """``Interpreter.fetch_attr(target)`` (``atoms``: its parts), a third of the cost:
-        one ``getattr`` a part where it checks ``hasattr`` first."""
+        """``Interpreter.fetch_attr(target)`` (``atoms``: its parts), a tenth of the cost:
+        one lookup a part (``module_attr``) where it calls ``hasattr`` and ``getattr``."""
         found = self.module
         try:
             for atom in atoms:
-                found = getattr(found, atom)
+                found = module_attr(found, atom)
         except AttributeError:
             return self._fetch_attr(target)  # its error, exactly
         return found
@@ -101,30 +102,61 @@ class _Run:
         node = compiled.nodes[i]
         kept = self._keep_all or recorder._admit(node.op, value)
         entry = _Entry(node, value, kept, elapsed)
-        # The common case, inlined (the same result as the general one below, for less):
-        # one plain tensor out, plain tensors or scalars in, none of which it views, and
-        # statistics that wait (or none): nothing to do but note its version.
+        # The common cases, inlined (the same result as the general one below, for less):
+        # one plain tensor out, plain tensors or scalars in, and statistics that wait (or
+        # none). Viewing none of its inputs, there is nothing to do but note its version;
+        # viewing some (a view, a reshape, a no-op ``.to``), see ``_view``.
         plain = type(value) is _TENSOR and compiled.plain[i]
+        aliased = False
         if plain:
             for t in inputs:
                 kind = type(t)
                 if kind is _TENSOR or kind is _PARAMETER:
-                    if is_alias_of(value, t):
-                        plain = False
-                        break
+                    if not aliased and is_alias_of(value, t):
+                        aliased = True
                 elif isinstance(t, _CONTAINERS):
                     plain = False
                     break
         if plain and kept and self._lazy:
-            try:
-                entry.versions = (value._version,)
-            except RuntimeError:  # an inference tensor has no version: summarise it now
-                plain = False
+            if aliased:
+                plain = self._view(entry, value, compiled.inputs[i], inputs)
+            else:
+                try:
+                    entry.versions = (value._version,)
+                except RuntimeError:  # an inference tensor has no version: summarise it now
+                    plain = False
+        elif aliased:
+            plain = False
         if not plain or not (self._off or (kept and self._lazy)):
             before = tensor_inputs(compiled.inputs[i], inputs) if inputs else []
             recorder.describe(entry, value, before)
         recorder._position[node] = len(recorder.entries)
         recorder.entries.append(entry)
+
+    def _view(
+        self, entry: _Entry, value: torch.Tensor, nodes: tuple[Any, ...], inputs: tuple[Any, ...]
+    ) -> bool:
+        """What ``Recorder.describe`` does for a kept plain tensor that shares memory with
+        some of its inputs (all plain tensors or scalars), statistics waiting: note which
+        inputs it views and its version, or take its statistics from those of the input
+        it is a whole view of. ``False`` (nothing done) for inference tensors."""
+        if value.is_inference():
+            return False
+        before = []
+        for n, t in zip(nodes, inputs, strict=True):
+            kind = type(t)
+            if kind is _TENSOR or kind is _PARAMETER:
+                if t.is_inference():
+                    return False
+                before.append((n, t, t._version))
+        entry.aliases = tuple(n.name for n, t, _ in before if is_alias_of(value, t))
+        derived = self.recorder._derive(value, before)
+        if derived is None:
+            entry.versions = (value._version,)
+        else:
+            entry.outputs = derived
+            entry.stamp = value._version
+        return True
 
     def tick(self, count: int) -> None:
         """Advance the progress bar (the generated code calls this every few nodes); with

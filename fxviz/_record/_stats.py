@@ -19,11 +19,12 @@ tensor and version so that unchanged weights are measured once for every run.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import warnings
+import weakref
 from typing import Any, Literal
 
 import torch
-from torch.utils.weak import WeakIdKeyDictionary
 
 from fxviz._record._moments import permuted_dense
 from fxviz._record._summary import TensorSummary, iter_tensors, summarize
@@ -44,10 +45,19 @@ Stats = Literal["lazy", "eager", "off"]
 StatsOption = bool | Literal["eager"]  # what ``stats=`` accepts
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 
-# tensor -> (what it looked like, its summary); weakly keyed by identity (Tensor.__eq__ is
-# elementwise, so a WeakKeyDictionary would compare tensors), and the summaries hold no
-# tensor: the cache never keeps a parameter alive.
-_CACHE: Any = WeakIdKeyDictionary()
+# id(tensor) -> (a weak reference to it, what it looked like, its summary): keyed by
+# identity (Tensor.__eq__ is elementwise), read once a parameter on every run, so a plain
+# dict (torch's WeakIdKeyDictionary makes a reference object a lookup, ~5x the cost);
+# the reference's callback drops the entry, and the summaries hold no tensor: the cache
+# never keeps a parameter alive.
+_CACHE: dict[int, tuple[weakref.ref[torch.Tensor], tuple[Any, ...], Any]] = {}
+
+
+def _forget(key: int, ref: weakref.ref[torch.Tensor]) -> None:
+    """A cached tensor died: drop its entry (unless its id was reused since)."""
+    found = _CACHE.get(key)
+    if found is not None and found[0] is ref:
+        del _CACHE[key]
 
 
 def check_stats(stats: Any) -> Stats:
@@ -110,11 +120,11 @@ def cached_summary(value: Any) -> tuple[TensorSummary, ...]:
         value.device,
         value.requires_grad,
     )
-    found = _CACHE.get(value)
-    if found is not None and found[0] == key:
-        return found[1]
+    found = _CACHE.get(id(value))
+    if found is not None and found[0]() is value and found[1] == key:
+        return found[2]
     summary = summarize(value, True)
-    _CACHE[value] = (key, summary)
+    _CACHE[id(value)] = (weakref.ref(value, functools.partial(_forget, id(value))), key, summary)
     return summary
 
 

@@ -35,6 +35,7 @@ from fxviz._torch_compat import (
     op_written_arguments,
     shares_storage,
     storage_id,
+    writes_nothing,
 )
 from fxviz.errors import FxvizWarning
 
@@ -127,11 +128,15 @@ def runs_unknown_code(node: torch.fx.Node, submodules: Mapping[str, Any]) -> boo
         # a capture's Python segment replays values it holds: it never writes its inputs
         if isinstance(target, (OpOverload, OpOverloadPacket, PythonSegment)):
             return False
+        if writes_nothing(target):  # an exported graph's output unflatten
+            return False
         module = getattr(target, "__module__", None) or ""
         return not (module in _KNOWN_MODULES or module == "torch" or module.startswith("torch."))
     if node.op == "call_module":
-        module = type(submodules.get(str(target))).__module__
-        return not module.startswith("torch.nn.")
+        submodule = submodules.get(str(target))
+        if writes_nothing(submodule):  # torch.export's guard checks
+            return False
+        return not type(submodule).__module__.startswith("torch.nn.")
     if node.op == "call_method":  # ``__iadd__`` and kin write without a trailing "_"
         return str(target).startswith("__")
     return False
