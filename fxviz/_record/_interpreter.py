@@ -16,7 +16,7 @@ from fxviz._capture._cache import capture_once
 from fxviz._record._engine import Engine, check_engine, record_compiled
 from fxviz._record._explain import wrap_node_failure
 from fxviz._record._grads import Backward, GradientWatcher
-from fxviz._record._joint import JointRecording, tangents_for
+from fxviz._record._joint import JointRecording, output_gradients
 from fxviz._record._recorder import Keep, Recorder, check_keep
 from fxviz._record._records import Recording
 from fxviz._record._stats import StatsOption, check_stats
@@ -368,11 +368,13 @@ def _record_joint(
     """Record the forward graph, then the backward graph on the real saved tensors."""
     inputs = joint.bind(inputs, kwargs)
     keep = options.pop("keep")
-    fw_rec = record(joint.forward, *joint.primals(*inputs), keep="all", **options)
-    outputs, saved, _ = joint._split(list(fw_rec.output))
-    tangents = tangents_for(joint, outputs, backward)
+    primals = joint.primals(*inputs)
+    fw_rec = record(joint.forward, *primals, keep="all", **options)
+    fw_out = list(fw_rec.output)
+    _, saved, _ = joint._split(fw_out)
+    tangents, through_views = output_gradients(joint, fw_out, backward, primals)
     bw_rec = record(joint.backward, *saved, *tangents, keep=keep, **options)
-    return JointRecording(joint, fw_rec, bw_rec, joint._grads(bw_rec.output))
+    return JointRecording(joint, fw_rec, bw_rec, joint._grads(bw_rec.output, through_views))
 
 
 @contextlib.contextmanager

@@ -107,13 +107,6 @@ KNOWN: dict[tuple[str, str, str], str] = {
         "real",
         "save_load",
     ): "its digest after a fresh-process load differs; likely its loaded record's cause (not confirmed)",
-    ("siglip", "joint", "backward"): "as clip's: aliased outputs, wrong joint gradients",
-    ("clip", "joint", "backward"): (
-        "the joint graph's gradients are wrong (all 46 parameters, by O(1); logit_scale by "
-        "5.65): CLIP's output holds views of other outputs (logits_per_text is "
-        "logits_per_image.t()), which AOTAutograd returns as aliases; suspected: the "
-        "JointGraph's tangent map (fxviz/_capture/_joint.py) for aliased outputs. Not fixed"
-    ),
 }
 for _name in ("qwen3_moe", "mistral", "qwen3", "phi3", "mixtral"):
     KNOWN[(_name, "dynamo", "backward")] = "as llama's: SDPA with an explicit mask under Dynamo"
