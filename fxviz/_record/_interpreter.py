@@ -13,6 +13,7 @@ import torch.fx
 
 from fxviz._capture import JointGraph, bind_inputs
 from fxviz._capture._cache import capture_once
+from fxviz._capture._dynamo import GRADIENTS_DIFFER
 from fxviz._record._engine import Engine, check_engine, record_compiled
 from fxviz._record._explain import wrap_node_failure
 from fxviz._record._grads import Backward, GradientWatcher
@@ -327,6 +328,8 @@ def record(
             interpreter=interpreter, keep=keep, stats=stats, progress=progress, engine=engine,
         )  # fmt: skip
     gm = capture_once(trace, gm_or_module, inputs, kwargs, method)
+    if backward is not None and backward is not False:
+        gm = _eager_gradients(gm, gm_or_module, inputs, kwargs, method)
     inputs = bind_inputs(gm, inputs, kwargs)
     chosen = check_engine(engine)
     plain = interpreter is None and (backward is None or backward is False)
@@ -355,6 +358,20 @@ def record(
     with progress_bar(instance, progress, "fxviz record"):
         instance.run(*inputs)
     return instance.recording
+
+
+def _eager_gradients(
+    gm: torch.fx.GraphModule, obj: Any, inputs: tuple[Any, ...], kwargs: dict[str, Any], method: str
+) -> torch.fx.GraphModule:
+    """A capture whose backward pass is eager's: ``gm``, or, where its gradients are
+    not eager's (a compile-only branch with eager's output), one real run when fxviz
+    chose the capture (``method="auto"``); refused when the caller chose it."""
+    why = gm.meta.get(GRADIENTS_DIFFER)
+    if why is None:
+        return gm
+    if gm is not obj and method == "auto":
+        return capture_once(trace, obj, inputs, kwargs, "real")
+    raise TraceError(why)
 
 
 def _record_joint(
