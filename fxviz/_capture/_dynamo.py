@@ -50,12 +50,11 @@ def capture_dynamo(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
     transformers' Mamba scans with ``associative_scan``), and the model is captured
     again with the files of its own modules told ``False`` too; a capture that still
     differs is refused. Where a library was told ``is_compiling()`` is True, the
-    parameters' gradients are checked too (when the run has them: grad mode on): a
-    compile-only branch may reach the same output by another path, whose gradients
-    differ (transformers builds an explicit causal mask where eager has SDPA skip it);
-    such a capture says why in ``meta[GRADIENTS_DIFFER]``, and its backward pass is
-    not recorded.
-    (A model whose eager calls differ from each other cannot be checked: its capture is
+    parameters' gradients are checked too (under grad mode off, on one more run of the
+    capture and of the model with it on): a compile-only branch may reach the same
+    output by another path, whose gradients differ (transformers builds an explicit
+    causal mask where eager has SDPA skip it); such a capture says why in
+    ``meta[GRADIENTS_DIFFER]``, and its backward pass is not recorded. (A model whose eager calls differ from each other cannot be checked: its capture is
     kept.)
     """
     marks = input_marks(args, kwargs)
@@ -65,7 +64,7 @@ def capture_dynamo(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
         return capture
     want = eager_output(model, args, kwargs)
     first = divergence(output, want)
-    grads = "" if first or not told_true else gradient_divergence(output, want, model)
+    grads = "" if first or not told_true else _gradients(model, capture, output, want, args, kwargs)
     if not first and not grads:
         return capture
     files = model_files(model)
@@ -76,7 +75,7 @@ def capture_dynamo(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
             again, output = _capture_once(model, args, kwargs, files, again_told)
             want = eager_output(model, args, kwargs)
             if not divergence(output, want) and not (
-                grads and gradient_divergence(output, want, model)
+                grads and _gradients(model, again, output, want, args, kwargs)
             ):
                 return again
         except Exception as error:  # the library needs the truth to trace at all
@@ -100,6 +99,24 @@ def capture_dynamo(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
         f"or Dynamo runs an op differently; with {why}. Capture one real run instead: "
         "fxviz.trace(model, *args, method='real') (method='auto' does)"
     )
+
+
+def _gradients(
+    model: Any, capture: Capture, got: Any, want: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> str:
+    """How the capture's parameter gradients differ from eager's: those of the runs made
+    (``got``, ``want``), or, where they hold none (grad mode off), of the capture and the
+    model run again with it on."""
+    if not any(t.requires_grad for t in tensors_in(got)):
+        if not isinstance(model, torch.nn.Module) or not any(
+            p.requires_grad for p in model.parameters()
+        ):
+            return ""
+        with torch.enable_grad():
+            with restored_state(model):
+                got = capture(*capture.flat_inputs(args, kwargs))
+            want = eager_output(model, args, kwargs)
+    return gradient_divergence(got, want, model)
 
 
 def _capture_once(

@@ -209,7 +209,10 @@ def gradient_divergence(got: Any, want: Any, model: Any) -> str:
     if not named or not all(roots) or len(roots[0]) != len(roots[1]):
         return ""
     params = [p for _, p in named]
-    grads = [torch.autograd.grad(sum(t.sum() for t in r), params, allow_unused=True) for r in roots]
+    with torch.enable_grad():  # the outputs' graphs are there: differentiate them
+        grads = [
+            torch.autograd.grad(sum(t.sum() for t in r), params, allow_unused=True) for r in roots
+        ]
     for (name, _), x, y in zip(named, *grads, strict=True):
         if (x is None) != (y is None) or (x is not None and not _bitwise(x, y)):
             by = ""

@@ -136,6 +136,10 @@ def test_a_compile_only_branch_with_eagers_output_but_other_gradients_is_not_rec
         assert torch.equal(tensors_in(fxviz.record(capture, x).output)[0], model(x))
     with pytest.raises(TraceError, match=r"gradients of this Dynamo capture are not eager's"):
         fxviz.record(capture, x, backward=True)
+    with torch.no_grad():  # captured without gradients: checked on one more run with them
+        capture = fxviz.trace(model, x, method="dynamo")
+    with pytest.raises(TraceError, match=r"not eager's .*fakelib\.py:\d+ \(scale\)"):
+        fxviz.record(capture, x, backward=True)
     rec = fxviz.record(model, x, backward=True)  # auto: one real run's backward pass
     assert rec.graph_module.meta["fxviz_method"] == "real"
     got = rec.gradients.parameters
