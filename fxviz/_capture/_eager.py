@@ -211,7 +211,8 @@ def gradient_divergence(got: Any, want: Any, model: Any) -> str:
     params = [p for _, p in named]
     with torch.enable_grad():  # the outputs' graphs are there: differentiate them
         grads = [
-            torch.autograd.grad(sum(t.sum() for t in r), params, allow_unused=True) for r in roots
+            torch.autograd.grad(r, params, [torch.ones_like(t) for t in r], allow_unused=True)
+            for r in roots
         ]
     for (name, _), x, y in zip(named, *grads, strict=True):
         if (x is None) != (y is None) or (x is not None and not _bitwise(x, y)):

@@ -12,6 +12,7 @@ real saved tensors (the record layer's half of ``fxviz.trace(model, x, method="j
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -117,7 +118,7 @@ def output_gradients(
     joint: JointGraph,
     fw_out: list[Any],
     backward: Backward,
-    primals: list[Any] = (),  # type: ignore[assignment]
+    primals: Sequence[Any] = (),
 ) -> tuple[list[torch.Tensor], dict[str, torch.Tensor]]:
     """The tangents (one a forward output the backward graph differentiates), and the
     gradients that reach a primal (of ``primals``, the forward's inputs) through an output
@@ -136,7 +137,7 @@ def output_gradients(
 
 
 def _output_gradients(
-    joint: JointGraph, fw_out: list[Any], backward: Backward, primals: list[Any]
+    joint: JointGraph, fw_out: list[Any], backward: Backward, primals: Sequence[Any]
 ) -> tuple[list[torch.Tensor], dict[str, torch.Tensor]]:
     owners = {p: _leaf(fw_out[p]) for p in joint._tangent_at if p is not None}
     bases = _Bases(list(owners.values()), primals)
@@ -151,7 +152,11 @@ def _output_gradients(
     if joint._output_structure is not None and callable(backward):
         structured = tree_rebuild(leaves, joint._output_structure)
     roots, given = backward_roots(structured, backward)
-    targets = [t for t in [*owners.values(), *bases.inputs.values()] if t.requires_grad]
+    targets = [
+        t
+        for t in [*owners.values(), *bases.inputs.values()]
+        if isinstance(t, torch.Tensor) and t.requires_grad
+    ]
     found = (
         torch.autograd.grad(roots, targets, given, allow_unused=True, materialize_grads=True)
         if targets
@@ -182,7 +187,7 @@ def _leaf(value: Any) -> Any:
 class _Bases:
     """The tensors an output may view: the outputs with a tangent, then the primals."""
 
-    def __init__(self, owners: list[Any], primals: list[Any]) -> None:
+    def __init__(self, owners: list[Any], primals: Sequence[Any]) -> None:
         self._owners = [t for t in owners if isinstance(t, torch.Tensor)]
         self._primals = list(primals)
         self.inputs: dict[int, torch.Tensor] = {}  # primal index -> its leaf, when viewed
@@ -217,6 +222,6 @@ def _holds(base: Any, value: torch.Tensor) -> bool:
 
 def _extent(t: torch.Tensor) -> tuple[int, int]:
     """The first and last storage element ``t`` reaches."""
-    offset = t.storage_offset()
-    reach = [(n - 1) * s for n, s in zip(t.size(), t.stride(), strict=True)]
+    offset = int(t.storage_offset())
+    reach = [(int(n) - 1) * int(s) for n, s in zip(t.size(), t.stride(), strict=True)]
     return offset + sum(r for r in reach if r < 0), offset + sum(r for r in reach if r > 0)
