@@ -286,3 +286,57 @@ def test_report_of_a_joint_graph_shows_both_passes_and_their_links(tmp_path, rec
     assert ("mean" in str(data["inspectors"]["addmm"])) == recorded  # recorded statistics
     assert "<th>differentiates forward node</th>" in page
     assert "<td>threshold_backward</td><td>relu</td>" in page
+
+
+class _Aliases(nn.Module):
+    """Outputs that are views of another output (CLIP's logits_per_image is
+    logits_per_text.t()), of an intermediate and of an input: AOTAutograd gives them no
+    tangent and makes them again as views outside its graphs."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(4, 6)
+        self.scale = nn.Parameter(torch.tensor(0.5))
+
+    def forward(self, x):
+        logits = self.proj(x) * self.scale.exp()
+        hidden = torch.tanh(logits)
+        return {
+            "logits": logits,
+            "logits_t": logits.t(),  # a view of another output
+            "first": hidden[:, :3],  # views of an intermediate no output holds whole
+            "last": hidden[:, 3:].t(),
+            "flat_x": x.view(-1),  # a view of the input
+        }
+
+
+def test_joint_gradients_of_outputs_that_view_other_outputs_or_inputs_are_eagers():
+    torch.manual_seed(0)
+    model = _Aliases()
+    x = torch.randn(2, 4, requires_grad=True)
+    weights = {}
+
+    def loss_fn(out):  # a different weight on every element, so no two views agree by chance
+        for key, t in out.items():
+            weights.setdefault(key, torch.randn(t.shape))
+        return sum((t * weights[key]).sum() for key, t in out.items())
+
+    joint = fxviz.trace(model, x, method="joint")
+    params = dict(model.named_parameters())
+    names = [*params, "input_0"]
+    grads = torch.autograd.grad(loss_fn(model(x)), [*params.values(), x])
+    want = dict(zip(names, grads, strict=True))
+    run = joint.run(x, backward=loss_fn)
+    for name, g in want.items():
+        torch.testing.assert_close(run.grads[name], g, rtol=0, atol=1e-6, msg=name)
+    with torch.no_grad():  # a recording differentiates its seeds whatever the grad mode
+        jrec = fxviz.record(joint, x, backward=loss_fn)
+    for name, g in want.items():
+        torch.testing.assert_close(jrec.grads[name], g, rtol=0, atol=1e-6, msg=name)
+    # output gradients given, one a tensor, as eager's backward(grad_tensors) takes them
+    given = [torch.randn(t.shape) for t in model(x).values()]
+    out = model(x)
+    want = torch.autograd.grad(list(out.values()), [*params.values(), x], given)
+    run = joint.run(x, backward=given)
+    for name, g in zip(names, want, strict=True):
+        torch.testing.assert_close(run.grads[name], g, rtol=0, atol=1e-6, msg=name)

@@ -20,6 +20,7 @@ from fxviz._capture._eager import (
     divergence,
     eager_is_compiling,
     eager_output,
+    gradient_divergence,
     input_marks,
     is_user_file,
     model_files,
@@ -31,7 +32,10 @@ from fxviz._capture._stitch import Capture, GraphBreak, GraphCall, stitch
 from fxviz._nodes import source_line
 from fxviz.errors import TraceError
 
-__all__ = ["capture_dynamo", "is_user_file", "traced_forward"]
+__all__ = ["GRADIENTS_DIFFER", "capture_dynamo", "is_user_file", "traced_forward"]
+
+# A capture's ``meta`` key: why its gradients are not eager's (its forward is)
+GRADIENTS_DIFFER = "fxviz_gradients_differ"
 
 
 def capture_dynamo(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Capture:
@@ -45,41 +49,85 @@ def capture_dynamo(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
     library took a branch only compiled code takes (``torch.compiler.is_compiling()``;
     transformers' Mamba scans with ``associative_scan``), and the model is captured
     again with the files of its own modules told ``False`` too; a capture that still
-    differs is refused. (A model whose eager calls differ from each other cannot be
-    checked: its capture is kept.)
+    differs is refused. Where a library was told ``is_compiling()`` is True, the
+    parameters' gradients are checked too (under grad mode off, on one more run of the
+    capture and of the model with it on): a compile-only branch may reach the same
+    output by another path, whose gradients differ (transformers builds an explicit
+    causal mask where eager has SDPA skip it); such a capture says why in
+    ``meta[GRADIENTS_DIFFER]``, and its backward pass is not recorded. (A model whose eager calls differ from each other cannot be checked: its capture is
+    kept.)
     """
     marks = input_marks(args, kwargs)
-    capture, output = _capture_once(model, args, kwargs, frozenset())
+    told_true: list[str] = []
+    capture, output = _capture_once(model, args, kwargs, frozenset(), told_true)
     if input_marks(args, kwargs) != marks:  # it changed its inputs: nothing to compare
         return capture
     want = eager_output(model, args, kwargs)
     first = divergence(output, want)
-    if not first:
+    grads = "" if first or not told_true else _gradients(model, capture, output, want, args, kwargs)
+    if not first and not grads:
         return capture
     files = model_files(model)
     why = "the files of its modules told is_compiling() False too"
     if files:
         try:
-            again, output = _capture_once(model, args, kwargs, files)
-            if not divergence(output, want):
+            again_told: list[str] = []
+            again, output = _capture_once(model, args, kwargs, files, again_told)
+            want = eager_output(model, args, kwargs)
+            if not divergence(output, want) and not (
+                grads and _gradients(model, again, output, want, args, kwargs)
+            ):
                 return again
         except Exception as error:  # the library needs the truth to trace at all
             why = f"{why}, Dynamo fails ({type(error).__name__}: {str(error).splitlines()[0]})"
+    asked = f"; library code told it True: {', '.join(told_true)}" if told_true else ""
+    if not first:  # the same output by another path: only its gradients are not eager's
+        capture.meta[GRADIENTS_DIFFER] = (
+            f"the gradients of this Dynamo capture are not eager's ({grads}): the code "
+            f"takes a branch only compiled code takes (torch.compiler.is_compiling(){asked}), "
+            f"with the same output; with {why}. Record the backward pass of one real run: "
+            "fxviz.record(fxviz.trace(model, *args, method='real'), *args, backward=...) "
+            "(fxviz.record(model, ..., backward=...) does)"
+        )
+        return capture
     if divergence(eager_output(model, args, kwargs), want):  # eager differs from itself
         return capture
     name = type(model).__name__ if isinstance(model, torch.nn.Module) else "the function"
     raise TraceError(
         f"Dynamo's graphs of {name} do not compute what a call computes ({first}): the "
-        "code takes a branch only compiled code takes (torch.compiler.is_compiling()), or "
-        f"Dynamo runs an op differently; with {why}. Capture one real run instead: "
+        f"code takes a branch only compiled code takes (torch.compiler.is_compiling(){asked}), "
+        f"or Dynamo runs an op differently; with {why}. Capture one real run instead: "
         "fxviz.trace(model, *args, method='real') (method='auto' does)"
     )
 
 
+def _gradients(
+    model: Any, capture: Capture, got: Any, want: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> str:
+    """How the capture's parameter gradients differ from eager's: those of the runs made
+    (``got``, ``want``), or, where they hold none (grad mode off), of the capture and the
+    model run again with it on."""
+    if not any(t.requires_grad for t in tensors_in(got)):
+        if not isinstance(model, torch.nn.Module) or not any(
+            p.requires_grad for p in model.parameters()
+        ):
+            return ""
+        with torch.enable_grad():
+            with restored_state(model):
+                got = capture(*capture.flat_inputs(args, kwargs))
+            want = eager_output(model, args, kwargs)
+    return gradient_divergence(got, want, model)
+
+
 def _capture_once(
-    model: Any, args: tuple[Any, ...], kwargs: dict[str, Any], files: frozenset[str]
+    model: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    files: frozenset[str],
+    told_true: list[str],
 ) -> tuple[Capture, Any]:
-    """One Dynamo run: its capture and its output (``files``: see ``eager_is_compiling``)."""
+    """One Dynamo run: its capture and its output (``files``, ``told_true``: see
+    ``eager_is_compiling``)."""
     import torch._dynamo as dynamo
     import torch._guards
 
@@ -127,7 +175,7 @@ def _capture_once(
         with (
             _quiet(),
             restored_state(model) as state,
-            eager_is_compiling(dynamo=True, model_files=files),
+            eager_is_compiling(dynamo=True, model_files=files, told_true=told_true),
             dynamo.config.patch(suppress_errors=False, verbose=False),
         ):
             compiled = dynamo.optimize(backend, nopython=False, guard_export_fn=keep_guards)(model)

@@ -33,7 +33,14 @@ import torch
 from fxviz._capture._segments import tensors_in
 from fxviz._capture._state import restored_state
 
-__all__ = ["divergence", "eager_is_compiling", "eager_output", "input_marks", "is_user_file"]
+__all__ = [
+    "divergence",
+    "eager_is_compiling",
+    "eager_output",
+    "gradient_divergence",
+    "input_marks",
+    "is_user_file",
+]
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
 _FXVIZ_DIR = os.path.dirname(os.path.dirname(__file__))
@@ -90,17 +97,22 @@ def model_files(model: Any) -> frozenset[str]:
 
 @contextlib.contextmanager
 def eager_is_compiling(
-    *, dynamo: bool, model_files: frozenset[str] = frozenset()
+    *,
+    dynamo: bool,
+    model_files: frozenset[str] = frozenset(),
+    told_true: list[str] | None = None,
 ) -> Iterator[None]:
     """The user's code sees ``is_compiling() == False`` while the block captures.
 
     ``dynamo``: the block runs Dynamo, which answers from its table for the frame it
     traces (a patched function would be traced instead); otherwise the functions
     themselves answer the user's callers. ``model_files`` (Dynamo only): installed
-    files told ``False`` too (those that define the model's modules).
+    files told ``False`` too (those that define the model's modules). ``told_true``
+    (Dynamo only) collects the library frames told ``True`` (``file:line (function)``):
+    where a compile-only branch may have been taken.
     """
     if dynamo:
-        with _dynamo_answers(model_files):
+        with _dynamo_answers(model_files, told_true if told_true is not None else []):
             yield
         return
     functions = _compiling_functions()
@@ -122,9 +134,10 @@ def eager_is_compiling(
 
 
 @contextlib.contextmanager
-def _dynamo_answers(model_files: frozenset[str]) -> Iterator[None]:
+def _dynamo_answers(model_files: frozenset[str], told_true: list[str]) -> Iterator[None]:
     """Dynamo's table of constant answers, answering ``False`` to ``is_compiling`` asked
-    from the user's frames (read from the handler's ``tx``: the frame being traced)."""
+    from the user's frames (read from the handler's ``tx``: the frame being traced);
+    the other askers go to ``told_true``."""
     try:
         import torch._dynamo.variables.torch as variables
     except ImportError:
@@ -141,9 +154,13 @@ def _dynamo_answers(model_files: frozenset[str]) -> Iterator[None]:
         def __getitem__(self, key: Any) -> Any:
             value = dict.__getitem__(self, key)
             if key in compiling:
-                asker = _asker(sys._getframe(1).f_locals.get("tx"))
+                tx = sys._getframe(1).f_locals.get("tx")
+                asker = _asker(tx)
                 if asker is not None and _users_code(asker, model_files):
                     return False
+                where = _where(tx)
+                if where and where not in told_true:
+                    told_true.append(where)
             return value
 
     answers = Answers(table)
@@ -165,6 +182,45 @@ def _asker(tx: Any) -> str | None:
             return code.co_filename
         tx = getattr(tx, "parent", None)
     return None
+
+
+def _where(tx: Any) -> str:
+    """``file:line (function)`` of the first frame past the ``is_compiling`` wrappers
+    (transformers' ``is_torchdynamo_compiling`` and ``is_tracing``) that asked."""
+    for _ in range(8):
+        code = getattr(tx, "f_code", None)
+        if code is None:
+            return ""
+        if "compiling" not in code.co_name and "tracing" not in code.co_name:
+            path = _LIBRARY.split(code.co_filename)[-1]
+            return f"{path}:{getattr(tx, 'lineno', 0)} ({code.co_name})"
+        tx = getattr(tx, "parent", None)
+    return ""
+
+
+def gradient_divergence(got: Any, want: Any, model: Any) -> str:
+    """How the parameters' gradients of the sum of ``got``'s tensors differ from those
+    of ``want``'s (``""``: bitwise the same, or nothing to differentiate: no output
+    holds an autograd graph, as under ``torch.no_grad()``)."""
+    if not isinstance(model, torch.nn.Module):
+        return ""
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    roots = [[t for t in tensors_in(o) if t.requires_grad] for o in (got, want)]
+    if not named or not all(roots) or len(roots[0]) != len(roots[1]):
+        return ""
+    params = [p for _, p in named]
+    with torch.enable_grad():  # the outputs' graphs are there: differentiate them
+        grads = [
+            torch.autograd.grad(r, params, [torch.ones_like(t) for t in r], allow_unused=True)
+            for r in roots
+        ]
+    for (name, _), x, y in zip(named, *grads, strict=True):
+        if (x is None) != (y is None) or (x is not None and not _bitwise(x, y)):
+            by = ""
+            if x is not None and y is not None:
+                by = f" (by up to {(x.double() - y.double()).abs().max().item():.3g})"
+            return f"the gradient of {name} differs from eager's{by}"
+    return ""
 
 
 def input_marks(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[tuple[int, int]]:

@@ -70,8 +70,18 @@ class JointGraph:
         placeholders = backward.graph.find_nodes(op="placeholder")
         self.tangents = [n.name for n in placeholders if n.name.startswith("tangents")]
         self.saved = [n.name for n in placeholders if not n.name.startswith("tangents")]
-        self._tangent_of = [
-            aot_descriptor(n.meta.get("desc"))[1] for n in placeholders if n.name in self.tangents
+        # each tangent's forward output, as a position in the forward's outputs: a user
+        # output, an intermediate base AOTAutograd added (several outputs view it) or a
+        # mutated input; an output that views another output or an input gets none
+        position = {d: i for i, d in enumerate(out_descs)}
+        plain = sorted(
+            (i, p) for p, (kind, i) in enumerate(self._fw_outputs) if kind == "PlainAOTOutput"
+        )
+        self._output_at = [p for _, p in plain]  # the model's outputs, in its order
+        self._tangent_at: list[int | None] = [
+            position.get(getattr(n.meta.get("desc"), "output", None))
+            for n in placeholders
+            if n.name in self.tangents
         ]
         bw_descs = backward.graph.output_node().meta.get("desc") or []
         self.grad_of = [
@@ -128,9 +138,10 @@ class JointGraph:
         post-mortem and time travel work as on any graph."""
         return provider("joint.debugger")(self, *inputs, backward=backward, **options)
 
-    def tangents_for(self, outputs: list[Any], backward: Any) -> list[torch.Tensor]:
-        """The gradients of the outputs that the backward graph starts from."""
-        return provider("joint.tangents")(self, outputs, backward)
+    def tangents_for(self, forward_outputs: list[Any], backward: Any) -> list[torch.Tensor]:
+        """The gradients that the backward graph starts from, given all that the forward
+        graph returned (outputs that view another output count towards its gradient)."""
+        return provider("joint.tangents")(self, forward_outputs, backward)
 
     def bind(self, inputs: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
         """The positional inputs for a call written as ``model(*inputs, **kwargs)``
@@ -153,19 +164,24 @@ class JointGraph:
         return [state[n] for n in names] + flat
 
     def _split(self, fw_out: list[Any]) -> tuple[list[Any], list[Any], dict[str, torch.Tensor]]:
-        outputs: dict[int, Any] = {}
         saved, mutations = [], {}
         for (kind, index), value in zip(self._fw_outputs, fw_out, strict=True):
-            if kind == "PlainAOTOutput":
-                outputs[index] = value  # type: ignore[index]
-            elif kind.startswith("SavedForBackwards"):
+            if kind.startswith("SavedForBackwards"):
                 saved.append(value)
             elif kind == "InputMutationAOTOutput":
                 mutations[self.primal_names[index]] = value  # type: ignore[index]
-        return [outputs[i] for i in sorted(outputs)], saved, mutations
+        return [fw_out[p] for p in self._output_at], saved, mutations
 
-    def _grads(self, bw_out: Any) -> dict[str, torch.Tensor | None]:
-        return {name: g for name, g in zip(self.grad_of, bw_out, strict=True) if name is not None}
+    def _grads(
+        self, bw_out: Any, through_views: dict[str, torch.Tensor] | None = None
+    ) -> dict[str, torch.Tensor | None]:
+        """Each primal's gradient: the backward graph's, plus what reaches it through
+        outputs that view it (``through_views``; AOTAutograd's runtime makes those views
+        outside the graphs, so their gradient flows to the primal as in eager)."""
+        grads = {name: g for name, g in zip(self.grad_of, bw_out, strict=True) if name is not None}
+        for name, g in (through_views or {}).items():
+            grads[name] = g if grads.get(name) is None else grads[name] + g
+        return grads
 
     def __repr__(self) -> str:
         fw, bw = len(self.forward.graph.nodes), len(self.backward.graph.nodes)

@@ -13,10 +13,11 @@ import torch.fx
 
 from fxviz._capture import JointGraph, bind_inputs
 from fxviz._capture._cache import capture_once
+from fxviz._capture._dynamo import GRADIENTS_DIFFER
 from fxviz._record._engine import Engine, check_engine, record_compiled
 from fxviz._record._explain import wrap_node_failure
 from fxviz._record._grads import Backward, GradientWatcher
-from fxviz._record._joint import JointRecording, tangents_for
+from fxviz._record._joint import JointRecording, output_gradients
 from fxviz._record._recorder import Keep, Recorder, check_keep
 from fxviz._record._records import Recording
 from fxviz._record._stats import StatsOption, check_stats
@@ -327,6 +328,8 @@ def record(
             interpreter=interpreter, keep=keep, stats=stats, progress=progress, engine=engine,
         )  # fmt: skip
     gm = capture_once(trace, gm_or_module, inputs, kwargs, method)
+    if backward is not None and backward is not False:
+        gm = _eager_gradients(gm, gm_or_module, inputs, kwargs, method)
     inputs = bind_inputs(gm, inputs, kwargs)
     chosen = check_engine(engine)
     plain = interpreter is None and (backward is None or backward is False)
@@ -357,6 +360,20 @@ def record(
     return instance.recording
 
 
+def _eager_gradients(
+    gm: torch.fx.GraphModule, obj: Any, inputs: tuple[Any, ...], kwargs: dict[str, Any], method: str
+) -> torch.fx.GraphModule:
+    """A capture whose backward pass is eager's: ``gm``, or, where its gradients are
+    not eager's (a compile-only branch with eager's output), one real run when fxviz
+    chose the capture (``method="auto"``); refused when the caller chose it."""
+    why = gm.meta.get(GRADIENTS_DIFFER)
+    if why is None:
+        return gm
+    if gm is not obj and method == "auto":
+        return capture_once(trace, obj, inputs, kwargs, "real")
+    raise TraceError(why)
+
+
 def _record_joint(
     joint: JointGraph,
     inputs: tuple[Any, ...],
@@ -368,11 +385,13 @@ def _record_joint(
     """Record the forward graph, then the backward graph on the real saved tensors."""
     inputs = joint.bind(inputs, kwargs)
     keep = options.pop("keep")
-    fw_rec = record(joint.forward, *joint.primals(*inputs), keep="all", **options)
-    outputs, saved, _ = joint._split(list(fw_rec.output))
-    tangents = tangents_for(joint, outputs, backward)
+    primals = joint.primals(*inputs)
+    fw_rec = record(joint.forward, *primals, keep="all", **options)
+    fw_out = list(fw_rec.output)
+    _, saved, _ = joint._split(fw_out)
+    tangents, through_views = output_gradients(joint, fw_out, backward, primals)
     bw_rec = record(joint.backward, *saved, *tangents, keep=keep, **options)
-    return JointRecording(joint, fw_rec, bw_rec, joint._grads(bw_rec.output))
+    return JointRecording(joint, fw_rec, bw_rec, joint._grads(bw_rec.output, through_views))
 
 
 @contextlib.contextmanager

@@ -41,10 +41,10 @@ def _backward_specs(joint: JointGraph, forward: Any) -> list[Any]:
         not all(isinstance(d, int) for d in s.shape) for s in made
     ):
         return traced
-    outputs, saved, _ = joint._split(made)
+    _, saved, _ = joint._split(made)
     tangents = [
-        outputs[i] if i is not None and i < len(outputs) else traced[len(saved) + k]
-        for k, i in enumerate(joint._tangent_of)
+        made[i] if i is not None else traced[len(saved) + k]
+        for k, i in enumerate(joint._tangent_at)
     ]
     specs = [*saved, *tangents]
     if len(specs) != len(traced):

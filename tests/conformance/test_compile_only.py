@@ -29,6 +29,12 @@ def scan(x):
     return x
 
 
+def scale(x, w):
+    if torch.compiler.is_compiling():  # the same values by another path: other gradients
+        return x * w + (w - w.detach()) * 0.5
+    return x * w
+
+
 class Block(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -99,3 +105,44 @@ def test_the_check_leaves_model_inputs_and_random_stream_as_they_were():
     want = model(x)
     torch.random.set_rng_state(before)
     assert torch.equal(tensors_in(fxviz.record(capture, x).output)[0], want)
+
+
+class Scaled(torch.nn.Module):
+    """The user's model calling a library function whose compiled branch gives eager's
+    output with other gradients (as transformers' explicit causal mask does)."""
+
+    def __init__(self, library):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+        self.w = torch.nn.Parameter(torch.tensor(1.5))
+        self.scale = library.scale
+
+    def forward(self, x):
+        y = self.lin(x)
+        if y.sum() > -1e9:  # no one graph holds it: auto tries Dynamo
+            y = y * 2
+        return self.scale(y, self.w)
+
+
+def test_a_compile_only_branch_with_eagers_output_but_other_gradients_is_not_recorded(library):
+    torch.manual_seed(0)
+    model, x = Scaled(library), torch.randn(2, 4)
+    params = dict(model.named_parameters())
+    want = dict(
+        zip(params, torch.autograd.grad(model(x).sum(), list(params.values())), strict=True)
+    )
+    capture = fxviz.trace(model, x, method="dynamo")
+    with torch.no_grad():  # its forward pass is eager's
+        assert torch.equal(tensors_in(fxviz.record(capture, x).output)[0], model(x))
+    with pytest.raises(TraceError, match=r"gradients of this Dynamo capture are not eager's"):
+        fxviz.record(capture, x, backward=True)
+    with torch.no_grad():  # captured without gradients: checked on one more run with them
+        capture = fxviz.trace(model, x, method="dynamo")
+    with pytest.raises(TraceError, match=r"not eager's .*fakelib\.py:\d+ \(scale\)"):
+        fxviz.record(capture, x, backward=True)
+    rec = fxviz.record(model, x, backward=True)  # auto: one real run's backward pass
+    assert rec.graph_module.meta["fxviz_method"] == "real"
+    got = rec.gradients.parameters
+    assert set(got) == set(want)
+    for name, g in want.items():
+        assert torch.equal(got[name].value, g), name
