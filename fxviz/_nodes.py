@@ -19,6 +19,7 @@ __all__ = [
     "fetched_tensor",
     "is_bookkeeping",
     "is_parameter_fetch",
+    "is_stepped_over",
     "module_path",
     "source_line",
     "target_text",
@@ -109,3 +110,16 @@ def is_bookkeeping(node: torch.fx.Node) -> bool:
     if node.op != "call_function" or node.target not in _BOOKKEEPING:
         return False
     return not getattr(node, "users", ())  # a saved graph's nodes keep no users: telemetry
+
+
+def is_stepped_over(root: torch.nn.Module, node: torch.fx.Node) -> bool:
+    """Whether stepping goes over ``node``, which is no step a person takes: an input (a
+    run starts with its inputs given), a parameter fetch or a telemetry call. Such nodes
+    still run and are recorded; the report's scrubber never stops on them. (Inputs are
+    drawn, and counted as run from the start; fetches and telemetry calls are neither.)
+
+    >>> gm = torch.fx.symbolic_trace(torch.nn.Linear(2, 2))
+    >>> [n.name for n in gm.graph.nodes if is_stepped_over(gm, n)]
+    ['input_1', 'weight', 'bias']
+    """
+    return node.op == "placeholder" or is_parameter_fetch(root, node) or is_bookkeeping(node)

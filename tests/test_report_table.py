@@ -32,7 +32,7 @@ def test_rows_are_the_drawn_nodes_in_order_and_grow_with_the_replay():
     assert len(names) == len(data["inspectors"])  # the header's count
     replay = data["replay"]
     start, end = replay["steps"][replay["start"]], replay["steps"][-1]
-    assert start["rows"] == 0  # nothing of the model has run at the start...
+    assert start["rows"] == 1  # only the input has run at the start...
     assert end["rows"] == len(names)  # ...and every row at the end
     assert f"{len(names)}/{len(names)} nodes" in end["status"]
     counts = [step["rows"] for step in replay["steps"]]
