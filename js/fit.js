@@ -27,12 +27,13 @@ function parentOf(n) {
 }
 
 // Size the graph and table to the host's cap (CSS variables read by widget.css); true when
-// the graph's height changed.
+// the graph's height changed (never again once it fits: no resize loop).
 export function fitHost(els) {
   const cap = heightCap(els.root);
   const before = els.root.style.getPropertyValue("--fxviz-graph-height");
   if (cap === null) return false;
-  const others = els.root.offsetHeight - els.main.offsetHeight - els.table.offsetHeight - 8;
+  // the toolbar, status, search bar and the gaps between (the table's max height counts)
+  const others = els.root.getBoundingClientRect().height - els.main.offsetHeight - els.table.offsetHeight + 8;
   const table = Math.max(MIN_TABLE_PX, Math.min(TABLE_PX, Math.round(0.22 * cap)));
   const graph = Math.round(Math.max(MIN_GRAPH_PX, Math.min(GRAPH_PX, cap - others - table)));
   els.root.style.setProperty("--fxviz-graph-height", `${graph}px`);

@@ -2,7 +2,7 @@
 // State comes from Python as traits (js/names.js); actions go back as custom messages.
 // Everything the page must agree on with Python (states, kinds, actions, limits, wording)
 // is read from the `contract` trait (fxviz/render/_payload.py page_contract).
-import { h, whenSized } from "./dom.js";
+import { h } from "./dom.js";
 import { fitHost } from "./fit.js";
 import { applyStates, draw, focusOn, followTitle, markMatches, READABLE_ZOOM, rememberAnchor, unit } from "./graph.js";
 import { renderInspector } from "./inspector.js";
@@ -54,10 +54,10 @@ function render({ model, el }) {
   els.root.append(els.toolbar, els.errors, tools, els.main, els.table);
   el.append(els.root);
   // fit the host's output area (marimo caps it): before the first view opens, and again
-  // once shown (an output not laid out yet has no size)
+  // whenever the widget's own height changes (shown at last, the status line appearing)
   const fitToHost = () => { if (fitHost(els)) state.panZoom?.resize(); };
   fitToHost();
-  whenSized(els.root, fitToHost);
+  new ResizeObserver(fitToHost).observe(els.root);
   ctx.showError("");
 
   // status, toolbar, inspector, table selection and pressed toggles: one state, drawn everywhere
