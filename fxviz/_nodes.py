@@ -98,15 +98,24 @@ _BOOKKEEPING = tuple(
 )
 
 
+_GUARDS = "_guards_fn"  # torch.export's check of its guards, in the exported module
+
+
 def is_bookkeeping(node: torch.fx.Node) -> bool:
-    """Whether ``node`` is a telemetry call nothing uses (``torch._C._log_api_usage_once``):
-    drawings hide it and the Debugger steps over it, as over a parameter fetch.
+    """Whether ``node`` is a telemetry call nothing uses (``torch._C._log_api_usage_once``),
+    or the guard check ``torch.export`` puts before a graph's work (``_guards_fn``, called
+    with every input): drawings hide it and the Debugger steps over it, as over a
+    parameter fetch.
 
     >>> g = torch.fx.Graph()
     >>> n = g.call_function(torch._C._log_api_usage_once, ("fxviz",))
     >>> is_bookkeeping(n), is_bookkeeping(g.placeholder("x"))
     (True, False)
+    >>> is_bookkeeping(g.call_module("_guards_fn", (g.placeholder("y"),)))
+    True
     """
+    if node.op == "call_module" and node.target == _GUARDS:
+        return not getattr(node, "users", ())
     if node.op != "call_function" or node.target not in _BOOKKEEPING:
         return False
     return not getattr(node, "users", ())  # a saved graph's nodes keep no users: telemetry

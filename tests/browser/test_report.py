@@ -41,8 +41,7 @@ def test_replay_report_offline(offline, tmp_path):
     assert "torch 2." in page.locator("header").inner_text()
     assert "model: TwoLayerNet (symbolic_trace) · 5 nodes" in page.locator("header").inner_text()
     current = "document.querySelector('.fxviz-graph g.fxviz-current title')?.textContent"
-    page.wait_for_function(f"{current} === 'x'")
-    page.locator("button[data-action=step]").click()
+    page.wait_for_function(f"{current} === 'linear1'")  # the input x is given
     page.locator("button[data-action=step]").click()
     page.wait_for_function(f"{current} === 'clamp'")
     page.locator(".fxviz-graph g.node").filter(has=page.locator("title:text-is('linear1')")).click()

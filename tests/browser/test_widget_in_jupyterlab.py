@@ -35,7 +35,7 @@ def test_debugger_draws_inspects_and_steps(browser, lab):
     page = open_and_run(browser, lab, "debug.ipynb")
     widget = page.locator(".fxviz").first
     _node(page, "linear1").wait_for()
-    assert page.locator(".fxviz-graph g.fxviz-current title").text_content() == "x"
+    assert page.locator(".fxviz-graph g.fxviz-current title").text_content() == "linear1"
 
     _node(page, "linear1").click()
     inspector = page.locator(".fxviz-inspector")
@@ -46,20 +46,20 @@ def test_debugger_draws_inspects_and_steps(browser, lab):
 
     page.locator("button[data-action=step]").click()
     page.wait_for_function(
-        "document.querySelector('.fxviz-graph g.fxviz-current title')?.textContent === 'linear1'"
+        "document.querySelector('.fxviz-graph g.fxviz-current title')?.textContent === 'clamp'"
     )
     assert (
         page.locator(".fxviz-status")
         .inner_text()
-        .startswith("stopped at 'linear1' (step) — 1/5 nodes")
+        .startswith("stopped at 'clamp' (step) — 2/5 nodes")
     )
 
     widget.focus()
     page.keyboard.press("n")  # keyboard: step
     page.wait_for_function(
-        "document.querySelector('.fxviz-graph g.fxviz-current title')?.textContent === 'clamp'"
+        "document.querySelector('.fxviz-graph g.fxviz-current title')?.textContent === 'linear2'"
     )
-    assert "2/5 nodes" in page.locator(".fxviz-status").inner_text()
+    assert "3/5 nodes" in page.locator(".fxviz-status").inner_text()
     _node(page, "linear1").click()
     page.wait_for_function(
         "document.querySelector('.fxviz-inspector')?.textContent.includes('mean')"

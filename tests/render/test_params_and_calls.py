@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 import fxviz
+from fxviz._nodes import is_bookkeeping
 from fxviz._report._html import _data
 from tests import hf_models
 
@@ -170,7 +171,11 @@ def test_debugger_steps_over_parameter_fetches(encoder_program):
     program, x = encoder_program
     dbg = fxviz.Debugger(program, x)
     fetches = [n.name for n in dbg.graph.nodes if n.op == "get_attr"]
-    first_op = next(n for n in dbg.graph.nodes if n.op not in ("get_attr", "placeholder"))
+    first_op = next(  # torch.export's guard check is bookkeeping, stepped over too
+        n
+        for n in dbg.graph.nodes
+        if n.op not in ("get_attr", "placeholder") and not is_bookkeeping(n)
+    )
     nodes = list(dbg.graph.nodes)
     assert nodes[0].name in fetches  # an export graph starts with its fetches and input...
     assert dbg.current.name == first_op.name  # ...which the debugger has run already
@@ -224,7 +229,7 @@ def test_report_replay_is_told_which_nodes_to_step_over(encoder_program):
     data = _data(rec, 8)
     nodes = rec.graph_module.graph.nodes
     fetches = [n.name for n in nodes if n.op == "get_attr"]
-    over = [n.name for n in nodes if n.op in ("get_attr", "placeholder")]
+    over = [n.name for n in nodes if n.op in ("get_attr", "placeholder") or is_bookkeeping(n)]
     assert data["replay"]["skip"] == over  # made in Python, with the replay's states
     # the page's start is where the Debugger starts: past the input and leading fetches
     dbg = fxviz.Debugger(program, x)
