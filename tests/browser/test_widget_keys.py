@@ -67,8 +67,10 @@ def test_keys_reach_the_widget_and_never_the_notebook(browser, jupyter):
     page.wait_for_function(FOCUSED)
     page.keyboard.press("/")  # search takes the keys; Esc leaves it for the widget
     page.wait_for_function("document.activeElement?.classList.contains('fxviz-search')")
-    page.keyboard.type("clamp")
-    assert page.locator(".fxviz-match-count").inner_text() == "1 match"
+    page.keyboard.type("clamp")  # the search index comes from the kernel: wait for it
+    page.wait_for_function(
+        "document.querySelector('.fxviz-match-count')?.textContent === '1 match'"
+    )
     assert cells.count() == count
 
     help_ = page.locator(".fxviz-help")  # the shortcuts, said where the widget is
