@@ -325,7 +325,8 @@ def offline(browser):
 
 
 # Node labels closer than 2 CSS px to their face's left or right edge (a box3d's face
-# is its outline less the depth its three polylines draw), or outside it top or bottom.
+# is its outline less the depth its three polylines draw), outside it top or bottom, or
+# crossing a method's corner diagonals (its four polylines).
 LABELS_CRAMPED = """() => {
   const out = [];
   for (const g of document.querySelectorAll('.fxviz-graph g.node')) {
@@ -342,6 +343,18 @@ LABELS_CRAMPED = """() => {
       if (gap < 2 || b.top < s.top - 0.5 || b.bottom > s.bottom + 0.5) {
         out.push(`${t.textContent}: ${gap.toFixed(1)} px from the edge`);
       }
+      // a corner's diagonal cuts off the triangle between it and the shape's corner: the
+      // text's own corner nearest it must stay on the inner side (1 px of slack)
+      const corners = lines.length === 4 ? lines.map((l) => l.getBoundingClientRect()) : [];
+      const crossed = corners.some((c) => {
+        const size = c.right - c.left;
+        const left = c.left - s.left < 1, top = c.top - s.top < 1;
+        const dx = left ? b.left - s.left : s.right - b.right;
+        const dy = top ? b.top - s.top : s.bottom - b.bottom;
+        const ink = 0.25 * (b.bottom - b.top); // the em box's space above and below the glyphs
+        return dx >= -1 && dx < size && dy + ink + dx < size - 1;
+      });
+      if (crossed) out.push(`${t.textContent}: across a corner diagonal`);
     }
   }
   return out;
