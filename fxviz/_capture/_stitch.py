@@ -115,10 +115,14 @@ class Capture(torch.fx.GraphModule):
         return leaves
 
     def summary(self) -> str:
-        """``dynamo: 3 graphs, 4 calls, 2 breaks``."""
-        graphs = len(self.graphs)
-        parts = [f"{graphs} graph{'s' * (graphs != 1)}", f"{len(self.calls)} calls"]
-        parts.append(f"{len(self.breaks)} break{'s' * (len(self.breaks) != 1)}")
+        """``dynamo: 3 graphs, 4 calls, 3 breaks``; ``dynamo: 1 graph, 1 call, no breaks``.
+
+        Breaks count the Python that ran before or between graph calls, not the Python
+        after the last call (``python_return``, which hands the model's output back)."""
+        graphs, calls = len(self.graphs), len(self.calls)
+        breaks = sum(b.node != "python_return" for b in self.breaks)
+        parts = [f"{graphs} graph{'s' * (graphs != 1)}", f"{calls} call{'s' * (calls != 1)}"]
+        parts.append(f"{breaks or 'no'} break{'s' * (breaks != 1)}")
         return f"{self.method}: " + ", ".join(parts)
 
     def __repr__(self) -> str:

@@ -68,6 +68,8 @@ def test_report_of_gpt2_with_four_inputs(offline, tmp_path, scheme):
     _check_what_a_person_sees(page)
     header = page.locator("header").inner_text()
     assert "g0" not in header
+    assert "(dynamo: 1 graph, 1 call, no breaks)" in header  # nothing stitched
+    assert "break python_return" not in header
     screenshot(page, page.locator("body"), f"report-gpt2-{scheme}.png")
 
 
