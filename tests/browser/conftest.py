@@ -179,6 +179,18 @@ def screenshot(page, locator, name: str) -> Path:
     return path
 
 
+def set_theme(page, theme: str) -> None:
+    """Switch the open JupyterLab or Notebook 7 to its ``light`` or ``dark`` theme, and
+    wait until the page says so (the server remembers it: switch back when done)."""
+    name = "JupyterLab Dark" if theme == "dark" else "JupyterLab Light"
+    page.evaluate(
+        "(name) => window.jupyterapp.commands.execute('apputils:change-theme', {theme: name})",
+        name,
+    )
+    light = "false" if theme == "dark" else "true"
+    page.wait_for_function(f"document.body.dataset.jpThemeLight === '{light}'")
+
+
 def run_in_kernel(page, code: str) -> None:
     """Execute ``code`` in the open notebook's kernel (as a cell would, without one)."""
     page.evaluate(

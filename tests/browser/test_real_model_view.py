@@ -14,6 +14,7 @@ from tests.browser.conftest import (
     OPENING,
     open_and_run,
     screenshot,
+    set_theme,
     write_notebook,
 )
 
@@ -81,10 +82,7 @@ def test_debugger_on_gpt2_in_jupyter(browser, request, front, theme):
     page = open_and_run(browser, jupyter, name)
     page.set_viewport_size({"width": 1280, "height": 1000})
     if theme == "dark":
-        page.evaluate(
-            "window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})"
-        )
-        page.wait_for_function("document.body.dataset.jpThemeLight === 'false'")
+        set_theme(page, "dark")
     widget = page.locator(".fxviz").first
     widget.locator(".fxviz-graph g.fxviz-current").wait_for(timeout=120_000)
     page.wait_for_function("document.querySelector('.fxviz')?.dataset.opening")
@@ -101,8 +99,5 @@ def test_debugger_on_gpt2_in_jupyter(browser, request, front, theme):
     widget.scroll_into_view_if_needed()
     screenshot(page, widget, f"debugger-gpt2-{front}-{theme}.png")
     if theme == "dark":  # leave the server's theme as found
-        page.evaluate(
-            "window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})"
-        )
-        page.wait_for_function("document.body.dataset.jpThemeLight === 'true'")
+        set_theme(page, "light")
     page.close()

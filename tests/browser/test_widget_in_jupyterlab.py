@@ -12,6 +12,7 @@ from tests.browser.conftest import (
     open_and_run,
     run_in_kernel,
     screenshot,
+    set_theme,
     shown,
     write_notebook,
 )
@@ -169,10 +170,7 @@ def test_notebook_02_debugger_reads_well_in_each_front_end_and_theme(browser, ju
     page = open_and_run(browser, jupyter, name)
     page.set_viewport_size({"width": 1280, "height": 800})
     if theme == "dark":
-        page.evaluate(
-            "window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})"
-        )
-        page.wait_for_function("document.body.dataset.jpThemeLight === 'false'")
+        set_theme(page, "dark")
     widget = page.locator(".fxviz").first
     widget.locator(".fxviz-graph g.node").first.wait_for()
     page.wait_for_function("document.querySelector('.fxviz')?.dataset.opening")
@@ -217,10 +215,7 @@ def test_notebook_02_debugger_reads_well_in_each_front_end_and_theme(browser, ju
     page.wait_for_function(WHOLE_IN_VIEW)
     screenshot(page, widget, f"debugger-{front}-{theme}.png")
     if theme == "dark":  # leave the server's theme as found
-        page.evaluate(
-            "window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})"
-        )
-        page.wait_for_function("document.body.dataset.jpThemeLight === 'true'")
+        set_theme(page, "light")
     page.close()
 
 
