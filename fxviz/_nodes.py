@@ -19,6 +19,7 @@ __all__ = [
     "fetched_tensor",
     "is_bookkeeping",
     "is_parameter_fetch",
+    "is_stepped_over",
     "module_path",
     "source_line",
     "target_text",
@@ -97,15 +98,37 @@ _BOOKKEEPING = tuple(
 )
 
 
+_GUARDS = "_guards_fn"  # torch.export's check of its guards, in the exported module
+
+
 def is_bookkeeping(node: torch.fx.Node) -> bool:
-    """Whether ``node`` is a telemetry call nothing uses (``torch._C._log_api_usage_once``):
-    drawings hide it and the Debugger steps over it, as over a parameter fetch.
+    """Whether ``node`` is a telemetry call nothing uses (``torch._C._log_api_usage_once``),
+    or the guard check ``torch.export`` puts before a graph's work (``_guards_fn``, called
+    with every input): drawings hide it and the Debugger steps over it, as over a
+    parameter fetch.
 
     >>> g = torch.fx.Graph()
     >>> n = g.call_function(torch._C._log_api_usage_once, ("fxviz",))
     >>> is_bookkeeping(n), is_bookkeeping(g.placeholder("x"))
     (True, False)
+    >>> is_bookkeeping(g.call_module("_guards_fn", (g.placeholder("y"),)))
+    True
     """
+    if node.op == "call_module" and node.target == _GUARDS:
+        return not getattr(node, "users", ())
     if node.op != "call_function" or node.target not in _BOOKKEEPING:
         return False
     return not getattr(node, "users", ())  # a saved graph's nodes keep no users: telemetry
+
+
+def is_stepped_over(root: torch.nn.Module, node: torch.fx.Node) -> bool:
+    """Whether stepping goes over ``node``, which is no step a person takes: an input (a
+    run starts with its inputs given), a parameter fetch or a telemetry call. Such nodes
+    still run and are recorded; the report's scrubber never stops on them. (Inputs are
+    drawn, and counted as run from the start; fetches and telemetry calls are neither.)
+
+    >>> gm = torch.fx.symbolic_trace(torch.nn.Linear(2, 2))
+    >>> [n.name for n in gm.graph.nodes if is_stepped_over(gm, n)]
+    ['input_1', 'weight', 'bias']
+    """
+    return node.op == "placeholder" or is_parameter_fetch(root, node) or is_bookkeeping(node)

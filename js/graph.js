@@ -132,13 +132,14 @@ function open(ctx, text, elongated) {
   state.anchor = null;
   const cursorTitle = currentTitle(model);
   const cursor = cursorTitle && state.byTitle.get(cursorTitle);
-  const inputCursor = cursor && isInput(cursor) ? [cursor, firstUser(state, cursorTitle)] : null;
-  const opening = openInPlace(ctx, anchor) ? "in place" : openingView(state.panZoom, state.svg, top, inputCursor);
+  const pair = cursor ? [cursor, isInput(cursor) ? firstUser(state, cursorTitle) : null] : null;
+  const opening = openInPlace(ctx, anchor) ? "in place" : openingView(state.panZoom, state.svg, top, pair);
   els.root.dataset.opening = opening;
   // an overview only where the graph does not fit: over a fitted graph it hides nodes
   ctx.minimap.show(opening !== "fit" && state.byTitle.size > 150 && !elongated ? text : null);
   const current = followTitle(ctx);
-  if (opening === "top" && current && current !== top?.querySelector("title")?.textContent) focusOn(ctx, current, null);
+  // the cursor in view too: moved to only when the opening view (on the top node) misses it
+  if (opening !== "in place" && current) focusOn(ctx, current, null, { always: false });
   fillLegend(els.legend, state.byTitle.values(), { withStates: ctx.debuggerMode(), contract: ctx.contract() });
   ctx.updateMatches();
   applyStates(ctx);

@@ -3,7 +3,7 @@
 import { reveal } from "./cull.js";
 
 export const READABLE_PX = 12; // smallest node text, in CSS px, at the opening zoom
-const LABEL_PAD = 2; // SVG units kept between a label and its shape's edge
+const LABEL_PAD = 4; // SVG units kept between a label and its shape's edge (~5 px when readable)
 
 // The smallest font size of the node labels (edge labels excluded), in SVG units.
 export function smallestNodeFont(svg) {
@@ -17,9 +17,10 @@ export function smallestNodeFont(svg) {
 
 // Open readable: the whole graph if its text is then >= READABLE_PX, else top-anchored at
 // a readable zoom: the graph's width fitted when that is readable, else on the first node.
-// `cursor` (the debugger's cursor while it is still on an input: [input, its first user])
-// is kept in view beside the top node, else beside its first user, when the pair fits the
-// top-anchored view. The view then shows the node the status and the inspector name.
+// `cursor` ([the debugger's cursor, its first user when the cursor is an input, else null])
+// is kept in view beside the top node, else beside that user, when the pair fits the
+// top-anchored view. The view then shows the model's first node and the node the status
+// and the inspector name.
 export function openingView(panZoom, svg, topNode, cursor = null) {
   const sizes = panZoom.getSizes();
   const box = sizes.viewBox;
@@ -42,14 +43,14 @@ export function openingView(panZoom, svg, topNode, cursor = null) {
   if (box.width * real > sizes.width && topNode) {
     const b = nodeBox(svg, topNode);
     if (b) x = b.x + b.width / 2;
-    // the cursor's input beside the top node, else beside its first user, when the pair
-    // fits the top-anchored view (across and down)
-    const [input, user] = (cursor ?? []).map((g) => (g ? nodeBox(svg, g) : null));
+    // the cursor beside the top node, else beside its first user, when the pair fits the
+    // top-anchored view (across and down)
+    const [at, user] = (cursor ?? []).map((g) => (g ? nodeBox(svg, g) : null));
     const fits = (p, q) =>
       (Math.max(p.x + p.width, q.x + q.width) - Math.min(p.x, q.x)) * real <= sizes.width - 16 &&
       (Math.max(p.y + p.height, q.y + q.height) - box.y) * real <= sizes.height - 16;
-    const pair = input && [b, user].find((q) => q && fits(input, q));
-    if (pair) x = (Math.min(input.x, pair.x) + Math.max(input.x + input.width, pair.x + pair.width)) / 2;
+    const pair = at && [b, user].find((q) => q && fits(at, q));
+    if (pair) x = (Math.min(at.x, pair.x) + Math.max(at.x + at.width, pair.x + pair.width)) / 2;
   }
   const y = 8 - box.y * real;
   panZoom.pan({ x: sizes.width / 2 - x * real, y });
@@ -90,9 +91,25 @@ export function outlineOf(g) {
   return g.querySelector("polygon, ellipse, path");
 }
 
+// The face a node's label sits on, in its own SVG units: the outline's box, less a box3d's
+// depth (its three polylines draw the front face's top-right corner; the outline includes
+// the depth drawn behind, which a label must not run into).
+export function faceOf(g, outline = outlineOf(g)) {
+  const shape = outline.getBBox();
+  const face = { x: shape.x, y: shape.y, right: shape.x + shape.width, bottom: shape.y + shape.height };
+  const lines = g.querySelectorAll("polyline");
+  if (lines.length === 3) {
+    const boxes = [...lines].map((line) => line.getBBox());
+    face.right = Math.min(...boxes.map((b) => b.x + b.width));
+    face.y = Math.max(...boxes.map((b) => b.y));
+  }
+  return face;
+}
+
 // Graphviz sized each shape from its own estimate of the label's width; the browser's font
-// may be wider. Any label that would cross its shape's edge is condensed to fit (SVG
-// textLength), so text never leaves its node whatever fonts the page has.
+// may be wider. Any label that would come closer than LABEL_PAD to its face's edge is
+// centred on the face, and condensed to fit (SVG textLength) if still too wide, so text
+// never touches or leaves its node whatever fonts the page has.
 export const LABEL_FONT = 'Arial, "Liberation Sans", Helvetica, "Nimbus Sans", sans-serif'; // as in widget.css
 
 let canvas = null;
@@ -114,10 +131,10 @@ export function fitLabels(nodes, limit = 6000) {
     if (++count > limit) break;
     const outline = outlineOf(g);
     if (!outline) continue;
-    const shape = outline.getBBox();
-    if (!shape.width) continue;
-    const left = shape.x + LABEL_PAD;
-    const right = shape.x + shape.width - LABEL_PAD;
+    const face = faceOf(g, outline);
+    if (!(face.right > face.x)) continue;
+    const left = face.x + LABEL_PAD;
+    const right = face.right - LABEL_PAD;
     for (const text of g.querySelectorAll("text")) {
       if (text.closest(".fxviz-marker")) continue;
       const width = textWidth(text);
@@ -125,7 +142,10 @@ export function fitLabels(nodes, limit = 6000) {
       const anchor = text.getAttribute("text-anchor") || "start";
       const start = anchor === "middle" ? x - width / 2 : anchor === "end" ? x - width : x;
       if (start >= left && start + width <= right) continue;
-      const room = anchor === "middle" ? 2 * Math.min(x - left, right - x) : anchor === "end" ? x - left : right - x;
+      // centred on the face (as Graphviz centres labels), condensed only if still too wide
+      text.setAttribute("text-anchor", "middle");
+      text.setAttribute("x", String((left + right) / 2));
+      const room = right - left;
       if (!(room > 0) || room >= width) continue; // only ever condensed, never stretched
       text.setAttribute("textLength", String(room));
       text.setAttribute("lengthAdjust", "spacingAndGlyphs");

@@ -3,6 +3,7 @@
 // Everything the page must agree on with Python (states, kinds, actions, limits, wording)
 // is read from the `contract` trait (fxviz/render/_payload.py page_contract).
 import { h } from "./dom.js";
+import { fitHost } from "./fit.js";
 import { applyStates, draw, focusOn, followTitle, markMatches, READABLE_ZOOM, rememberAnchor, unit } from "./graph.js";
 import { renderInspector } from "./inspector.js";
 import { handleKeys, takeFocusOnClick } from "./keys.js";
@@ -49,8 +50,14 @@ function render({ model, el }) {
   const next = h("button", { class: "fxviz-btn fxviz-next", title: "next match (Enter)", onclick: () => jump(1) }, "↓");
   const tools = h("div", { class: "fxviz-search-bar" }, els.search, prev, next, els.count, fit, ctx.minimap.toggle, help);
   const side = h("div", { class: "fxviz-side" }, els.inspector, els.legend);
-  els.root.append(els.toolbar, els.errors, tools, h("div", { class: "fxviz-main" }, els.graph, side), els.table);
+  els.main = h("div", { class: "fxviz-main" }, els.graph, side);
+  els.root.append(els.toolbar, els.errors, tools, els.main, els.table);
   el.append(els.root);
+  // fit the host's output area (marimo caps it): before the first view opens, and again
+  // whenever the widget's own height changes (shown at last, the status line appearing)
+  const fitToHost = () => { if (fitHost(els)) state.panZoom?.resize(); };
+  fitToHost();
+  new ResizeObserver(fitToHost).observe(els.root);
   ctx.showError("");
 
   // status, toolbar, inspector, table selection and pressed toggles: one state, drawn everywhere

@@ -1,7 +1,8 @@
 """A :class:`Capture`: the graphs one real run went through, stitched into one GraphModule.
 
 Each graph call becomes a copy of its graph's nodes (named ``g0_linear``, ``g1_relu``...;
-a graph called again gets ``g1r2_...``); the Python that ran between two calls becomes one
+a graph called again gets ``g1r2_...``; a run that is one graph call keeps the graph's own
+names: there is nothing to tell apart); the Python that ran between two calls becomes one
 ``python`` node that hands the next graph what Python produced in the captured run. So
 everything that reads a GraphModule (record, Debugger, shapes, drawings, reports) reads a
 capture, in execution order, and its output is the model's own output.
@@ -114,10 +115,14 @@ class Capture(torch.fx.GraphModule):
         return leaves
 
     def summary(self) -> str:
-        """``dynamo: 3 graphs, 4 calls, 2 breaks``."""
-        graphs = len(self.graphs)
-        parts = [f"{graphs} graph{'s' * (graphs != 1)}", f"{len(self.calls)} calls"]
-        parts.append(f"{len(self.breaks)} break{'s' * (len(self.breaks) != 1)}")
+        """``dynamo: 3 graphs, 4 calls, 3 breaks``; ``dynamo: 1 graph, 1 call, no breaks``.
+
+        Breaks count the Python that ran before or between graph calls, not the Python
+        after the last call (``python_return``, which hands the model's output back)."""
+        graphs, calls = len(self.graphs), len(self.calls)
+        breaks = sum(b.node != "python_return" for b in self.breaks)
+        parts = [f"{graphs} graph{'s' * (graphs != 1)}", f"{calls} call{'s' * (calls != 1)}"]
+        parts.append(f"{breaks or 'no'} break{'s' * (breaks != 1)}")
         return f"{self.method}: " + ", ".join(parts)
 
     def __repr__(self) -> str:
@@ -156,7 +161,7 @@ def stitch(
     seen: dict[int, int] = {}
     for k, call in enumerate(calls):
         runs = seen[call.graph] = seen.get(call.graph, 0) + 1
-        call.prefix = f"g{call.graph}" + (f"r{runs}" if runs > 1 else "") + "_"
+        call.prefix = _prefix(call.graph, runs) if len(calls) > 1 else ""
         gm = graphs[call.graph]
         inputs = [n for n in gm.graph.nodes if n.op == "placeholder"]
         from_python = [
@@ -316,6 +321,11 @@ class _Builder:
             if isinstance(node, torch.fx.Node):
                 self.know(value, node)
         return [n for n in returned if isinstance(n, torch.fx.Node)]
+
+
+def _prefix(graph: int, runs: int) -> str:
+    """``g0_``, ``g1_``; ``g1r2_`` for the second call of graph 1."""
+    return f"g{graph}" + (f"r{runs}" if runs > 1 else "") + "_"
 
 
 def _output_nodes(value: Any, env: dict[torch.fx.Node, Any]) -> list[Any]:

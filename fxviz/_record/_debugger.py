@@ -11,7 +11,7 @@ import torch.fx
 
 from fxviz._capture import JointGraph, bind_inputs, register_traceable
 from fxviz._capture._cache import capture_once
-from fxviz._nodes import is_bookkeeping, is_parameter_fetch
+from fxviz._nodes import is_parameter_fetch, is_stepped_over
 from fxviz._record._breakpoints import (
     Breakpoint,
     call_predicate,
@@ -57,9 +57,11 @@ class Debugger(DebuggerState, BreakpointCommands, RestoreCommands):
         *inputs, **kwargs: the inputs, as for ``model(*inputs, **kwargs)``.
         interpreter: your own ``torch.fx.Interpreter`` subclass (or instance) to run with.
         keep, stats: as for :func:`fxviz.record`.
-        skip_fetches: ``step()`` and ``back()`` step over nodes that only fetch a
-            parameter, buffer or constant (``get_attr``; an exported graph starts with
-            dozens). They still run and are recorded, and a breakpoint on one still stops.
+        skip_fetches: the debugger starts past the graph's inputs, and ``step()`` and
+            ``back()`` step over them and over nodes that only fetch a parameter, buffer
+            or constant (``get_attr``; an exported graph starts with dozens): no step a
+            person takes (:attr:`status` counts the inputs as run, and never counts the
+            fetches). They still run and are recorded, and a breakpoint on one still stops.
 
     Examples:
         >>> import torch, fxviz
@@ -145,8 +147,8 @@ class Debugger(DebuggerState, BreakpointCommands, RestoreCommands):
 
     def is_fetch(self, name: str) -> bool:
         """Whether node ``name`` only fetches a parameter, buffer or constant, which
-        ``step()``/``back()`` step over (with ``skip_fetches=True``)."""
-        return self._index[self._node(name).name] in self._fetches
+        ``step()``/``back()`` step over (with ``skip_fetches=True``), as they do inputs."""
+        return is_parameter_fetch(self.graph_module, self._node(name))
 
     def _skip_fetches(self, last: int | None) -> int | None:
         """Run the parameter fetches at the cursor, up to one a breakpoint names."""
@@ -191,7 +193,7 @@ class Debugger(DebuggerState, BreakpointCommands, RestoreCommands):
             while self.skip_fetches and self._pos > 0 and self._pos in self._fetches:
                 self._pos -= 1
         if self.skip_fetches and self._pos < self._first:
-            self._pos = self._first  # before that, only fetches: the start
+            self._pos = self._first  # before that, only inputs and fetches: the start
         self._reason = "back"
         return self._last()
 
@@ -231,11 +233,12 @@ class Debugger(DebuggerState, BreakpointCommands, RestoreCommands):
         submodules = dict(self.graph_module.named_modules())
         self._draws = [may_draw_random(n, submodules) for n in self._nodes]
         self._index = {n.name: i for i, n in enumerate(self._nodes)}
-        self._fetches = {  # and telemetry calls: nothing of the model, stepped over alike
-            i
-            for i, n in enumerate(self._nodes)
-            if is_parameter_fetch(self.graph_module, n) or is_bookkeeping(n)
+        self._fetches = {  # and inputs, telemetry calls: no step a person takes
+            i for i, n in enumerate(self._nodes) if is_stepped_over(self.graph_module, n)
         }
+        self._uncounted = frozenset(  # inputs are drawn, and count as run from the start
+            i for i in self._fetches if self._nodes[i].op != "placeholder"
+        )
         options = self._options
         self._interp: Any = as_recording_interpreter(
             self.graph_module, options["interpreter"], keep=options["keep"], stats=options["stats"]
@@ -252,7 +255,7 @@ class Debugger(DebuggerState, BreakpointCommands, RestoreCommands):
         self._pos = 0
         self._output: Any = None
         self._reason = "start"
-        self._skip_fetches(None)  # the leading fetches of an exported graph: run, recorded
+        self._skip_fetches(None)  # the inputs and leading fetches: run, recorded
         self._first = self._pos
 
     def _advance(self) -> int:

@@ -28,6 +28,7 @@ class DebuggerState:
     _options: dict[str, Any]
     _breakpoints: list[Breakpoint]
     _fetches: set[int]
+    _uncounted: frozenset[int]
     skip_fetches: bool
 
     def _node(self, name: str) -> torch.fx.Node:
@@ -89,9 +90,10 @@ class DebuggerState:
 
     @property
     def skipped(self) -> frozenset[int]:
-        """Indices of the nodes stepping goes over (parameter fetches, telemetry calls):
-        not counted in :attr:`status`. Empty with ``skip_fetches=False``."""
-        return frozenset(self._fetches) if self.skip_fetches else frozenset()
+        """Indices of the nodes that stepping goes over and :attr:`status` never counts
+        (parameter fetches, telemetry calls; the inputs, stepped over too, count as run
+        from the start). Empty with ``skip_fetches=False``."""
+        return self._uncounted if self.skip_fetches else frozenset()
 
     def node_states(self) -> dict[str, list[str]]:
         """Each node's states for drawing: ``done``, ``current``, ``pending``, ``error``,

@@ -200,10 +200,12 @@ def _capture_facts(obj: Any) -> list[str]:
     if not isinstance(gm, Capture):
         return [f"captured by: {method}"] if method else []
     lines = [f"captured by: {method or gm.method} ({gm.summary()})"]
+    # one graph call: the Python after it only hands the output back, no break to show
+    breaks = gm.breaks if len(gm.calls) > 1 else [b for b in gm.breaks if b.node != "python_return"]
     shown = 12  # a loop over many boxes breaks once a box: the first ones tell the story
-    lines += [f"break {b.node}: {b}" for b in gm.breaks[:shown]]
-    if len(gm.breaks) > shown:
-        lines.append(f"… and {len(gm.breaks) - shown} more breaks (capture.breaks)")
+    lines += [f"break {b.node}: {b}" for b in breaks[:shown]]
+    if len(breaks) > shown:
+        lines.append(f"… and {len(breaks) - shown} more breaks (capture.breaks)")
     return lines
 
 

@@ -243,8 +243,10 @@ class _Statements:
             attrs["color"] = style.border
         if style.penwidth:
             attrs["penwidth"] = str(style.penwidth)
-        if badges or style.penwidth:  # a thick outline (and a method's corner diagonals)
-            attrs["margin"] = _WIDE_MARGIN  # would touch the text: a wider margin keeps it clear
+        if badges or style.penwidth or "diagonals" in base:
+            # a badge, a thick outline or a method's corner diagonals would touch the text:
+            # a wider margin keeps it clear
+            attrs["margin"] = _WIDE_MARGIN
         elif shape == "box3d":
             attrs["margin"] = _BOX3D_MARGIN  # its drawn depth takes room on the right
         graph.node(n.id, **attrs)

@@ -13,10 +13,13 @@ _WIDTH = 60
 
 def frame_capture(drawing: Any, capture: Capture) -> Any:
     """Put the nodes of each graph call in a frame of its own (``g0``, ``g1``, ``g1r2``...)
-    and label every ``python`` node with why the graph ended and the user's line."""
+    and label every ``python`` node with why the graph ended and the user's line.
+
+    A run that is one graph call has no frame: there is nothing to tell apart (its nodes
+    keep the graph's own names, see :func:`fxviz._capture._stitch.stitch`)."""
     nodes = {n.name: n for n in capture.graph.nodes}
     labels = dict(drawing.modules)
-    calls = {call.prefix.rstrip("_"): call for call in capture.calls}
+    calls = {call.prefix.rstrip("_"): call for call in capture.calls if call.prefix}
     for drawn in drawing.nodes:
         node = nodes.get(drawn.name)
         if node is None:

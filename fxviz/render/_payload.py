@@ -47,7 +47,7 @@ from typing import Any, cast
 
 import torch.fx
 
-from fxviz._nodes import is_bookkeeping, is_parameter_fetch
+from fxviz._nodes import is_stepped_over
 from fxviz._record._debugger import Debugger, node_state, status_line
 from fxviz._record._debugger_state import node_count
 from fxviz._record._predicates import has_nonfinite
@@ -269,10 +269,10 @@ def replay_payload(recording: Recording, *, skip_fetches: bool = True) -> dict[s
     """Every cursor position of a recorded run, as the :class:`fxviz.Debugger` shows it,
     and where each toolbar action moves from there: the page only looks positions up.
 
-    ``order``: the nodes run. ``skip``: the nodes that only fetch a parameter, buffer or
-    constant, which stepping goes over as ``Debugger(skip_fetches=True)`` does (none
-    with ``skip_fetches=False``). ``start``: where the run starts (after the leading
-    fetches). ``positions``: the cursor positions a scrubber visits (never one on a
+    ``order``: the nodes run. ``skip``: the inputs and the nodes that only fetch a
+    parameter, buffer or constant, which stepping goes over as
+    ``Debugger(skip_fetches=True)`` does (none with ``skip_fetches=False``). ``start``:
+    where the run starts (after the inputs and leading fetches). ``positions``: the cursor positions a scrubber visits (never one on a
     fetch). ``steps[p]`` (``p`` nodes run, up to the failing node): ``status`` (the
     Debugger's status line, ``{reason}`` standing for why it stopped), ``states`` (the
     node states that differ from position ``p - 1``; all of them at 0), ``nonfinite``
@@ -285,8 +285,8 @@ def replay_payload(recording: Recording, *, skip_fetches: bool = True) -> dict[s
     >>> replay = replay_payload(fxviz.record(torch.nn.ReLU(), torch.ones(2)))
     >>> replay["steps"][1]["status"], replay["steps"][1]["states"]
     ("stopped at 'relu' ({reason}) — 1/3 nodes", {'input_1': ['done'], 'relu': ['current']})
-    >>> replay["steps"][1]["moves"], replay["steps"][3]["stop"]
-    ({'step': 2, 'step10': 3, 'back': 0}, 'end')
+    >>> replay["start"], replay["steps"][1]["moves"], replay["steps"][3]["stop"]
+    (1, {'step': 2, 'step10': 3, 'back': 1}, 'end')
     """
     records = recording.records()
     graph = cast(torch.fx.Graph, recording.graph_module.graph)
@@ -295,11 +295,10 @@ def replay_payload(recording: Recording, *, skip_fetches: bool = True) -> dict[s
     last = failed if failed is not None else len(records)
     flags = [has_nonfinite(r) for r in records]
     fetch_names = {
-        n.name
-        for n in graph.nodes
-        if skip_fetches and (is_parameter_fetch(recording.graph_module, n) or is_bookkeeping(n))
+        n.name for n in graph.nodes if skip_fetches and is_stepped_over(recording.graph_module, n)
     }
     fetches = {i for i, r in enumerate(records) if r.name in fetch_names}
+    uncounted = {i for i in fetches if records[i].op != "placeholder"}  # inputs count as run
     moves = _Moves(fetches, last)
     steps: list[dict[str, Any]] = []
     for position in range(last + 1):
@@ -316,11 +315,11 @@ def replay_payload(recording: Recording, *, skip_fetches: bool = True) -> dict[s
             states[names[i]] = state
         steps.append(
             {
-                "status": status_line(names, position, "{reason}", error, fetches),
+                "status": status_line(names, position, "{reason}", error, uncounted),
                 "states": states,
                 "nonfinite": bool(position and flags[position - 1]),
                 "nonfinite_status": (
-                    nonfinite_status(names, position, fetches)
+                    nonfinite_status(names, position, uncounted)
                     if position and flags[position - 1]
                     else None
                 ),

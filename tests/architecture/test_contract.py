@@ -63,10 +63,13 @@ def test_replay_states_are_the_debuggers_at_every_position():
     replay = replay_payload(fxviz.record(model, x))
     dbg = fxviz.Debugger(model, x)
     states: dict[str, list[str]] = {}
+    assert replay["start"] == dbg.position == 1  # both start past the input
     for position, step in enumerate(replay["steps"]):
-        if position:
-            dbg.step()
         states.update(step["states"])
+        if position < replay["start"]:
+            continue
+        if position > replay["start"]:
+            dbg.step()
         assert step["status"].format(reason=dbg.stop_reason) == dbg.status
         assert states == debugger_states(dbg)
         ran = dbg.recording.records()[-1] if position else None

@@ -179,6 +179,18 @@ def screenshot(page, locator, name: str) -> Path:
     return path
 
 
+def set_theme(page, theme: str) -> None:
+    """Switch the open JupyterLab or Notebook 7 to its ``light`` or ``dark`` theme, and
+    wait until the page says so (the server remembers it: switch back when done)."""
+    name = "JupyterLab Dark" if theme == "dark" else "JupyterLab Light"
+    page.evaluate(
+        "(name) => window.jupyterapp.commands.execute('apputils:change-theme', {theme: name})",
+        name,
+    )
+    light = "false" if theme == "dark" else "true"
+    page.wait_for_function(f"document.body.dataset.jpThemeLight === '{light}'")
+
+
 def run_in_kernel(page, code: str) -> None:
     """Execute ``code`` in the open notebook's kernel (as a cell would, without one)."""
     page.evaluate(
@@ -322,3 +334,69 @@ def offline(browser):
     yield page, requests
     page.close()
     browser.set_offline(False)
+
+
+# Node labels closer than 2 CSS px to their face's left or right edge (a box3d's face
+# is its outline less the depth its three polylines draw), outside it top or bottom, or
+# crossing a method's corner diagonals (its four polylines).
+LABELS_CRAMPED = """() => {
+  const out = [];
+  for (const g of document.querySelectorAll('.fxviz-graph g.node')) {
+    const shape = g.querySelector('polygon, ellipse, path');
+    if (!shape) continue;
+    const s = shape.getBoundingClientRect();
+    let right = s.right;
+    const lines = [...g.querySelectorAll('polyline')];
+    if (lines.length === 3) right = Math.min(...lines.map((l) => l.getBoundingClientRect().right));
+    for (const t of g.querySelectorAll('text')) {
+      if (t.closest('.fxviz-marker') || !t.textContent.trim()) continue;
+      const b = t.getBoundingClientRect();
+      const gap = Math.min(b.left - s.left, right - b.right);
+      if (gap < 2 || b.top < s.top - 0.5 || b.bottom > s.bottom + 0.5) {
+        out.push(`${t.textContent}: ${gap.toFixed(1)} px from the edge`);
+      }
+      // a corner's diagonal cuts off the triangle between it and the shape's corner: the
+      // text's own corner nearest it must stay on the inner side (1 px of slack)
+      const corners = lines.length === 4 ? lines.map((l) => l.getBoundingClientRect()) : [];
+      const crossed = corners.some((c) => {
+        const size = c.right - c.left;
+        const left = c.left - s.left < 1, top = c.top - s.top < 1;
+        const dx = left ? b.left - s.left : s.right - b.right;
+        const dy = top ? b.top - s.top : s.bottom - b.bottom;
+        const ink = 0.25 * (b.bottom - b.top); // the em box's space above and below the glyphs
+        return dx >= -1 && dx < size && dy + ink + dx < size - 1;
+      });
+      if (crossed) out.push(`${t.textContent}: across a corner diagonal`);
+    }
+  }
+  return out;
+}"""
+
+# What the opening view shows of the model: its topmost node that is not an input, and
+# the debugger's cursor (the current node), each inside the graph panel.
+OPENING = """() => {
+  const panel = document.querySelector('.fxviz-graph').getBoundingClientRect();
+  const inside = (g) => { const r = g.getBoundingClientRect();
+    return r.width > 0 && r.left >= panel.left - 1 && r.right <= panel.right + 1
+      && r.top >= panel.top - 1 && r.bottom <= panel.bottom + 1; };
+  const nodes = [...document.querySelectorAll('.fxviz-graph g.node')]
+    .filter((g) => !g.classList.contains('kind-placeholder'));
+  const y = (g) => Number(g.querySelector('text')?.getAttribute('y') ?? Infinity);
+  const top = nodes.reduce((a, b) => (y(b) < y(a) ? b : a));
+  const current = document.querySelector('.fxviz-graph g.fxviz-current');
+  return { top: top.querySelector('title').textContent, topShown: inside(top),
+           current: current?.querySelector('title').textContent ?? null,
+           currentShown: !!current && inside(current),
+           currentIsInput: !!current && current.classList.contains('kind-placeholder') };
+}"""
+
+# Names of the machinery of a one-graph Dynamo capture shown on the page: a "graph 0"
+# frame, or a g0_ prefix on a node's name or label.
+CAPTURE_MACHINERY = """() => {
+  const found = [];
+  for (const t of document.querySelectorAll('.fxviz-graph g.cluster text'))
+    if (/graph \\d+ \\(dynamo\\)|^g\\d+[.]/.test(t.textContent)) found.push(t.textContent);
+  for (const t of document.querySelectorAll('.fxviz-graph g.node :is(title, text)'))
+    if (/^g\\d+_/.test(t.textContent.trim())) found.push(t.textContent);
+  return found;
+}"""

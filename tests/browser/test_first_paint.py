@@ -60,8 +60,9 @@ def test_report_opens_on_the_models_first_node_readable(offline, tmp_path):
 
 
 def test_report_start_shows_the_node_the_status_names(offline, tmp_path):
-    """At the start the debugger's cursor is the model's input: the opening view (on the
-    model's first node) keeps that input in view too, so status, inspector and view agree."""
+    """At the start the debugger's cursor is past the model's input (given, not a step):
+    the opening view (on the model's first node) keeps the cursor in view too, so status,
+    inspector and view agree."""
     from tests.hf_models import build
 
     page, _ = offline
@@ -72,7 +73,7 @@ def test_report_start_shows_the_node_the_status_names(offline, tmp_path):
     page.goto(path.as_uri())
     page.wait_for_function("document.querySelector('.fxviz')?.dataset.opening")
     current = "document.querySelector('.fxviz-graph g.fxviz-current')"
-    page.wait_for_function(f"{current}?.classList.contains('kind-placeholder')")
+    page.wait_for_function(f"{current} && !{current}.classList.contains('kind-placeholder')")
     name = page.evaluate(f"{current}.querySelector('title').textContent")
     assert f"stopped at {name!r}" in page.locator(".fxviz-status").inner_text()
     page.wait_for_function(

@@ -41,8 +41,7 @@ def test_replay_report_offline(offline, tmp_path):
     assert "torch 2." in page.locator("header").inner_text()
     assert "model: TwoLayerNet (symbolic_trace) · 5 nodes" in page.locator("header").inner_text()
     current = "document.querySelector('.fxviz-graph g.fxviz-current title')?.textContent"
-    page.wait_for_function(f"{current} === 'x'")
-    page.locator("button[data-action=step]").click()
+    page.wait_for_function(f"{current} === 'linear1'")  # the input x is given
     page.locator("button[data-action=step]").click()
     page.wait_for_function(f"{current} === 'clamp'")
     page.locator(".fxviz-graph g.node").filter(has=page.locator("title:text-is('linear1')")).click()
@@ -201,9 +200,8 @@ def test_states_combine_on_one_node_and_the_legend_explains_them(offline, tmp_pa
     path = tmp_path / "states.html"
     fxviz.report(fxviz.record(TwoLayerNet(), torch.randn(8, 1000)), path)
     _open(page, path)
-    page.locator("button[data-action=step]").click()
     x = node(page, "linear1")
-    x.click()  # linear1 is current and now selected
+    x.click()  # linear1 is current (the input is given) and now selected
     page.locator("button[data-action=toggle_breakpoint]").click()
     page.wait_for_function(
         "document.querySelector('.fxviz-status').textContent.includes('at linear1')"
@@ -228,7 +226,8 @@ def test_states_combine_on_one_node_and_the_legend_explains_them(offline, tmp_pa
     assert clipped == []
     page.locator(".fxviz-legend summary").click()  # collapsible
     assert not shown(legend.locator(".fxviz-legend-sample").first)
-    assert page.evaluate("localStorage.getItem('fxviz.legend.open')") == "0"  # remembered
+    page.wait_for_function("localStorage.getItem('fxviz.legend.open') === '0'")  # remembered
+    # (the details element's toggle event, which stores it, is dispatched as a task)
 
 
 def test_a_nan_break_opens_the_inspector_on_the_node_that_made_it(offline, tmp_path):
@@ -291,8 +290,7 @@ def test_hostile_node_names_get_their_states(offline, tmp_path):
     path = tmp_path / "names.html"
     fxviz.report(fxviz.record(gm, torch.randn(3)), path)
     _open(page, path)
-    page.locator("button[data-action=step]").click()
-    page.wait_for_function(
+    page.wait_for_function(  # the start: the input x is given
         "document.querySelector('.fxviz-graph g.fxviz-current title')?.textContent === '__proto__'"
     )
     page.locator("button[data-action=step]").click()

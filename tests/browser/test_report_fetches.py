@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 import fxviz
+from fxviz._nodes import is_bookkeeping
 
 pytestmark = pytest.mark.browser
 
@@ -51,8 +52,11 @@ def test_replay_steps_over_parameter_fetches(browser, tmp_path):
     rec = fxviz.record(fxviz.trace(Scaled().eval(), x, method="export"), x)
     nodes = list(rec.graph_module.graph.nodes)
     fetches = [n.name for n in nodes if n.op == "get_attr"]
-    start = next(n.name for n in nodes if n.op == "placeholder")
-    ops = [n.name for n in nodes if n.op not in ("get_attr", "placeholder")]
+    given = next(n.name for n in nodes if n.op == "placeholder")
+    ops = [  # the model's own (torch.export's guard check is bookkeeping: never drawn)
+        n.name for n in nodes if n.op not in ("get_attr", "placeholder") and not is_bookkeeping(n)
+    ]
+    start = ops[0]  # past the fetches and the input
     assert nodes[0].op == "get_attr"
     fxviz.report(rec, tmp_path / "exported.html")
     page = _open(browser, tmp_path / "exported.html")
@@ -62,26 +66,27 @@ def test_replay_steps_over_parameter_fetches(browser, tmp_path):
         assert not set(fetches) & set(drawn)  # folded into their users
         label = _drawn(page, "linear").locator("text", has_text="weight 5×6")
         assert label.is_visible()
-        page.wait_for_function(f"{CURRENT} === {start!r}")  # the start: past the fetches
-        assert _rows(page) == []  # the table lists what ran of the model: nothing yet
-        page.locator("button[data-action=step]").click()
-        page.wait_for_function(f"{CURRENT} === {ops[0]!r}")
+        page.wait_for_function(f"{CURRENT} === {start!r}")  # the start: past fetches, input
         page.wait_for_function(f"{ROWS}.length === 1")
-        assert _rows(page) == [start]  # not the fetches run before it
+        assert _rows(page) == [given]  # the table lists what ran of the model: the input
+        page.locator("button[data-action=step]").click()
+        page.wait_for_function(f"{CURRENT} === {ops[1]!r}")
+        page.wait_for_function(f"{ROWS}.length === 2")
+        assert _rows(page) == [given, start]  # not the fetches run before it
         page.locator("button[data-action=back]").click()
         page.wait_for_function(f"{CURRENT} === {start!r}")
         assert f"stopped at {start!r}" in page.evaluate(STATUS)
-        # the scrubber never spends a position on a fetch: its first is the start
+        # the scrubber never spends a position on a fetch or the input: its first is the start
         timeline = page.locator(".fxviz-timeline")
-        assert timeline.get_attribute("max") == str(len(nodes) - len(fetches))
+        assert timeline.get_attribute("max") == str(len(ops))  # each op (output too), the end
         timeline.fill("1")
-        page.wait_for_function(f"{CURRENT} === {ops[0]!r}")
+        page.wait_for_function(f"{CURRENT} === {ops[1]!r}")
         timeline.fill("0")
         page.wait_for_function(f"{CURRENT} === {start!r}")
         page.locator("button[data-action=continue]").click()
         page.wait_for_function(f"({STATUS}).startsWith('finished')")
         # the model's own nodes in order, as many as the header counts; no fetch row
-        assert _rows(page) == [start, *ops]
+        assert _rows(page) == [given, *ops]
         assert f"{len(ops) + 1} nodes" in page.locator("header").inner_text()
     finally:
         page.close()
@@ -93,8 +98,8 @@ def test_replay_steps_over_parameter_fetches(browser, tmp_path):
     page = _open(browser, tmp_path / "traced.html")
     try:
         step = page.locator("button[data-action=step]")
-        page.wait_for_function(f"{CURRENT} === 'x'")
-        for expected in ("lin1", "relu", "mul", "lin2"):
+        page.wait_for_function(f"{CURRENT} === 'lin1'")  # the input x is given
+        for expected in ("relu", "mul", "lin2"):
             step.click()
             page.wait_for_function(f"{CURRENT} === {expected!r}")
         page.locator("button[data-action=back]").click()

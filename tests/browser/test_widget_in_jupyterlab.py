@@ -12,6 +12,7 @@ from tests.browser.conftest import (
     open_and_run,
     run_in_kernel,
     screenshot,
+    set_theme,
     shown,
     write_notebook,
 )
@@ -35,7 +36,7 @@ def test_debugger_draws_inspects_and_steps(browser, lab):
     page = open_and_run(browser, lab, "debug.ipynb")
     widget = page.locator(".fxviz").first
     _node(page, "linear1").wait_for()
-    assert page.locator(".fxviz-graph g.fxviz-current title").text_content() == "x"
+    assert page.locator(".fxviz-graph g.fxviz-current title").text_content() == "linear1"
 
     _node(page, "linear1").click()
     inspector = page.locator(".fxviz-inspector")
@@ -46,20 +47,20 @@ def test_debugger_draws_inspects_and_steps(browser, lab):
 
     page.locator("button[data-action=step]").click()
     page.wait_for_function(
-        "document.querySelector('.fxviz-graph g.fxviz-current title')?.textContent === 'linear1'"
+        "document.querySelector('.fxviz-graph g.fxviz-current title')?.textContent === 'clamp'"
     )
     assert (
         page.locator(".fxviz-status")
         .inner_text()
-        .startswith("stopped at 'linear1' (step) — 1/5 nodes")
+        .startswith("stopped at 'clamp' (step) — 2/5 nodes")
     )
 
     widget.focus()
     page.keyboard.press("n")  # keyboard: step
     page.wait_for_function(
-        "document.querySelector('.fxviz-graph g.fxviz-current title')?.textContent === 'clamp'"
+        "document.querySelector('.fxviz-graph g.fxviz-current title')?.textContent === 'linear2'"
     )
-    assert "2/5 nodes" in page.locator(".fxviz-status").inner_text()
+    assert "3/5 nodes" in page.locator(".fxviz-status").inner_text()
     _node(page, "linear1").click()
     page.wait_for_function(
         "document.querySelector('.fxviz-inspector')?.textContent.includes('mean')"
@@ -220,10 +221,7 @@ def test_notebook_02_debugger_reads_well_in_each_front_end_and_theme(browser, ju
     page = open_and_run(browser, jupyter, name)
     page.set_viewport_size({"width": 1280, "height": 800})
     if theme == "dark":
-        page.evaluate(
-            "window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})"
-        )
-        page.wait_for_function("document.body.dataset.jpThemeLight === 'false'")
+        set_theme(page, "dark")
     widget = page.locator(".fxviz").first
     widget.locator(".fxviz-graph g.node").first.wait_for()
     page.wait_for_function("document.querySelector('.fxviz')?.dataset.opening")
@@ -268,10 +266,7 @@ def test_notebook_02_debugger_reads_well_in_each_front_end_and_theme(browser, ju
     page.wait_for_function(WHOLE_IN_VIEW)
     screenshot(page, widget, f"debugger-{front}-{theme}.png")
     if theme == "dark":  # leave the server's theme as found
-        page.evaluate(
-            "window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})"
-        )
-        page.wait_for_function("document.body.dataset.jpThemeLight === 'true'")
+        set_theme(page, "light")
     page.close()
 
 

@@ -34,7 +34,7 @@ def test_keys_reach_the_widget_and_never_the_notebook(browser, jupyter):
     )
     page = open_and_run(browser, jupyter, "keys.ipynb")
     _node(page, "linear1").wait_for()
-    _status_starts(page, "stopped at 'x' (start)")
+    _status_starts(page, "stopped at 'linear1' (start)")  # the input x is given
     cells = page.locator(".jp-Notebook .jp-Cell")
     count = cells.count()
     assert count == 3
@@ -43,7 +43,7 @@ def test_keys_reach_the_widget_and_never_the_notebook(browser, jupyter):
     page.wait_for_function(FOCUSED)
     for key in "nnb":  # in the notebook's command mode: b inserts a cell, n nothing
         page.keyboard.press(key)
-    _status_starts(page, "stopped at 'linear1' (back) — 1/5 nodes")
+    _status_starts(page, "stopped at 'clamp' (back) — 2/5 nodes")
     page.keyboard.press("c")
     _status_starts(page, "finished — 5/5 nodes")
     page.wait_for_timeout(300)  # anything the notebook would do with the keys has happened
@@ -58,17 +58,19 @@ def test_keys_reach_the_widget_and_never_the_notebook(browser, jupyter):
     page.mouse.click(box["x"] + 4, box["y"] + box["height"] - 4)  # the background, no node
     page.wait_for_function(FOCUSED)
     page.keyboard.press("r")  # restart
-    _status_starts(page, "stopped at 'x' (start)")
+    _status_starts(page, "stopped at 'linear1' (start)")  # the input x is given
     page.keyboard.press("n")  # a row in the table
-    _status_starts(page, "stopped at 'linear1' (step)")
+    _status_starts(page, "stopped at 'clamp' (step)")
     page.keyboard.press("Escape")
     page.wait_for_function(f"!({FOCUSED})")
     page.locator(".fxviz-table td").first.click()  # the table too
     page.wait_for_function(FOCUSED)
     page.keyboard.press("/")  # search takes the keys; Esc leaves it for the widget
     page.wait_for_function("document.activeElement?.classList.contains('fxviz-search')")
-    page.keyboard.type("clamp")
-    assert page.locator(".fxviz-match-count").inner_text() == "1 match"
+    page.keyboard.type("clamp")  # the search index comes from the kernel: wait for it
+    page.wait_for_function(
+        "document.querySelector('.fxviz-match-count')?.textContent === '1 match'"
+    )
     assert cells.count() == count
 
     help_ = page.locator(".fxviz-help")  # the shortcuts, said where the widget is

@@ -150,8 +150,8 @@ def test_tensor_parallel_mlp_compares_with_its_single_process_reference(two: Any
 def test_dtensor_redistributions_are_collective_nodes(two: Any) -> None:
     _, facts = two
     seen = facts[1]["dynamo_tp"]  # the tensor-parallel MLP captured by Dynamo
-    assert seen["collectives"] == ["g0_outputs", "g0_outputs_1"]
-    reduce = seen["nodes"]["g0_outputs_1"]["collective"]  # RowwiseParallel's all-reduce
+    assert seen["collectives"] == ["outputs", "outputs_1"]  # one graph: its own names
+    reduce = seen["nodes"]["outputs_1"]["collective"]  # RowwiseParallel's all-reduce
     assert reduce == {
         "collective": "redistribute",
         "namespace": "DTensor",
@@ -159,7 +159,7 @@ def test_dtensor_redistributions_are_collective_nodes(two: Any) -> None:
         "to": ["Replicate()"],
         "ranks": [0, 1],
     }
-    partial = seen["nodes"]["g0_linear_1"]["layout"]
+    partial = seen["nodes"]["linear_1"]["layout"]
     assert partial["placements"] == ["Partial(sum)"]
     assert partial["stats_of"] == "local shard"
 
@@ -208,7 +208,7 @@ def test_fsdp2_fully_shard(two: Any) -> None:
         pytest.xfail(f"FSDP2 on CPU/gloo could not be recorded: {facts[0]['fsdp'][:200]}")
     result = fxviz.compare_ranks(_files(out, "fsdp"))
     assert result.first_divergence is None
-    assert result["g0_linear_1", 1].reason == "bitwise equal"  # gathered weights, same math
+    assert result["linear_1", 1].reason == "bitwise equal"  # gathered weights, same math
 
 
 def test_drawing_report_and_cli(two: Any, tmp_path: pathlib.Path) -> None:

@@ -16,13 +16,16 @@ def dbg(two_layer_net, x20):
 
 
 def test_step_through_to_the_end(dbg, two_layer_net, x20):
-    assert dbg.current.name == "x"
-    assert dbg.position == 0
+    # the input is given: the run starts at the model's first node, the input run
+    assert dbg.current.name == "linear1"
+    assert dbg.position == 1
+    assert dbg.status == "stopped at 'linear1' (start) — 1/5 nodes"
+    assert list(dbg.recording) == ["x"]
     assert not dbg.done
     record = dbg.step()
-    assert record.name == "x"
-    assert dbg.current.name == "linear1"
-    assert dbg.step(2).name == "clamp"
+    assert record.name == "linear1"
+    assert dbg.current.name == "clamp"
+    assert dbg.step(2).name == "linear2"
     assert dbg.output is None
     assert dbg.step(10).name == "output"  # stops at the end
     assert dbg.done
@@ -37,7 +40,7 @@ def test_step_through_to_the_end(dbg, two_layer_net, x20):
 
 
 def test_back_is_time_travel_without_rerunning(dbg):
-    dbg.step(3)
+    dbg.step(2)
     clamp = dbg.value("clamp")
     assert dbg.back().name == "linear1"
     assert dbg.current.name == "clamp"
@@ -46,9 +49,10 @@ def test_back_is_time_travel_without_rerunning(dbg):
     again = dbg.step()
     assert again.name == "clamp"
     assert dbg.value("clamp") is clamp
-    assert dbg.back(100) is None
-    assert dbg.position == 0
-    assert list(dbg.recording) == []
+    assert dbg.back(100).name == "x"  # back to the start: the input is given
+    assert dbg.current.name == "linear1"
+    assert dbg.position == 1
+    assert list(dbg.recording) == ["x"]
 
 
 def test_time_travel_replays_dropout_exactly():
@@ -82,16 +86,16 @@ def test_breakpoints_by_name_op_and_target(dbg):
     dbg.restart()
     dbg.clear_breakpoints()
     dbg.break_on(target=nn.Linear)
-    dbg.continue_()
-    assert dbg.current.name == "linear1"
+    assert dbg.current.name == "linear1"  # the start: at the first Linear already
     dbg.continue_()
     assert dbg.current.name == "linear2"
+    assert dbg.stop_reason == "breakpoint"
     assert dbg.breakpoints == ["on target=<class 'torch.nn.modules.linear.Linear'>"]
 
 
 def test_break_on_target_text_matches_aten_and_torch_names():
     def f(x):
-        return torch.relu(x) * 2
+        return torch.relu(x * 2)
 
     x = torch.randn(3)
     dbg = fxviz.Debugger(f, x)
@@ -133,7 +137,8 @@ def test_predicate_errors_are_explained():
     dbg.break_when(lambda record: record.outputs[5])
     with pytest.raises(fxviz.DebuggerError, match="predicate '<lambda>' raised IndexError"):
         dbg.continue_()
-    assert dbg.position == 1  # the node ran and stays recorded
+    assert dbg.position == 2  # the node ran and stays recorded (after the input)
+    assert dbg.recording["add"].error is None
 
 
 def test_run_to_goes_forward_and_back(dbg):
@@ -166,12 +171,27 @@ def test_post_mortem_stops_at_the_failing_node():
     with pytest.raises(fxviz.DebuggerError, match="stopped at 'linear1', which raised") as info:
         dbg.continue_()
     assert "x: float32[5, 19]" in str(info.value)
-    assert dbg.back() is None  # back from a failure undoes the last node that completed
-    assert dbg.error is None
-    assert dbg.current.name == "x"
-    assert dbg.step().name == "x"
-    # the failure ahead is already known: the debugger is at it again, without re-running it
+    # the failing node is the first step: back goes to the start, which is at it, and the
+    # failure is known there without re-running it
+    assert dbg.back().name == "x"
     assert dbg.current.name == "linear1"
+    assert isinstance(dbg.error, RuntimeError)
+    assert dbg.status.startswith("stopped at 'linear1' (RuntimeError")
+    assert "1/5 nodes" in dbg.status
+
+
+def test_back_from_a_failure_undoes_the_last_node_that_completed():
+    def f(x, w):
+        return torch.relu(x) @ w  # (2, 4) @ (3, 2): fails
+
+    dbg = fxviz.Debugger(f, torch.ones(2, 4), torch.ones(3, 2))
+    assert dbg.continue_().name == "matmul"
+    assert dbg.back().name == "w"  # the last node run before the cursor: the inputs are given
+    assert dbg.error is None
+    assert dbg.current.name == "relu"
+    assert dbg.step().name == "relu"
+    # the failure ahead is already known: the debugger is at it again, without re-running it
+    assert dbg.current.name == "matmul"
     assert isinstance(dbg.error, RuntimeError)
 
 
@@ -217,6 +237,6 @@ def test_wrong_inputs_fail_before_stepping(two_layer_net):
 
 def test_repr_and_html(dbg):
     dbg.step()
-    assert repr(dbg) == "<fxviz.Debugger: stopped at 'linear1' (step) — 1/5 nodes>"
+    assert repr(dbg) == "<fxviz.Debugger: stopped at 'clamp' (step) — 2/5 nodes>"
     assert "fxviz.Debugger" in dbg._repr_html_()
     assert "<table" in dbg._repr_html_()

@@ -35,8 +35,7 @@ def test_restart_puts_parameters_written_in_place_back():
     dbg.continue_()
     assert torch.equal(dbg.output, first)  # an exact repeat, not [3, 3, 3]
     dbg.back(2)
-    dbg.restart()
-    dbg.step()  # x, and the fetch of `total` stepped over: the cursor is on the add_
+    dbg.restart()  # x, and the fetch of `total`, stepped over: the cursor is on the add_
     assert dbg.current is not None
     assert dbg.current.target == "add_"
     assert dbg.graph_module.total.tolist() == [1.0, 1.0, 1.0]
@@ -52,8 +51,7 @@ def _node(dbg: fxviz.Debugger, name: str) -> torch.fx.Node:
 
 def test_an_erased_node_is_noticed_and_restart_resyncs():
     x = torch.randn(4)
-    dbg = fxviz.Debugger(_sigmoid_relu, x)
-    dbg.step()  # ran x
+    dbg = fxviz.Debugger(_sigmoid_relu, x)  # ran x: the cursor is on sigmoid
     graph = dbg.graph
     sigmoid = _node(dbg, "sigmoid")
     mul = _node(dbg, "mul")
@@ -73,13 +71,13 @@ def test_an_erased_node_is_noticed_and_restart_resyncs():
 def test_edited_and_inserted_nodes_are_noticed():
     x = torch.randn(4)
     dbg = fxviz.Debugger(_sigmoid_relu, x)
-    dbg.step(2)  # x, sigmoid
+    dbg.step()  # sigmoid (x is given)
     mul = _node(dbg, "mul")
     mul.args = (mul.args[0], 3)
     with pytest.raises(fxviz.DebuggerError, match=r"'mul' was edited"):
         dbg.continue_()
     dbg.restart()
-    dbg.step(2)
+    dbg.step()
     with dbg.graph.inserting_before(_node(dbg, "mul")):
         neg = dbg.graph.call_function(operator.neg, (_node(dbg, "sigmoid"),))
     with pytest.raises(fxviz.DebuggerError, match=rf"{neg.name!r} was inserted before 'mul'"):
@@ -99,7 +97,7 @@ def test_status_names_where_a_raising_predicate_stopped():
     with pytest.raises(fxviz.DebuggerError, match="broken"):
         dbg.continue_()
     assert dbg.status == (
-        "stopped at 'sigmoid' (breakpoint 'broken' raised ValueError after 'x') — 1/5 nodes"
+        "stopped at 'mul' (breakpoint 'broken' raised ValueError after 'sigmoid') — 2/5 nodes"
     )
     assert "start" not in dbg.stop_reason
 
@@ -119,8 +117,9 @@ def test_break_on_rejects_targets_and_ops_that_match_no_node():
     assert dbg.breakpoints == []
     dbg.break_on(target="relu")
     dbg.break_on(op="call_function", target=torch.sigmoid)
-    assert dbg.continue_().name == "x"
-    assert dbg.current.name == "sigmoid"
+    assert dbg.current.name == "sigmoid"  # the start, on a breakpoint: continue goes on
+    assert dbg.continue_().name == "mul"
+    assert dbg.current.name == "relu"
 
 
 @pytest.mark.parametrize("entry", [fxviz.record, fxviz.Debugger])

@@ -161,7 +161,7 @@ def test_overlays_in_order_and_builtins():
 def test_debugger_states_and_errors():
     dbg = fxviz.Debugger(TwoLayerNet(), torch.randn(2, 1000))
     dbg.break_at("linear2")
-    dbg.step(2)
+    dbg.step()  # linear1: the input is given
     source = fxviz.to_dot(dbg).source
     assert re.search(r"\tclamp \[.*state-current", source)
     assert re.search(r"\tlinear2 \[.*state-pending state-breakpoint", source)

@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 import fxviz
+from fxviz._nodes import is_bookkeeping
 from fxviz._report._html import _data
 from tests import hf_models
 
@@ -170,15 +171,16 @@ def test_debugger_steps_over_parameter_fetches(encoder_program):
     program, x = encoder_program
     dbg = fxviz.Debugger(program, x)
     fetches = [n.name for n in dbg.graph.nodes if n.op == "get_attr"]
-    first_op = next(n for n in dbg.graph.nodes if n.op not in ("get_attr", "placeholder"))
+    first_op = next(  # torch.export's guard check is bookkeeping, stepped over too
+        n
+        for n in dbg.graph.nodes
+        if n.op not in ("get_attr", "placeholder") and not is_bookkeeping(n)
+    )
     nodes = list(dbg.graph.nodes)
-    assert nodes[0].name in fetches  # an export graph starts with its fetches...
-    assert dbg.current.op == "placeholder"  # ...which the debugger has run already
+    assert nodes[0].name in fetches  # an export graph starts with its fetches and input...
+    assert dbg.current.name == first_op.name  # ...which the debugger has run already
     assert dbg.position == nodes.index(dbg.current)
-    assert dbg.status.startswith(f"stopped at {dbg.current.name!r} (start)")
-    dbg.step()  # the input, then the fetches before the first op
-    assert dbg.current.name == first_op.name
-    assert dbg.stop_reason == "step"
+    assert dbg.status.startswith(f"stopped at {first_op.name!r} (start) — 1/")  # the input
     assert all(dbg.recording[name].shape for name in fetches[:3])  # still recorded
     assert dbg.is_fetch(fetches[0])
     assert not dbg.is_fetch(first_op.name)
@@ -190,14 +192,14 @@ def test_debugger_steps_over_parameter_fetches(encoder_program):
     assert dbg.current.name == ran[-1]
     dbg.step()
     assert dbg.current.name == before
-    dbg.back(10_000)  # back to the start: past the fetches it never stops at
-    assert dbg.current.op == "placeholder"
+    dbg.back(10_000)  # back to the start: past the input and fetches it never stops at
+    assert dbg.current.name == first_op.name
     # a breakpoint on a fetch, by name, still stops there
     dbg.break_at(fetches[5])
     dbg.restart()
     assert dbg.current.name == fetches[5]
-    dbg.step()  # runs it, then steps over the rest
-    assert dbg.current.op == "placeholder"
+    dbg.step()  # runs it, then steps over the rest and the input
+    assert dbg.current.name == first_op.name
     dbg.back()
     dbg.break_at(fetches[7])
     dbg.restart()
@@ -225,12 +227,15 @@ def test_report_replay_is_told_which_nodes_to_step_over(encoder_program):
     program, x = encoder_program
     rec = fxviz.record(program, x)
     data = _data(rec, 8)
-    fetches = [n.name for n in rec.graph_module.graph.nodes if n.op == "get_attr"]
-    assert data["replay"]["skip"] == fetches  # made in Python, with the replay's states
-    # the page's start is where the Debugger starts: past the leading fetches
+    nodes = rec.graph_module.graph.nodes
+    fetches = [n.name for n in nodes if n.op == "get_attr"]
+    over = [n.name for n in nodes if n.op in ("get_attr", "placeholder") or is_bookkeeping(n)]
+    assert data["replay"]["skip"] == over  # made in Python, with the replay's states
+    # the page's start is where the Debugger starts: past the input and leading fetches
     dbg = fxviz.Debugger(program, x)
     start = data["replay"]["order"].index(dbg.current.name)
-    assert set(data["replay"]["order"][:start]) <= set(fetches)
+    assert dbg.current.op not in ("get_attr", "placeholder")
+    assert set(data["replay"]["order"][:start]) <= set(over)
     assert data["replay"]["steps"][start]["status"].format(reason="start") == dbg.status
     assert data["replay"]["start"] == start  # the page opens there, and steps as told
     assert data["replay"]["steps"][start]["moves"]["step"] == (dbg.step(), dbg.position)[1]

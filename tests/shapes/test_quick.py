@@ -71,7 +71,7 @@ def test_a_graph_no_pass_gets_through_is_drawn_without_shapes():
 
 def test_the_debugger_widget_labels_nodes_before_they_run():
     app = fxviz.debug(TwoLayerNet(), torch.randn(4, 1000))
-    assert app.debugger.position == 0
+    assert app.debugger.position == 1  # the input is given
     assert "4×10 f32" in app.dot  # linear2, which has not run
     app.selected = "linear2"
     assert dict(app.inspector["fields"])["expected output"] == "4×10 f32"

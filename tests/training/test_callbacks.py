@@ -68,8 +68,8 @@ def test_hf_trainer_stops_at_the_bad_step(tmp_path):
         assert torch.equal(p, incident.snapshot.params[name])
     rec = incident.replay()
     # the Trainer's model is captured by Dynamo (symbolic tracing refuses what the Trainer
-    # attaches to it), whose nodes carry their graph's prefix: g0_log is the log
-    assert rec.first_nonfinite().name.removeprefix("g0_") == "log"
+    # attaches to it) as one graph, whose nodes keep their own names
+    assert rec.first_nonfinite().name == "log"
     assert rec.method in ("symbolic", "dynamo")
 
 

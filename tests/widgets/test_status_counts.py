@@ -1,4 +1,5 @@
-"""One node count everywhere: parameter fetches never count as steps (status, replay, header)."""
+"""One node count everywhere: parameter fetches never count as steps, the inputs count as
+run from the start (status, replay, header)."""
 
 from __future__ import annotations
 
@@ -25,16 +26,19 @@ def test_status_counts_the_models_nodes_and_never_jumps_over_fetches():
     drawn = len(Drawing(gm).graph.nodes)
     assert drawn == len(gm.graph.nodes) - 4
     dbg = fxviz.Debugger(gm, x)
-    assert dbg.status.endswith(f"— 0/{drawn} nodes"), dbg.status
+    assert dbg.status.endswith(f"— 1/{drawn} nodes"), dbg.status  # the input is given
     counts = []
     while not dbg.done:
         dbg.step()
         counts.append(int(re.search(r"(\d+)/\d+ nodes", dbg.status).group(1)))
-    assert counts == list(range(1, drawn + 1))  # one a step: 0 → 1 → 2, never 0 → 3
+    assert counts == list(range(2, drawn + 1))  # one a step: 1 → 2 → 3, never 1 → 4
     assert dbg.status == f"finished — {drawn}/{drawn} nodes"
     replay = replay_payload(fxviz.record(gm, x))
     last = replay["steps"][replay["positions"][-1]]["status"]
     assert last == f"finished — {drawn}/{drawn} nodes"
+    first = replay["steps"][replay["positions"][0]]["status"]
+    dbg.restart()
+    assert first.format(reason="start") == dbg.status  # the scrubber starts where dbg does
 
 
 def test_report_header_gives_one_node_count():

@@ -38,11 +38,13 @@ def test_selecting_a_node_fills_the_inspector():
 
 
 def test_stepping_through_messages_moves_the_states(app):
-    assert app.node_states["x"] == ["current"]
-    app.handle({"type": "step"})
-    assert app.node_states["x"] == ["done"]
+    assert app.node_states["x"] == ["done"]  # the input is given: the start is past it
     assert app.node_states["linear1"] == ["current"]
-    assert app.status.startswith("stopped at 'linear1' (step) — 1/5 nodes")
+    assert app.status.startswith("stopped at 'linear1' (start) — 1/5 nodes")
+    app.handle({"type": "step"})
+    assert app.node_states["linear1"] == ["done"]
+    assert app.node_states["clamp"] == ["current"]
+    assert app.status.startswith("stopped at 'clamp' (step) — 2/5 nodes")
     app.handle({"type": "step10"})
     assert app.debugger.done
     app.handle({"type": "back"})
