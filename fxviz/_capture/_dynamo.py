@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -69,7 +70,11 @@ def capture_dynamo(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
         return capture
     files = model_files(model)
     why = "the files of its modules told is_compiling() False too"
-    if files:
+    if not first and not _asked_from(told_true, files):
+        # only the gradients differ, and no file of the model's asked: telling those
+        # files False changes nothing, and a second capture of an LLM costs seconds
+        why = "no file of its modules asked"
+    elif files:
         try:
             again_told: list[str] = []
             again, output = _capture_once(model, args, kwargs, files, again_told)
@@ -99,6 +104,13 @@ def capture_dynamo(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
         f"or Dynamo runs an op differently; with {why}. Capture one real run instead: "
         "fxviz.trace(model, *args, method='real') (method='auto' does)"
     )
+
+
+def _asked_from(told_true: list[str], files: frozenset[str]) -> bool:
+    """Whether any frame told ``is_compiling()`` True (``path:line (function)``, its path
+    from the installed-packages folder on) lies in ``files`` (absolute paths)."""
+    paths = {where.rsplit(":", 1)[0] for where in told_true}
+    return any(f == p or f.endswith(os.sep + p) for f in files for p in paths)
 
 
 def _gradients(

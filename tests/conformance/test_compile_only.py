@@ -146,3 +146,18 @@ def test_a_compile_only_branch_with_eagers_output_but_other_gradients_is_not_rec
     assert set(got) == set(want)
     for name, g in want.items():
         assert torch.equal(got[name].value, g), name
+
+
+def test_a_gradient_only_difference_asked_from_a_library_is_captured_once(library, monkeypatch):
+    # no file of the model's asked is_compiling(): capturing again with those files told
+    # False cannot help, and costs a second Dynamo capture (seconds for an LLM)
+    from fxviz._capture import _dynamo
+
+    calls = []
+    once = _dynamo._capture_once
+    monkeypatch.setattr(_dynamo, "_capture_once", lambda *a: calls.append(a[3]) or once(*a))
+    model, x = Scaled(library), torch.randn(2, 4)
+    capture = fxviz.trace(model, x, method="dynamo")
+    assert calls == [frozenset()]  # one capture, with no file told False
+    with pytest.raises(TraceError, match=r"not eager's .*no file of its modules asked"):
+        fxviz.record(capture, x, backward=True)
