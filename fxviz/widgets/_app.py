@@ -41,7 +41,7 @@ class DebuggerApp(GraphView):
         >>> app = fxviz.debug(torch.nn.Sequential(torch.nn.Linear(4, 2)), torch.ones(1, 4))
         >>> app.handle({"type": "step"})
         >>> app.status
-        "stopped at '_0' (step) — 1/3 nodes · breakpoints: none"
+        "stopped at 'output' (step) — 2/3 nodes · breakpoints: none"
     """
 
     pressed = traitlets.List(traitlets.Unicode()).tag(sync=True)
