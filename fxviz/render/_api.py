@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import gc
 import shutil
 from collections.abc import Iterable, Iterator, Sequence
@@ -83,6 +84,12 @@ class Drawing:
             with collector_paused():
                 self._tree = ModuleTree(self.graph)
         return self._tree
+
+    @functools.cached_property
+    def drawn_names(self) -> frozenset[str]:
+        """The names of the nodes drawn (parameter fetches folded into their users and
+        telemetry calls are not)."""
+        return frozenset(n.name for n in self.graph.nodes)
 
     def records(self) -> list[NodeRecord]:
         """Every record of the drawn run, parameter fetches folded out of the drawing

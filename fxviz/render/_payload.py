@@ -186,6 +186,9 @@ def node_rows_page(
     >>> rows, total = node_rows_page(Drawing(fxviz.trace(torch.nn.Linear(4, 2))), limit=1)
     >>> [row["name"] for row in rows], total
     (['input_1'], 3)
+    >>> recording = fxviz.record(torch.nn.Linear(4, 2), torch.ones(1, 4), method="export")
+    >>> [row["name"] for row in node_rows_page(Drawing(recording))[0]]  # no weight, bias
+    ['input_1', 'linear', 'output']
     """
     nodes = drawing.graph.nodes
     if records is None:
@@ -196,7 +199,11 @@ def node_rows_page(
                 for n in nodes[:limit]
             ]
             return rows, len(nodes)
-    return table_rows(records[:limit]), len(records)
+    # the drawn nodes only, as the graph, the header and the report's table count them
+    # (parameter fetches folded into their users and telemetry calls are not rows)
+    drawn = drawing.drawn_names
+    shown = [r for r in records if r.name in drawn]
+    return table_rows(shown[:limit]), len(shown)
 
 
 def graph_payload(

@@ -40,3 +40,15 @@ def test_a_comparisons_legend_says_fill_means_agreement():
     plain = GraphView(fxviz.trace(model)).contract["fill"]
     assert plain == {"title": "fill: the operation", "rows": None}
     assert json.dumps(plain)  # travels to the page as it is
+
+
+def test_the_table_lists_the_nodes_drawn_as_the_report_does():  # the report: _report/_html.py
+    # an exported graph fetches its parameters as inputs; a Dynamo graph with get_attr:
+    # folded into their users, they are neither drawn nor rows (nor counted)
+    model, x = _model(), torch.ones(1, 3)
+    for method in ("export", "dynamo"):
+        app = fxviz.debug(fxviz.trace(model, x, method=method), x)
+        app.handle({"type": "continue"})
+        drawn = [n.name for n in app._draw.nodes]
+        assert [row["name"] for row in app.rows] == drawn, method
+        assert app.rows_total == len(drawn), method
