@@ -28,6 +28,7 @@ from fxviz.render._inspect import inspector_data
 from fxviz.render._payload import box_expansions, graph_payload, replay_payload
 from fxviz.render._source import source_of
 from fxviz.render._style import visible
+from fxviz.render._title import capture_name
 
 __all__ = ["report"]
 
@@ -198,8 +199,8 @@ def _capture_facts(obj: Any) -> list[str]:
     gm = getattr(obj, "graph_module", obj)
     method = getattr(gm, "meta", {}).get("fxviz_method") if gm is not None else None
     if not isinstance(gm, Capture):
-        return [f"captured by: {method}"] if method else []
-    lines = [f"captured by: {method or gm.method} ({gm.summary()})"]
+        return [f"captured by: {capture_name(method)}"] if method else []
+    lines = [f"captured by: {capture_name(method or gm.method)} ({gm.summary()})"]
     # one graph call: the Python after it only hands the output back, no break to show
     breaks = gm.breaks if len(gm.calls) > 1 else [b for b in gm.breaks if b.node != "python_return"]
     shown = 12  # a loop over many boxes breaks once a box: the first ones tell the story

@@ -9,7 +9,7 @@ import torch.fx
 
 from fxviz._torch_compat import has_plain_codegen
 
-__all__ = ["model_title"]
+__all__ = ["capture_name", "model_title"]
 
 
 def model_title(obj: Any) -> str:
@@ -61,6 +61,16 @@ _CAPTURED = {
     "dynamo": "dynamo",
     "real": "one real run",
 }
+
+
+def capture_name(method: str) -> str:
+    """What a title calls a capture method (``"symbolic"`` -> ``"symbolic_trace"``): one
+    word for it on every panel.
+
+    >>> capture_name("real"), capture_name("joint")
+    ('one real run', 'joint')
+    """
+    return _CAPTURED.get(method, method)
 
 
 def _stacks(graph: torch.fx.Graph, limit: int = 100) -> list[dict]:

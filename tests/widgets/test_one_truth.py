@@ -52,3 +52,12 @@ def test_the_table_lists_the_nodes_drawn_as_the_report_does():  # the report: _r
         drawn = [n.name for n in app._draw.nodes]
         assert [row["name"] for row in app.rows] == drawn, method
         assert app.rows_total == len(drawn), method
+
+
+def test_the_report_header_names_the_capture_in_the_titles_words():
+    model, x = _model(), torch.ones(1, 3)
+    for method, words in (("symbolic", "symbolic_trace"), ("real", "one real run")):
+        rec = fxviz.record(fxviz.trace(model, x, method=method), x)
+        page = fxviz.report(rec)
+        assert f"Sequential ({words})" in page, method  # the title
+        assert f"captured by: {words}" in page, method  # the header, in the same words
