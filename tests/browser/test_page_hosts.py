@@ -34,10 +34,10 @@ def test_a_page_that_forbids_workers_still_draws_the_graph(offline, tmp_path):
     assert page.evaluate("globalThis.__fxviz_layout_v3.noWorker") is True  # main thread
     for name in ("x", "linear1", "clamp", "linear2", "output"):
         assert shown(node(page, name)), name
+    current = "document.querySelector('.fxviz-graph g.fxviz-current title')?.textContent"
+    assert page.evaluate(current) == "linear1"  # the run starts on the model's first node
     page.locator("button[data-action=step]").click()  # and the page works as usual
-    page.wait_for_function(
-        "document.querySelector('.fxviz-graph g.fxviz-current title')?.textContent === 'linear1'"
-    )
+    page.wait_for_function(f"{current} === 'clamp'")
 
 
 @pytest.mark.parametrize("size", [(1280, 720), (1400, 950)])
