@@ -221,42 +221,28 @@ def group_wide(draw: DrawGraph, limit: int = WIDE_LEVEL, groups: int = 100) -> D
     (``"relu_1 … add_9"``): a flat 20,000-node chain then opens as 100 boxes and each box
     expands to a few hundred nodes, a size Graphviz lays out quickly.
 
-    The levels are walked per module, not per node: a node is looked at on its own only
-    where it is a loose node of a level so wide that it is grouped.
-
     >>> from fxviz.render._model import DrawNode
     >>> chain = DrawGraph("chain", [DrawNode(f"n{i}", f"n{i}", "call_function", "f")
     ...                             for i in range(1000)], [])
     >>> sorted({n.module for n in group_wide(chain).nodes})[:2]
     ['n0 … n9', 'n10 … n19']
     """
-    by_module: dict[str, list[int]] = {}
-    for i, n in enumerate(draw.nodes):  # the one pass over the nodes
-        members = by_module.get(n.module)
-        if members is None:
-            by_module[n.module] = [i]
-        else:
-            members.append(i)
-    items = [_Item(m.split(".") if m else [], numbers) for m, numbers in by_module.items()]
+    paths = [n.module.split(".") if n.module else [] for n in draw.nodes]
     made: set[str] = set()
-    _group_level(draw.nodes, items, 0, limit, groups, made)
-    new: dict[int, str] = {}  # node number -> its new module, where it moved
-    renamed: dict[str, str] = {}
-    for module, item in zip(by_module, items, strict=True):
-        item.collect(new, module)
-    if not new:
+    names = [n.name for n in draw.nodes]
+    _group_level(paths, names, list(range(len(paths))), 0, limit, groups, made)
+    new = [".".join(p) for p in paths]
+    if all(a == n.module for a, n in zip(new, draw.nodes, strict=True)):
         return draw
-    for module, item in zip(by_module, items, strict=True):  # once per module, not per node
-        if not module:
-            continue
+    renamed: dict[str, str] = {}
+    moved = {n.module: parts for n, parts in zip(draw.nodes, paths, strict=True) if n.module}
+    for module, parts in moved.items():  # once per module, not per node
         old_parts = module.split(".")
         for cut in range(1, len(old_parts) + 1):
             prefix = ".".join(old_parts[:cut])
             if prefix not in renamed:
-                renamed[prefix] = ".".join(item.parts[: _position(item.parts, old_parts, cut)])
-    nodes = list(draw.nodes)
-    for i, module in new.items():
-        nodes[i] = _moved(nodes[i], module)
+                renamed[prefix] = ".".join(parts[: _position(parts, old_parts, cut)])
+    nodes = [_moved(n, m) for n, m in zip(draw.nodes, new, strict=True)]
     modules = {renamed.get(k, k): v for k, v in draw.modules.items()}
     params = {renamed.get(k, k): v for k, v in draw.params.items()}
     for path in made:
@@ -264,74 +250,11 @@ def group_wide(draw: DrawGraph, limit: int = WIDE_LEVEL, groups: int = 100) -> D
     return dataclasses.replace(draw, nodes=nodes, modules=modules, params=params)
 
 
-class _Item:
-    """The nodes of one module (``numbers``), or one loose node, as :func:`group_wide`
-    moves them: ``parts`` is their module path, groups inserted; ``loose`` the single
-    nodes a grouped level took out of it."""
-
-    __slots__ = ("first", "loose", "numbers", "parts")
-
-    def __init__(self, parts: list[str], numbers: list[int]) -> None:
-        self.parts, self.numbers, self.first = parts, numbers, numbers[0]
-        self.loose: list[_Item] = []
-
-    def split(self) -> list[_Item]:
-        """Its nodes as loose items of their own (each keyed by its name)."""
-        self.loose = [_Item(list(self.parts), [i]) for i in self.numbers]
-        self.numbers = []
-        return self.loose
-
-    def collect(self, new: dict[int, str], module: str) -> None:
-        """Into ``new``: the nodes that are no longer in ``module``, and where they are."""
-        moved = ".".join(self.parts)
-        if moved != module:
-            new.update(dict.fromkeys(self.numbers, moved))
-        for item in self.loose:
-            item.collect(new, module)
-
-
-def _group_level(
-    nodes: list[DrawNode],
-    items: list[_Item],
-    level: int,
-    limit: int,
-    groups: int,
-    made: set[str],
-) -> None:
-    if sum(len(item.numbers) for item in items) <= limit:  # no level below holds more
-        return
-    inner = [item for item in items if len(item.parts) > level]
-    loose = [item for item in items if len(item.parts) <= level]
-    names = {nodes[i].name for item in loose for i in item.numbers}  # loose: keyed by name
-    wide = len({item.parts[level] for item in inner}) + len(names)
-    if wide > limit:
-        members = inner + [single for item in loose for single in item.split()]
-        members.sort(key=lambda item: item.first)  # keys in the order of their first node
-        keys = [
-            x.parts[level] if len(x.parts) > level else "\0" + nodes[x.first].name for x in members
-        ]
-        order = list(dict.fromkeys(keys))
-        size = math.ceil(len(order) / groups)
-        label: dict[str, str] = {}
-        for start in range(0, len(order), size):
-            chunk = order[start : start + size]
-            name = f"{_shown(chunk[0])} … {_shown(chunk[-1])}"
-            for key in chunk:
-                label[key] = name
-        for item, key in zip(members, keys, strict=True):
-            item.parts.insert(level, label[key])
-            made.add(".".join(item.parts[: level + 1]))
-        inner = members
-    children: dict[str, list[_Item]] = collections.defaultdict(list)
-    for item in sorted(inner, key=lambda item: item.first):
-        children[item.parts[level]].append(item)
-    for sub in children.values():
-        _group_level(nodes, sub, level + 1, limit, groups, made)
-
-
 def _moved(node: DrawNode, module: str) -> DrawNode:
     """``node`` in ``module``: a shallow copy (``dataclasses.replace`` would make the
     deferred tooltip of every node now)."""
+    if node.module == module:
+        return node
     moved = object.__new__(DrawNode)  # copy.copy, without its generic machinery
     moved.__dict__.update(node.__dict__)
     moved.module = module
@@ -347,6 +270,38 @@ def _position(parts: list[str], old_parts: list[str], cut: int) -> int:
             if seen == cut:
                 return i + 1
     return len(parts)
+
+
+def _group_level(
+    paths: list[list[str]],
+    names: list[str],
+    members: list[int],
+    level: int,
+    limit: int,
+    groups: int,
+    made: set[str],
+) -> None:
+    if len(members) <= limit:  # no level below can hold more than ``limit`` either
+        return
+    keys = [paths[i][level] if len(paths[i]) > level else "\0" + names[i] for i in members]
+    order = list(dict.fromkeys(keys))
+    if len(order) > limit:
+        size = math.ceil(len(order) / groups)
+        label: dict[str, str] = {}
+        for start in range(0, len(order), size):
+            chunk = order[start : start + size]
+            name = f"{_shown(chunk[0])} … {_shown(chunk[-1])}"
+            for key in chunk:
+                label[key] = name
+        for i, key in zip(members, keys, strict=True):
+            paths[i].insert(level, label[key])
+            made.add(".".join(paths[i][: level + 1]))
+    children: dict[str, list[int]] = collections.defaultdict(list)
+    for i in members:
+        if len(paths[i]) > level:
+            children[paths[i][level]].append(i)
+    for sub in children.values():
+        _group_level(paths, names, sub, level + 1, limit, groups, made)
 
 
 def _shown(key: str) -> str:
