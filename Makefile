@@ -115,6 +115,7 @@ bench: $(STAMP) $(BUNDLE)
 	$(BIN)/python benchmarks/real_models.py
 	$(BIN)/python benchmarks/conformance.py
 	$(BIN)/python benchmarks/widget.py
+	$(BIN)/python benchmarks/widget_kernel.py
 	$(BIN)/python benchmarks/targets.py
 
 clean:

@@ -26,6 +26,7 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
         "training.py",
         "real_models.py",
         "conformance.py",
+        "widget_kernel.py",
         "targets.py",
     ],
 )

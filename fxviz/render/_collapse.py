@@ -177,16 +177,21 @@ def opening_depth(draw: DrawGraph, limit: int = BIG_GRAPH) -> int | None:
     if len(draw.nodes) <= limit:
         return None
     per_module = collections.Counter(n.module for n in draw.nodes)
-    for depth in (4, 3, 2):  # once per module, not per node
-        units: set[str] = set()
-        loose = 0  # nodes drawn themselves
-        for module, count in per_module.items():
-            path = unit_path(module, depth, frozenset())
-            if path is None:
-                loose += count
-            else:
-                units.add(path)
-        if len(units) + loose <= limit:
+    loose_at: collections.Counter[int] = collections.Counter()  # nodes directly k deep
+    paths_at: collections.Counter[int] = collections.Counter()  # module paths k deep
+    seen: set[str] = set()
+    for module, count in per_module.items():  # once per module, not per node
+        parts = module.split(".") if module else []
+        loose_at[len(parts)] += count
+        for cut in range(len(parts), 0, -1):  # from the deepest: stop at a known prefix
+            path = ".".join(parts[:cut])
+            if path in seen:
+                break
+            seen.add(path)
+            paths_at[cut] += 1
+    for depth in (4, 3, 2):  # a box per path ``depth`` deep, nodes less deep drawn loose
+        loose = sum(count for k, count in loose_at.items() if k < depth)
+        if paths_at[depth] + loose <= limit:
             return depth
     return 1
 

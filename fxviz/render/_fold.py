@@ -4,7 +4,7 @@ and each call of a reused module as its own group."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 import torch.fx
@@ -57,6 +57,7 @@ def call_paths(graph: torch.fx.Graph) -> dict[str, str]:
     Nodes outside any module are left out.
     """
     calls: dict[tuple[str, str], list[str]] = {}  # (drawn parent, path) -> call keys in order
+    steps: dict[tuple[str, str, Any, Any], tuple[str, str]] = {}  # made once, never changes
     found: dict[str, str] = {}
     for node in graph.nodes:
         stack = node.meta.get("nn_module_stack")
@@ -64,6 +65,10 @@ def call_paths(graph: torch.fx.Graph) -> dict[str, str]:
             continue
         drawn, parent = "", ""
         for key, entry in stack.items():
+            known = steps.get((drawn, parent, key, entry[0]))
+            if known is not None:  # most nodes: the steps of a node before them
+                drawn, parent = known
+                continue
             path = entry[0] if isinstance(entry[0], str) else str(entry[0])
             if not path:
                 continue
@@ -73,8 +78,9 @@ def call_paths(graph: torch.fx.Graph) -> dict[str, str]:
             number = keys.index(key) + 1
             rest = path[len(parent) + 1 :] if parent and path.startswith(parent + ".") else path
             step = rest if number == 1 else f"{rest}@{number}"
-            drawn = f"{drawn}.{step}" if drawn and rest != path else step
-            parent = path
+            made = f"{drawn}.{step}" if drawn and rest != path else step
+            steps[drawn, parent, key, entry[0]] = (made, path)
+            drawn, parent = made, path
         if drawn:
             found[node.name] = drawn
     return found

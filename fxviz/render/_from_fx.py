@@ -100,12 +100,7 @@ def draw_fx(
                 edges.append(DrawEdge(ids[source], node_id))
     labels = _stack_types(graph)
     labels |= {path: module_label(m) for path, m in modules.items() if path and _is_real(m)}
-    counts: dict[str, int] = {}
-    for qualified, p in gm.named_parameters():
-        parts = qualified.split(".")[:-1]
-        for i in range(1, len(parts) + 1):
-            path = ".".join(parts[:i])
-            counts[path] = counts.get(path, 0) + p.numel()
+    counts = _param_counts(modules)
     called = {n.module for n in nodes if "@" in n.module}  # modules called more than once
     for drawn in {prefix for module in called for prefix in _prefixes(module) if "@" in prefix}:
         if real_path(drawn) in labels:
@@ -186,6 +181,24 @@ def _kind(node: torch.fx.Node, known: dict[tuple[str, Any], str]) -> str:
     if kind is None:
         kind = known[key] = "collective" if is_collective(node) else node.op
     return kind
+
+
+def _param_counts(modules: Mapping[str, torch.nn.Module]) -> dict[str, int]:
+    """Parameters under each module path, each parameter counted once, under its first
+    name (as ``gm.named_parameters()`` names it), read from the modules already listed:
+    a generator per module is slow when a graph has tens of thousands of them."""
+    counts: dict[str, int] = {}
+    seen: set[int] = set()
+    for path, module in modules.items():  # named_modules' order: a shared one's first path
+        own: int | None = None
+        for p in module._parameters.values():
+            if p is not None and id(p) not in seen:
+                seen.add(id(p))
+                own = (own or 0) + p.numel()
+        if own is not None and path:
+            for prefix in _prefixes(path):
+                counts[prefix] = counts.get(prefix, 0) + own
+    return counts
 
 
 def _prefixes(path: str) -> list[str]:

@@ -99,7 +99,8 @@ class ModuleTree:
         self.kids: dict[str, list[str]] = collections.defaultdict(list)  # in graph order
         self.direct: dict[str, list[int]] = {}
         self.count: dict[str, int] = {}
-        self.by_real: dict[str, list[str]] = collections.defaultdict(list)  # blk.0 -> blk@2.0...
+        # blk.0 -> blk@2.0...: the other calls' paths (a path is its own call, not listed)
+        self.by_real: dict[str, list[str]] = collections.defaultdict(list)
         self.touched = 0
         self._clusters: dict[str, str] | None = None
         self._indices: dict[str, list[int]] = {}
@@ -129,7 +130,8 @@ class ModuleTree:
                     continue
                 known.add(path)
                 self.kids[".".join(parts[: cut - 1])].append(path)
-                self.by_real[real_path(path)].append(path)
+                if "@" in path:  # only a later call's path differs from its real one
+                    self.by_real[real_path(path)].append(path)
         self.meet: dict[str, list[int]] = collections.defaultdict(list)  # path -> edge numbers
         meets: dict[tuple[str, str], list[int]] = {}
         get = module_of.get

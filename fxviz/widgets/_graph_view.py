@@ -96,13 +96,16 @@ class GraphView(anywidget.AnyWidget):
         self._units_held = True  # until the browser has painted: see _on_painted
         super().__init__(**kwargs)
         self._obj = obj
-        self._drawing = Drawing(obj, params=params, group=True)  # the drawing model, made once
-        self._draw = self._drawing.graph
-        self.depth = depth if depth is not None else self._drawing.opening_depth
-        self.observe(self._redraw, names=["depth", "expanded", "collapsed"])
-        self.observe(self._on_select, names=["selected"])
-        self.on_msg(self._on_message)
-        self._redraw()
+        # one pause of the collector for the drawing model and the first view: each
+        # pause ends with a collection of every object made meanwhile (see collector_paused)
+        with collector_paused():
+            self._drawing = Drawing(obj, params=params, group=True)  # made once
+            self._draw = self._drawing.graph
+            self.depth = depth if depth is not None else self._drawing.opening_depth
+            self.observe(self._redraw, names=["depth", "expanded", "collapsed"])
+            self.observe(self._on_select, names=["selected"])
+            self.on_msg(self._on_message)
+            self._redraw()
 
     # -- what to draw ---------------------------------------------------------------------
     def _redraw(self, change: Any = None) -> None:
