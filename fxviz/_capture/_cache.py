@@ -30,11 +30,37 @@ _lock = threading.Lock()
 
 
 class _Entry:
-    __slots__ = ("captured", "graph", "inputs", "signature", "state")
+    __slots__ = ("captured", "constants", "graph", "inputs", "signature", "state")
 
-    def __init__(self, state: Any, signature: Any, inputs: Any, captured: Any):
+    def __init__(self, obj: Any, state: Any, signature: Any, inputs: Any, captured: Any):
         self.state, self.signature, self.inputs, self.captured = state, signature, inputs, captured
         self.graph = _graph_state(captured)
+        self.constants = _constants(captured, obj)
+
+    def constants_unwritten(self) -> bool:
+        """Whether no run wrote the capture's own tensors since it was made."""
+        return all(_version(t) == v for t, v in self.constants)
+
+
+def _constants(gm: torch.fx.GraphModule, obj: Any) -> list[tuple[torch.Tensor, int | None]]:
+    """The tensors the capture made its own (a ``torch.zeros(4)`` built inside ``forward``
+    becomes a constant of the graph) and their version counters: a run that writes one in
+    place (``buf[:2] += x``) would hand the next run what it wrote, and the next run would
+    overwrite the values the first recording kept, so a written one captures again."""
+    owned = set()
+    if isinstance(obj, torch.nn.Module):
+        owned = {id(t) for t in obj.parameters()} | {id(t) for t in obj.buffers()}
+    tensors = [t for t in vars(gm).values() if isinstance(t, torch.Tensor)]
+    tensors += gm.buffers()
+    return [(t, _version(t)) for t in tensors if id(t) not in owned]
+
+
+def _version(t: torch.Tensor) -> int | None:
+    """``t._version``, or ``None`` for an inference tensor (which has none)."""
+    try:
+        return t._version
+    except RuntimeError:
+        return None
 
 
 def _graph_state(gm: torch.fx.GraphModule) -> tuple[Any, ...]:
@@ -68,6 +94,7 @@ def capture_once(
         if (
             entry.state == _state(obj, kind)
             and entry.graph == _graph_state(entry.captured)
+            and entry.constants_unwritten()
             and (kind not in _ONE_RUN or _same_values(entry.inputs, args, kwargs))
         ):
             return entry.captured
@@ -76,7 +103,7 @@ def capture_once(
     inputs = _copies(args, kwargs) if kind in _ONE_RUN else None
     with _lock:
         _entries.setdefault(obj, {})[method] = _Entry(
-            _state(obj, kind), signature, inputs, captured
+            obj, _state(obj, kind), signature, inputs, captured
         )
     return captured
 
