@@ -2,7 +2,8 @@
 same model and input signature while it is still valid.
 
 A capture is valid while the model's module structure, training flags, forward code,
-hooks and plain attributes (by identity), its parameters' identities and the grad mode are
+hooks and plain attributes (by identity; an object of plain attributes, as a model's
+configuration, by its attributes' identities), its parameters' identities and the grad mode are
 those it was made with; a Dynamo or
 real capture (one run) also needs inputs equal to the ones it ran on and parameters not
 written since (their version counters). Anything else captures again. The captures are
@@ -138,10 +139,11 @@ def _state(obj: Any, kind: str | None) -> tuple[Any, ...]:
     modules: list[tuple[Any, ...]] = []
     params: list[tuple[Any, ...]] = []
     buffers: list[tuple[Any, ...]] = []
+    held: dict[int, Any] = {}  # plain objects the modules hold (a model's config)
     stack = [obj]
     while stack:
         m = stack.pop()
-        modules.append(_module_state(m))
+        modules.append(_module_state(m, held))
         for p in m._parameters.values():
             if p is not None:
                 params.append(
@@ -157,14 +159,22 @@ def _state(obj: Any, kind: str | None) -> tuple[Any, ...]:
         tuple(torch.nn.modules.module._global_forward_hooks),
         tuple(torch.nn.modules.module._global_forward_pre_hooks),
     )
-    return (grad, modules, params, buffers, hooks)
+    # a flag read off a config that many modules share (``config.output_hidden_states``)
+    objects = [(i, [(k, id(v)) for k, v in vars(o).items()]) for i, o in held.items()]
+    return (grad, modules, params, buffers, hooks, objects)
 
 
-def _module_state(m: torch.nn.Module) -> tuple[Any, ...]:
+def _module_state(m: torch.nn.Module, held: dict[int, Any]) -> tuple[Any, ...]:
+    """What a capture depends on in ``m`` itself; the plain objects among its attributes
+    (whose own attributes a capture may bake in) are added to ``held``."""
     if isinstance(m, torch.jit.ScriptModule):  # compiled code: its identity stands for it
         return (type(m), id(m), m.training)
     attrs = m.__dict__
     public = _public_attributes(tuple(attrs))
+    for k in public:
+        v = attrs[k]
+        if _plain_type(type(v)):
+            held[id(v)] = v
     return (
         type(m),
         m.training,
@@ -178,6 +188,17 @@ def _module_state(m: torch.nn.Module) -> tuple[Any, ...]:
         # plain attributes (a scale, a flag, a list of anchors): a capture may bake them in
         public,
         [id(attrs[k]) for k in public],
+    )
+
+
+@functools.lru_cache(maxsize=4096)
+def _plain_type(cls: type) -> bool:
+    """Whether instances of ``cls`` are objects of plain attributes (a configuration):
+    they have a ``__dict__`` and are no module, tensor, class or anything callable."""
+    return (
+        cls.__dictoffset__ != 0
+        and not issubclass(cls, (torch.nn.Module, torch.Tensor, type))
+        and not any("__call__" in vars(k) for k in cls.__mro__)
     )
 
 

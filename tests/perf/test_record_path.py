@@ -201,3 +201,18 @@ def test_a_run_that_writes_the_captures_own_tensors_captures_again():
         again = fxviz.record(model, x)
         assert torch.equal(again.output, model(x))
     assert torch.equal(first.output, kept)  # and the first recording keeps its values
+
+
+def test_a_changed_configuration_flag_captures_again():
+    """A transformers model reads ``self.config.output_hidden_states`` in ``forward``: the
+    config object stays the same, its flag does not, and the next record follows it."""
+    model, args, kwargs = build("llama")
+    with torch.no_grad():
+        first = fxviz.record(model, *args, **kwargs)
+        model.config.output_hidden_states = True
+        again = fxviz.record(model, *args, **kwargs)
+        expected = model(*args, **kwargs)
+    assert again.graph_module is not first.graph_module
+    got = tensors_in(again.output)
+    assert len(got) == len(tensors_in(expected)) > len(tensors_in(first.output))
+    assert all(torch.equal(a, b) for a, b in zip(got, tensors_in(expected), strict=True))
