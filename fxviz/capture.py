@@ -244,8 +244,11 @@ def _refuse_root_hooks(obj: Any) -> None:
 
 def _refuse_instance_forward(obj: Any) -> None:
     """``symbolic_trace`` traces the class's ``forward``: one set on the instance (a
-    patched ``model.forward``), which a call runs, would not be in the graph."""
-    if isinstance(obj, torch.nn.Module) and "forward" in vars(obj):
+    patched ``model.forward``), which a call runs, would not be in the graph. fxviz's own
+    (a training replay's, which records the forward it wraps) is no user code."""
+    patched = vars(obj).get("forward") if isinstance(obj, torch.nn.Module) else None
+    own = getattr(getattr(patched, "__func__", patched), "__module__", None) or ""
+    if patched is not None and not own.startswith("fxviz."):
         raise TraceError(
             f"{_name(obj)}.forward is set on the instance: symbolic tracing traces the "
             f"class's forward ({type(obj).__name__}.forward) instead, so the graph would not "
