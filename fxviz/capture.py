@@ -169,6 +169,7 @@ def _faithful(
         return capture(obj, *inputs, concrete_args)
     if method == "symbolic":
         _refuse_root_hooks(obj)
+        _refuse_instance_forward(obj)
     # Tracing runs no parameter for real: only the buffers' values are copied.
     with restored_state(obj, ModelState(obj, parameters=False)) as state:
         gm = capture(obj, *inputs, concrete_args)
@@ -238,6 +239,21 @@ def _refuse_root_hooks(obj: Any) -> None:
             "traces forward and never runs them, so the graph would not give the model's "
             "output. Pass example inputs (export, Dynamo and a real run call the model "
             "with its hooks): fxviz.trace(model, x)"
+        )
+
+
+def _refuse_instance_forward(obj: Any) -> None:
+    """``symbolic_trace`` traces the class's ``forward``: one set on the instance (a
+    patched ``model.forward``), which a call runs, would not be in the graph. fxviz's own
+    (a training replay's, which records the forward it wraps) is no user code."""
+    patched = vars(obj).get("forward") if isinstance(obj, torch.nn.Module) else None
+    own = getattr(getattr(patched, "__func__", patched), "__module__", None) or ""
+    if patched is not None and not own.startswith("fxviz."):
+        raise TraceError(
+            f"{_name(obj)}.forward is set on the instance: symbolic tracing traces the "
+            f"class's forward ({type(obj).__name__}.forward) instead, so the graph would not "
+            "give the model's output. Pass example inputs (export, Dynamo and a real run call "
+            "the model): fxviz.trace(model, x)"
         )
 
 

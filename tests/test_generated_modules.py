@@ -280,6 +280,25 @@ def test_root_hooks_run_as_a_call_runs_them(method, kwargs):
     assert torch.equal(rec.output, model(x))
 
 
+class _Patched(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+
+    def forward(self, x):
+        return self.lin(x) + 1
+
+
+def test_a_forward_set_on_the_instance_is_what_is_recorded():
+    """A call runs ``model.forward`` set on the instance; symbolic tracing would trace the
+    class's instead, so ``auto`` moves on and the recording gives the call's output."""
+    model, x = _Patched(), torch.randn(2, 3)
+    model.forward = lambda x: model.lin(x) * 0
+    assert torch.equal(fxviz.record(model, x).output, model(x))
+    with pytest.raises(TraceError, match="forward is set on the instance"):
+        fxviz.trace(model, method="symbolic")
+
+
 def test_symbolic_refuses_root_hooks_it_would_skip():
     model = torch.nn.Linear(3, 3)
     model.register_forward_hook(lambda m, a, out: out * 2)

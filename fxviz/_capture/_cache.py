@@ -2,7 +2,8 @@
 same model and input signature while it is still valid.
 
 A capture is valid while the model's module structure, training flags, forward code,
-hooks and plain attributes (by identity), its parameters' identities and the grad mode are
+hooks and plain attributes (by identity; an object of plain attributes, as a model's
+configuration, by its attributes' identities), its parameters' identities and the grad mode are
 those it was made with; a Dynamo or
 real capture (one run) also needs inputs equal to the ones it ran on and parameters not
 written since (their version counters). Anything else captures again. The captures are
@@ -30,11 +31,37 @@ _lock = threading.Lock()
 
 
 class _Entry:
-    __slots__ = ("captured", "graph", "inputs", "signature", "state")
+    __slots__ = ("captured", "constants", "graph", "inputs", "signature", "state")
 
-    def __init__(self, state: Any, signature: Any, inputs: Any, captured: Any):
+    def __init__(self, obj: Any, state: Any, signature: Any, inputs: Any, captured: Any):
         self.state, self.signature, self.inputs, self.captured = state, signature, inputs, captured
         self.graph = _graph_state(captured)
+        self.constants = _constants(captured, obj)
+
+    def constants_unwritten(self) -> bool:
+        """Whether no run wrote the capture's own tensors since it was made."""
+        return all(_version(t) == v for t, v in self.constants)
+
+
+def _constants(gm: torch.fx.GraphModule, obj: Any) -> list[tuple[torch.Tensor, int | None]]:
+    """The tensors the capture made its own (a ``torch.zeros(4)`` built inside ``forward``
+    becomes a constant of the graph) and their version counters: a run that writes one in
+    place (``buf[:2] += x``) would hand the next run what it wrote, and the next run would
+    overwrite the values the first recording kept, so a written one captures again."""
+    owned = set()
+    if isinstance(obj, torch.nn.Module):
+        owned = {id(t) for t in obj.parameters()} | {id(t) for t in obj.buffers()}
+    tensors = [t for t in vars(gm).values() if isinstance(t, torch.Tensor)]
+    tensors += gm.buffers()
+    return [(t, _version(t)) for t in tensors if id(t) not in owned]
+
+
+def _version(t: torch.Tensor) -> int | None:
+    """``t._version``, or ``None`` for an inference tensor (which has none)."""
+    try:
+        return t._version
+    except RuntimeError:
+        return None
 
 
 def _graph_state(gm: torch.fx.GraphModule) -> tuple[Any, ...]:
@@ -68,6 +95,7 @@ def capture_once(
         if (
             entry.state == _state(obj, kind)
             and entry.graph == _graph_state(entry.captured)
+            and entry.constants_unwritten()
             and (kind not in _ONE_RUN or _same_values(entry.inputs, args, kwargs))
         ):
             return entry.captured
@@ -76,7 +104,7 @@ def capture_once(
     inputs = _copies(args, kwargs) if kind in _ONE_RUN else None
     with _lock:
         _entries.setdefault(obj, {})[method] = _Entry(
-            _state(obj, kind), signature, inputs, captured
+            obj, _state(obj, kind), signature, inputs, captured
         )
     return captured
 
@@ -111,10 +139,11 @@ def _state(obj: Any, kind: str | None) -> tuple[Any, ...]:
     modules: list[tuple[Any, ...]] = []
     params: list[tuple[Any, ...]] = []
     buffers: list[tuple[Any, ...]] = []
+    held: dict[int, Any] = {}  # plain objects the modules hold (a model's config)
     stack = [obj]
     while stack:
         m = stack.pop()
-        modules.append(_module_state(m))
+        modules.append(_module_state(m, held))
         for p in m._parameters.values():
             if p is not None:
                 params.append(
@@ -130,14 +159,22 @@ def _state(obj: Any, kind: str | None) -> tuple[Any, ...]:
         tuple(torch.nn.modules.module._global_forward_hooks),
         tuple(torch.nn.modules.module._global_forward_pre_hooks),
     )
-    return (grad, modules, params, buffers, hooks)
+    # a flag read off a config that many modules share (``config.output_hidden_states``)
+    objects = [(i, [(k, id(v)) for k, v in vars(o).items()]) for i, o in held.items()]
+    return (grad, modules, params, buffers, hooks, objects)
 
 
-def _module_state(m: torch.nn.Module) -> tuple[Any, ...]:
+def _module_state(m: torch.nn.Module, held: dict[int, Any]) -> tuple[Any, ...]:
+    """What a capture depends on in ``m`` itself; the plain objects among its attributes
+    (whose own attributes a capture may bake in) are added to ``held``."""
     if isinstance(m, torch.jit.ScriptModule):  # compiled code: its identity stands for it
         return (type(m), id(m), m.training)
     attrs = m.__dict__
     public = _public_attributes(tuple(attrs))
+    for k in public:
+        v = attrs[k]
+        if _plain_type(type(v)):
+            held[id(v)] = v
     return (
         type(m),
         m.training,
@@ -151,6 +188,17 @@ def _module_state(m: torch.nn.Module) -> tuple[Any, ...]:
         # plain attributes (a scale, a flag, a list of anchors): a capture may bake them in
         public,
         [id(attrs[k]) for k in public],
+    )
+
+
+@functools.lru_cache(maxsize=4096)
+def _plain_type(cls: type) -> bool:
+    """Whether instances of ``cls`` are objects of plain attributes (a configuration):
+    they have a ``__dict__`` and are no module, tensor, class or anything callable."""
+    return (
+        cls.__dictoffset__ != 0
+        and not issubclass(cls, (torch.nn.Module, torch.Tensor, type))
+        and not any("__call__" in vars(k) for k in cls.__mro__)
     )
 
 

@@ -14,7 +14,7 @@ import torch
 
 from fxviz._compare._metrics import Metrics, measure, measure_statistics, memory_key, one_thread
 from fxviz._compare._thresholds import Criterion
-from fxviz._record._records import NodeRecord
+from fxviz._record._records import NodeRecord, unwritten_memory
 
 __all__ = ["NodeComparison", "measure_pairs"]
 
@@ -71,11 +71,25 @@ def measure_pairs(aligned: list[Any], criterion: Criterion) -> list[NodeComparis
     """One :class:`NodeComparison` per aligned pair (``render._align.Pair``) of drawn nodes
     whose ``record`` is the node's NodeRecord."""
     measured: dict[tuple[Any, ...], Metrics] = {}  # views of measured memory: same numbers
+    # per side: record -> the target that allocated the unwritten memory it holds
+    fresh = _unwritten(aligned, ("before", "reference")) | _unwritten(aligned, ("after",))
     with one_thread():
-        return [_pair(p, criterion, measured) for p in aligned]
+        return [_pair(p, criterion, measured, fresh) for p in aligned]
 
 
-def _pair(p: Any, criterion: Criterion, measured: dict[tuple[Any, ...], Metrics]) -> NodeComparison:
+def _unwritten(aligned: list[Any], sides: tuple[str, ...]) -> dict[int, str]:
+    """``id`` of each record of one recording (the pairs' ``sides``) that holds memory not
+    written yet when it ran -> the target that allocated it."""
+    drawn = (getattr(p, side) for p in aligned for side in sides)
+    records = {id(n.record): n.record for n in drawn if n is not None}
+    known = [r for r in records.values() if isinstance(r, NodeRecord)]
+    found = unwritten_memory(known)
+    return {id(r): found[r.name] for r in known if r.name in found}
+
+
+def _pair(
+    p: Any, criterion: Criterion, measured: dict[tuple[Any, ...], Metrics], fresh: dict[int, str]
+) -> NodeComparison:
     ra = p.before.record if p.before is not None else None
     rb = p.after.record if p.after is not None else None
     reference = p.reference.record if p.before is None and p.reference is not None else None
@@ -95,27 +109,32 @@ def _pair(p: Any, criterion: Criterion, measured: dict[tuple[Any, ...], Metrics]
         "dtype_b": first_b.dtype if first_b else None,
     }
     if ra is None and reference is not None and rb is not None:
-        found = _measure(reference, rb, criterion, measured)
+        found = _measure(reference, rb, criterion, measured, fresh)
         found["reason"] = f"against {reference.name}, the value it displaced: {found['reason']}"
         return NodeComparison(**base, **found)
     if ra is None or rb is None:
         why = "values not recorded" if p.after is not None and p.before is not None else ""
         side = "b" if ra is None else "a"
         return NodeComparison(**base, metrics=None, diverged=False, reason=why or f"only in {side}")
-    return NodeComparison(**base, **_measure(ra, rb, criterion, measured))
+    return NodeComparison(**base, **_measure(ra, rb, criterion, measured, fresh))
 
 
 def _measure(
-    ra: NodeRecord, rb: NodeRecord, criterion: Criterion, measured: dict[tuple[Any, ...], Metrics]
+    ra: NodeRecord,
+    rb: NodeRecord,
+    criterion: Criterion,
+    measured: dict[tuple[Any, ...], Metrics],
+    fresh: dict[int, str],
 ) -> dict[str, Any]:
-    """``metrics``, ``diverged``, ``reason`` and ``measured_on`` of two records."""
+    """``metrics``, ``diverged``, ``reason`` and ``measured_on`` of two records (``fresh``:
+    the records holding memory not written yet, by ``id``, and what allocated it)."""
     first_a, first_b = _first(ra), _first(rb)
     if first_a and first_b and first_a.shape != first_b.shape:
         shapes = f"shape {_shape(first_a.shape)} vs {_shape(first_b.shape)}"
         return _found(None, True, shapes, "values")
-    fresh = next((r for r in (rb, ra) if r.uninitialized), None)
-    if fresh is not None:  # whatever the memory held: different from run to run
-        return _found(None, False, f"not measured: uninitialized memory ({fresh.target})", "")
+    allocated = fresh.get(id(rb)) or fresh.get(id(ra))
+    if allocated is not None:  # whatever the memory held: different from run to run
+        return _found(None, False, f"not measured: uninitialized memory ({allocated})", "")
     if (first_a is None) != (first_b is None) and ra.kept and rb.kept:
         kinds = f"{_kind(ra.value)} vs {_kind(rb.value)}"
         return _found(None, True, kinds, "values")

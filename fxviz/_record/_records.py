@@ -22,7 +22,7 @@ from fxviz.errors import UnknownNodeError
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["NodeRecord", "Recording", "StoredValue", "unknown_node_message"]
+__all__ = ["NodeRecord", "Recording", "StoredValue", "unknown_node_message", "unwritten_memory"]
 
 
 class StoredValue:
@@ -388,6 +388,42 @@ register_traceable(
         "fxviz.show, report and compare take the recording itself"
     ),
 )
+
+
+def unwritten_memory(records: Iterable[NodeRecord]) -> dict[str, str]:
+    """The records whose output was memory no op had written yet when they ran, each with
+    the target that allocated it: the allocations themselves (:attr:`NodeRecord.uninitialized`)
+    and the views taken of them before a write (``buf.t()`` before ``buf[:] = x``), whose
+    kept values are that memory's garbage too. A write into any view of a block (an in-place
+    op, ``x[i] = v``, ``out=``) ends it for every view of that block.
+
+    Examples:
+        >>> import torch, fxviz
+        >>> def f(x):
+        ...     buf = torch.empty_like(x)
+        ...     early = buf.t()
+        ...     buf.copy_(x)
+        ...     return buf.t() + early
+        >>> unwritten_memory(fxviz.record(f, torch.ones(2, 2)).values())
+        {'empty_like': 'torch.empty_like', 't': 'torch.empty_like'}
+    """
+    block: dict[str, int] = {}  # an unwritten record -> its block (the allocation's index)
+    origin: dict[int, str] = {}  # a block -> the target that allocated it
+    written: set[int] = set()
+    found: dict[str, str] = {}
+    for r in sorted(records, key=lambda r: r.index):
+        if r.mutates:
+            written.update(block[m] for m in r.mutates if m in block)
+            continue
+        if r.uninitialized:
+            block[r.name], origin[r.index] = r.index, r.target
+        else:
+            views = [block[a] for a in r.aliases if a in block and block[a] not in written]
+            if not views:
+                continue
+            block[r.name] = views[0]
+        found[r.name] = origin[block[r.name]]
+    return found
 
 
 def unknown_node_message(name: Any, known: Iterable[str]) -> str:

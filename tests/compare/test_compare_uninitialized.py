@@ -66,3 +66,27 @@ def test_records_say_which_outputs_are_uninitialized_and_files_keep_it(tmp_path)
     cmp = fxviz.compare(rec, loaded)
     assert cmp.first_divergence is None
     assert {p.name for p in cmp.unmeasured} == fresh
+
+
+def _views(x):
+    buf = torch.empty_like(x)
+    early = buf.t()  # a view of it, taken before anything is written: garbage too
+    buf.copy_(x * 2)
+    late = buf.t()  # taken after the write: real values
+    return early + 0, late
+
+
+def test_a_view_of_uninitialized_memory_taken_before_the_write_is_not_measured(tmp_path):
+    x = torch.randn(3, 3)
+    first = fxviz.record(_views, x)
+    for other in (fxviz.record(_views, x), fxviz.load(first.save(tmp_path / "run.fxrec"))):
+        cmp = fxviz.compare(first, other)
+        assert cmp.first_divergence is None
+        unmeasured = {p.name: p.reason for p in cmp.unmeasured}
+        assert unmeasured == {
+            "empty_like": "not measured: uninitialized memory (torch.empty_like)",
+            "t": "not measured: uninitialized memory (torch.empty_like)",
+        }
+    cmp = fxviz.compare(first, fxviz.record(_views, x + 1))  # a real divergence is still found
+    assert cmp.first_divergence.name == "x"
+    assert {p.name for p in cmp.pairs if p.diverged} >= {"mul", "copy_", "t_1"}

@@ -181,3 +181,38 @@ def _user_function_node() -> torch.fx.Node:
 
     graph = torch.fx.Graph()
     return graph.call_function(user_code, (graph.placeholder("x"),))
+
+
+class _Scratch(nn.Module):
+    """Builds a scratch tensor in ``forward`` (a capture makes it a constant of its graph)
+    and writes it in place."""
+
+    def forward(self, x):
+        buf = torch.zeros(4)
+        buf[:2] += x
+        return buf
+
+
+def test_a_run_that_writes_the_captures_own_tensors_captures_again():
+    model, x = _Scratch(), torch.ones(2)
+    first = fxviz.record(model, x)
+    kept = first.output.clone()
+    for _ in range(2):  # each record as the model itself computes, not on what the last wrote
+        again = fxviz.record(model, x)
+        assert torch.equal(again.output, model(x))
+    assert torch.equal(first.output, kept)  # and the first recording keeps its values
+
+
+def test_a_changed_configuration_flag_captures_again():
+    """A transformers model reads ``self.config.output_hidden_states`` in ``forward``: the
+    config object stays the same, its flag does not, and the next record follows it."""
+    model, args, kwargs = build("llama")
+    with torch.no_grad():
+        first = fxviz.record(model, *args, **kwargs)
+        model.config.output_hidden_states = True
+        again = fxviz.record(model, *args, **kwargs)
+        expected = model(*args, **kwargs)
+    assert again.graph_module is not first.graph_module
+    got = tensors_in(again.output)
+    assert len(got) == len(tensors_in(expected)) > len(tensors_in(first.output))
+    assert all(torch.equal(a, b) for a, b in zip(got, tensors_in(expected), strict=True))
