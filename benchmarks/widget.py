@@ -121,8 +121,18 @@ LIMITS = (("mid stack", "full", 1000), ("GPT", "open", 1000), ("GPT", "full", 50
           ("modular 20k", "expand", 300), ("modular 50k", "expand", 100),
           ("modular 100k", "expand", 300))  # fmt: skip
 TARGETS = (*((name, kind, what, ms) for name, kind, ms in LIMITS for what in ("render", "paint")),
+           ("qwen3", "first", "paint", 1500),
            ("GPT", "full", "gap", 1500), ("big stack", "full", "gap", 1500),
            ("debugger", "step", "paint", 100), ("debugger 3k", "step", "gap", 100))  # fmt: skip
+# fxviz.debug of a 2-layer Qwen3 (random weights) to a visible graph: the first call
+# captures it (Dynamo), the next ones re-use the capture
+QWEN3 = ("import transformers as tf\n"
+         "qwen = tf.Qwen3ForCausalLM(tf.Qwen3Config(vocab_size=96, hidden_size=32, "
+         "intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, "
+         "max_position_embeddings=64, pad_token_id=0, bos_token_id=0, eos_token_id=0)).eval()\n"
+         "ids = torch.randint(1, 96, (1, 6))")  # fmt: skip
+QWEN3_DEBUG = ("out.outputs = (); view = fxviz.debug(qwen, input_ids=ids, "
+               "attention_mask=torch.ones_like(ids)); out.append_display_data(view)")  # fmt: skip
 DEBUG_3K = ("out.outputs = (); view = fxviz.debug(blocks(30 if QUICK else 340), torch.randn(2, 4));"
             " view.depth = None; out.append_display_data(view)")  # every node drawn  # fmt: skip
 HEARTBEAT = """() => { const m = window.__hb = { gaps: [], last: performance.now() };
@@ -271,6 +281,12 @@ def main(argv: list[str] | None = None) -> int:
         rows["debugger", "step"] = [dict(zip(("dom", "paint"), page.evaluate(STEP), strict=True))
                                     for _ in range(n_steps)]  # fmt: skip
         labels["debugger", "step"] = "debugger step (21 nodes)"
+        if not args.steps_only:
+            kernel(page, QWEN3)
+            rows["qwen3", "first"] = [draw(page, QWEN3_DEBUG)]
+            labels["qwen3", "first"] = "fxviz.debug Qwen3 (2 layers), first"
+            rows["qwen3", "debug"] = [draw(page, QWEN3_DEBUG) for _ in range(repeats)]
+            labels["qwen3", "debug"] = "fxviz.debug Qwen3 (2 layers), again"
         draw(page, DEBUG_3K)
         page.evaluate(STEP)  # warm-up
         page.evaluate(HEARTBEAT)
