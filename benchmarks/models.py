@@ -89,6 +89,25 @@ def gpt(quick: bool = False) -> tuple[nn.Module, torch.Tensor]:
     return model, torch.randint(0, vocab, (batch, seq))
 
 
+class SmallBlock(nn.Module):
+    """A block of ~9 nodes in one module: stacks of them make the widget's big graphs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(4, 4)
+        self.b = nn.Linear(4, 4)
+        self.n = nn.LayerNorm(4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.a(x)) * 2 + 1
+        return self.n(x + torch.tanh(self.b(h)) - 0.5)
+
+
+def small_blocks(n: int) -> nn.Sequential:
+    """``n`` :class:`SmallBlock` in a row (5,500 trace to ~50,000 nodes)."""
+    return nn.Sequential(*[SmallBlock() for _ in range(n)])
+
+
 def mlp(quick: bool = False) -> tuple[nn.Module, torch.Tensor]:
     """The MLP model (eval mode) and a batch of inputs."""
     width, blocks, batch = (32, 10, 8) if quick else (256, 200, 64)

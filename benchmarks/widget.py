@@ -53,14 +53,7 @@ SETUP = f"""import sys, time, torch, fxviz, ipywidgets
 from torch import nn
 sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
 import models
-class Block(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.a = nn.Linear(4, 4); self.b = nn.Linear(4, 4); self.n = nn.LayerNorm(4)
-    def forward(self, x):
-        h = torch.relu(self.a(x)) * 2 + 1
-        return self.n(x + torch.tanh(self.b(h)) - 0.5)
-def blocks(n): return fxviz.trace(nn.Sequential(*[Block() for _ in range(n)]))
+def blocks(n): return fxviz.trace(models.small_blocks(n))
 def chain(n):
     g = torch.fx.Graph(); x = g.placeholder("x")
     for i in range(n): x = g.call_function(torch.relu if i % 2 else torch.neg, (x,))

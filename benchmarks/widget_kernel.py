@@ -32,21 +32,15 @@ TARGETS = {5500: 500.0, 11000: 1000.0}  # blocks -> ms of kernel time for the fi
 
 CHILD = """
 import gc, json, sys, time
-import torch, fxviz
-from torch import nn
+import fxviz
 from fxviz.widgets import GraphView
 
-class Block(nn.Module):  # as in benchmarks/widget.py
-    def __init__(self):
-        super().__init__()
-        self.a = nn.Linear(4, 4); self.b = nn.Linear(4, 4); self.n = nn.LayerNorm(4)
-    def forward(self, x):
-        h = torch.relu(self.a(x)) * 2 + 1
-        return self.n(x + torch.tanh(self.b(h)) - 0.5)
+sys.path.insert(0, BENCHMARKS)
+from models import small_blocks  # as benchmarks/widget.py draws them
 
 out = {}
 for n in SIZES:
-    gm = fxviz.trace(nn.Sequential(*[Block() for _ in range(n)]))
+    gm = fxviz.trace(small_blocks(n))
     gc.collect()
     rows = []
     for _ in range(VIEWS):
@@ -70,6 +64,7 @@ print("RESULT " + json.dumps(out))
 def run_child(tree: Path, sizes: list[int], views: int) -> dict[int, list[dict[str, float]]]:
     """One process importing fxviz from ``tree``: ``views`` fresh views of each size."""
     code = CHILD.replace("SIZES", repr(sizes)).replace("VIEWS", str(views))
+    code = code.replace("BENCHMARKS", repr(str(Path(__file__).resolve().parent)))
     env = {**os.environ, "PYTHONPATH": str(tree)}
     done = subprocess.run(
         [sys.executable, "-c", code], env=env, cwd=tree, capture_output=True, text=True
