@@ -53,7 +53,7 @@ def show(
         >>> import torch, fxviz
         >>> view = fxviz.show(fxviz.record(torch.nn.Linear(4, 2), torch.ones(1, 4)))
         >>> type(view).__name__, [row["name"] for row in view.rows]
-        ('GraphView', ['input_1', 'weight', 'bias', 'linear', 'output'])
+        ('GraphView', ['input_1', 'linear', 'output'])
     """
     from fxviz._ranks import RankComparison
     from fxviz._record import Debugger
