@@ -147,7 +147,7 @@ def test_the_caller_draws_from_its_own_stream_while_a_debugger_is_mid_step():
     torch.manual_seed(5)
     dbg = fxviz.Debugger(Pausing(), torch.ones(8))
     dbg.step()  # the first dropout (where the debugger starts) drew from its stream
-    assert dbg.current is not None and dbg.current.name == "_pause"
+    assert getattr(dbg.current, "name", None) == "_pause"
     state = torch.random.get_rng_state()
     reference = torch.rand(5)
     torch.random.set_rng_state(state)
