@@ -138,8 +138,6 @@ def _data(obj: Any, max_preview: int, params: Params = "fold") -> dict[str, Any]
         info["planned"] = planned
         inspectors[name] = info
     data["inspectors"] = inspectors
-    if records and "rows" in data:  # the table lists the drawn nodes, as the header counts
-        data["rows"] = [row for row in data["rows"] if row["name"] in inspectors]
     if replay and records:
         data["replay"] = replay_payload(recording, skip_fetches=bool(skip_fetches))
         # at each position, the table shows the drawn nodes run so far (a parameter fetch
