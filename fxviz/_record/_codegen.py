@@ -1,38 +1,42 @@
 """The recording code generated for a graph: one Python function, like the ``forward`` that
-``GraphModule`` generates, with each node's recording call written next to it.
+``GraphModule`` generates, with each node's recording work written next to it.
 
-Every node becomes three lines: start the clock, run the node as ``Interpreter`` would
-(same targets, same argument objects), and hand the value to the run's ``ran`` (see
-``_engine``). Nodes that may write in place (foreseen by ``written_locations``, or code
-fxviz does not know) get a ``pre`` call first, which snapshots what is about to be written
-and notes version counters, and a ``post`` call instead of ``ran``, which checks them. The
-source is registered with ``linecache`` so tracebacks show it, and the compiled function
-is kept on the graph object (never in a global cache that would hold graphs alive), valid
-while the graph's nodes are the same objects with the same ``args``/``kwargs``/``target``.
+Every node runs as ``Interpreter`` would run it (same targets, same argument objects),
+with a clock reading after it. When every value is kept, the nodes that cannot write in
+place are handed to the run's ``flush`` in batches (values, inputs, clock readings; see
+``_engine``), before the next node that may write and every few dozen nodes, so nothing
+they note can have changed since they ran; otherwise each goes to ``ran`` as it runs.
+Nodes that may write in place (foreseen by ``written_locations``, or code fxviz does not
+know) get a ``pre`` call first, which snapshots what is about to be written and notes
+version counters, and a ``post`` call after, which checks them. The source is
+registered with ``linecache`` so tracebacks show it, and the compiled function is kept on
+the graph object (never in a global cache that would hold graphs alive), valid while the
+graph's nodes are the same objects with the same ``args``/``kwargs``/``target``.
 
     >>> import torch
     >>> gm = torch.fx.symbolic_trace(lambda x: torch.relu(x).add_(1))
     >>> print(compiled_for(gm.graph, keep_values=True).source)  # type: ignore[union-attr]
     def fxviz_record(_fx_rt):
         _fx_ran, _fx_pre, _fx_post = _fx_rt.ran, _fx_rt.pre, _fx_rt.post
-        _fx_ph, _fx_fetch = _fx_rt.placeholder, _fx_rt.fetch_attr
+        _fx_ph, _fx_fetch, _fx_flush = _fx_rt.placeholder, _fx_rt.fetch_attr, _fx_rt.flush
         # x: placeholder x
-        _fx_t = _fx_clock()
+        _fx_s0 = _fx_clock()
         x = _fx_ph('x', _fx_k1)
-        _fx_ran(0, x, _fx_clock() - _fx_t, ())
+        _fx_c0 = _fx_clock()
         # relu: call_function torch.relu
-        _fx_t = _fx_clock()
         relu = _fx_f1(x)
-        _fx_ran(1, relu, _fx_clock() - _fx_t, (x,))
+        _fx_c1 = _fx_clock()
+        _fx_flush(0, (x, relu), ((), (x,)), (_fx_s0, _fx_c0), (_fx_c0, _fx_c1))
         # add_: call_method add_
         _fx_b = _fx_pre(2, (relu,), [relu])
         _fx_t = _fx_clock()
         add_ = relu.add_(1)
         _fx_post(2, add_, _fx_clock() - _fx_t, (relu,), _fx_b)
         # output: output output
-        _fx_t = _fx_clock()
+        _fx_s3 = _fx_clock()
         output = add_
-        _fx_ran(3, output, _fx_clock() - _fx_t, (add_,))
+        _fx_c3 = _fx_clock()
+        _fx_flush(3, (output,), ((add_,),), (_fx_s3,), (_fx_c3,))
         return output, locals()
     <BLANKLINE>
 """
@@ -50,6 +54,7 @@ from typing import Any
 
 import torch.fx
 
+from fxviz._capture._segments import PythonSegment
 from fxviz._nodes import target_text
 from fxviz._record._writes import runs_unknown_code, written_locations
 
@@ -75,6 +80,8 @@ class Compiled:
         # their statistics are taken during the run)
         self.plain = [n.op not in ("placeholder", "get_attr") for n in self.nodes]
         self.call_lines: dict[int, int] = {}  # source line of a node's call -> its index
+        # the local holding the clock reading taken right before each node's call
+        self.starts: dict[int, str] = {}
         self.names = self._names()
         self.namespace: dict[str, Any] = {"_fx_clock": time.perf_counter}
         self.source = self._generate()
@@ -110,29 +117,64 @@ class Compiled:
         body = [
             "def fxviz_record(_fx_rt):",
             "    _fx_ran, _fx_pre, _fx_post = _fx_rt.ran, _fx_rt.pre, _fx_rt.post",
-            "    _fx_ph, _fx_fetch = _fx_rt.placeholder, _fx_rt.fetch_attr",
+            "    _fx_ph, _fx_fetch, _fx_flush = _fx_rt.placeholder, _fx_rt.fetch_attr, _fx_rt.flush",
         ]
+        batch: list[int] = []  # nodes run since the last flush, not yet handed over
+        clock: str | None = None  # a clock reading taken right before the next line
+
+        def flush() -> None:
+            if batch:
+                values = _tuple([names[self.nodes[j]] for j in batch])
+                inputs = _tuple([_tuple([names[n] for n in self.inputs[j]]) for j in batch])
+                starts = _tuple([self.starts[j] for j in batch])
+                ends = _tuple([f"_fx_c{j}" for j in batch])
+                body.append(f"    _fx_flush({batch[0]}, {values}, {inputs}, {starts}, {ends})")
+                batch.clear()
+
         for i, node in enumerate(self.nodes):
             var = names[node]
             call = self._call(i, node, names)
             inputs = _tuple([names[n] for n in self.inputs[i]])
-            body.append(f"    # {_one_line(f'{node.name}: {node.op} {target_text(node)}')}")
             checked = bool(self.writes[i]) or self.unknown[i]
-            if checked:
-                written = self._written(i, node, names)
-                body.append(f"    _fx_b = _fx_pre({i}, {inputs}, {written})")
-            body.append("    _fx_t = _fx_clock()")
-            self.call_lines[len(body) + 1] = i
-            body.append(f"    {var} = {call}")
-            if checked:
-                body.append(f"    _fx_post({i}, {var}, _fx_clock() - _fx_t, {inputs}, _fx_b)")
+            deferred = self.keep_values and not checked
+            if not deferred:
+                flush()
+            body.append(f"    # {_one_line(f'{node.name}: {node.op} {target_text(node)}')}")
+            if deferred:
+                # handed to ``flush`` later, with the clock readings around its call
+                if clock is None:
+                    clock = f"_fx_s{i}"
+                    body.append(f"    {clock} = _fx_clock()")
+                self.starts[i] = clock
+                self.call_lines[len(body) + 1] = i
+                body.append(f"    {var} = {call}")
+                clock = f"_fx_c{i}"
+                body.append(f"    {clock} = _fx_clock()")
+                batch.append(i)
+                if _rebinds(node):
+                    body.append("    _fx_rt.rebound()")
+                    clock = None
             else:
-                body.append(f"    _fx_ran({i}, {var}, _fx_clock() - _fx_t, {inputs})")
+                if checked:
+                    written = self._written(i, node, names)
+                    body.append(f"    _fx_b = _fx_pre({i}, {inputs}, {written})")
+                body.append("    _fx_t = _fx_clock()")
+                self.starts[i] = "_fx_t"
+                self.call_lines[len(body) + 1] = i
+                body.append(f"    {var} = {call}")
+                if checked:
+                    body.append(f"    _fx_post({i}, {var}, _fx_clock() - _fx_t, {inputs}, _fx_b)")
+                else:
+                    body.append(f"    _fx_ran({i}, {var}, _fx_clock() - _fx_t, {inputs})")
+                clock = None
             if i % _TICK == _TICK - 1:
+                flush()
                 body.append(f"    _fx_rt.tick({_TICK})")
+                clock = None
             if not self.keep_values and last_use.get(node):
                 body.append(f"    del {', '.join(names[n] for n in last_use[node])}")
             if node.op == "output":
+                flush()
                 body.append(f"    return {var}, locals()")
                 break
         return "\n".join(body) + "\n"
@@ -174,7 +216,8 @@ class Compiled:
         return f"{getter}({args[0]}, {method!r})({', '.join(args[1:])})"
 
     def _fetch_args(self, target: Any) -> str:
-        return f"{self._const(target)}, {self._const(tuple(str(target).split('.')))}"
+        owner, _, atom = str(target).rpartition(".")
+        return f"{self._const(target)}, {self._const(owner)}, {self._const(atom)}"
 
     def _written(self, i: int, node: torch.fx.Node, names: dict[torch.fx.Node, str]) -> str:
         """What the node is foreseen to write, as a list expression (``None``: nothing)."""
@@ -256,6 +299,17 @@ def unsupported(graph: torch.fx.Graph) -> str | None:
         if node.op == "output" and not node.args:
             return "the output node has no value"
     return None
+
+
+def _rebinds(node: torch.fx.Node) -> bool:
+    """Whether the node replays a captured run's assignments to module attributes (a
+    ``python`` segment that writes), so paths looked up before may lead elsewhere after."""
+    target = node.target
+    return (
+        node.op == "call_function"
+        and bool(getattr(target, "writes", None))
+        and (isinstance(target, PythonSegment))
+    )
 
 
 def _shape(node: torch.fx.Node) -> tuple[Any, ...]:

@@ -77,6 +77,7 @@ class _Run:
         self._progress: bool | None = False
         self._show_at = 0.0
         self._foreseen: list[torch.Tensor] = []
+        self._owners: dict[str, Any] = {}  # path -> module, looked up this run
 
     def run_node(self, node: torch.fx.Node) -> Any:
         raise NotImplementedError("the compiled engine runs the graph's code, not node by node")
@@ -84,54 +85,91 @@ class _Run:
     def placeholder(self, target: str, args: tuple[Any, ...]) -> Any:
         return self.placeholder_impl(target, args, {})
 
-    def fetch_attr(self, target: str, atoms: tuple[str, ...]) -> Any:
-        """``Interpreter.fetch_attr(target)`` (``atoms``: its parts), a tenth of the cost:
-        one lookup a part (``module_attr``) where it calls ``hasattr`` and ``getattr``."""
-        found = self.module
+    def fetch_attr(self, target: str, owner: str, atom: str) -> Any:
+        """``Interpreter.fetch_attr(target)`` (``owner.atom``), a tenth of the cost: the
+        modules on the path are looked up once a run (``_owner``), then one lookup
+        (``module_attr``) where it calls ``hasattr`` and ``getattr`` at every step."""
         try:
-            for atom in atoms:
-                found = module_attr(found, atom)
+            found = self._owners.get(owner)
+            if found is None:
+                found = self._owner(owner)
+            return module_attr(found, atom)
         except AttributeError:
             return self._fetch_attr(target)  # its error, exactly
+
+    def rebound(self) -> None:
+        """A node assigned module attributes: look paths up again from here on."""
+        self._owners.clear()
+
+    def _owner(self, path: str) -> Any:
+        """The object at dotted ``path`` under the module, remembered for this run (until
+        a node runs code that could rebind it: see ``pre``)."""
+        parent, _, atom = path.rpartition(".")
+        if not atom:
+            found = self.module
+        else:
+            above = self._owners.get(parent)
+            found = module_attr(self._owner(parent) if above is None else above, atom)
+        self._owners[path] = found
         return found
 
     # -- called by the generated code ----------------------------------------------------
     def ran(self, i: int, value: Any, elapsed: float, inputs: tuple[Any, ...]) -> None:
         """Record node ``i``, which cannot write in place (no version checks needed)."""
+        self.flush(i, (value,), (inputs,), (0.0,), (elapsed,))
+
+    def flush(
+        self,
+        first: int,
+        values: tuple[Any, ...],
+        inputs: tuple[tuple[Any, ...], ...],
+        starts: tuple[float, ...],
+        ends: tuple[float, ...],
+    ) -> None:
+        """Record nodes ``first``, ``first + 1``, ... (none of which can write in place),
+        with the values they gave, their inputs' values and clock readings around their
+        calls. Handed over in a batch (when all values are kept) before the next node that
+        may write in place, so what is noted here is what it was as each node ran."""
         compiled, recorder = self.compiled, self.recorder
-        node = compiled.nodes[i]
-        kept = self._keep_all or recorder._admit(node.op, value)
-        entry = _Entry(node, value, kept, elapsed)
-        # The common cases, inlined (the same result as the general one below, for less):
-        # one plain tensor out, plain tensors or scalars in, and statistics that wait (or
-        # none). Viewing none of its inputs, there is nothing to do but note its version;
-        # viewing some (a view, a reshape, a no-op ``.to``), see ``_view``.
-        plain = type(value) is _TENSOR and compiled.plain[i]
-        aliased = False
-        if plain:
-            for t in inputs:
-                kind = type(t)
-                if kind is _TENSOR or kind is _PARAMETER:
-                    if not aliased and is_alias_of(value, t):
-                        aliased = True
-                elif isinstance(t, _CONTAINERS):
-                    plain = False
-                    break
-        if plain and kept and self._lazy:
-            if aliased:
-                plain = self._view(entry, value, compiled.inputs[i], inputs)
-            else:
-                try:
-                    entry.versions = (value._version,)
-                except RuntimeError:  # an inference tensor has no version: summarise it now
-                    plain = False
-        elif aliased:
-            plain = False
-        if not plain or not (self._off or (kept and self._lazy)):
-            before = tensor_inputs(compiled.inputs[i], inputs) if inputs else []
-            recorder.describe(entry, value, before)
-        recorder._position[node] = len(recorder.entries)
-        recorder.entries.append(entry)
+        nodes, plains, input_nodes = compiled.nodes, compiled.plain, compiled.inputs
+        entries, position = recorder.entries, recorder._position
+        keep_all, lazy, off = self._keep_all, self._lazy, self._off
+        for k, value in enumerate(values):
+            i = first + k
+            node = nodes[i]
+            kept = keep_all or recorder._admit(node.op, value)
+            entry = _Entry(node, value, kept, ends[k] - starts[k])
+            # The common cases, inlined (the same result as the general one below, for
+            # less): one plain tensor out, plain tensors or scalars in, and statistics that
+            # wait (or none). Viewing none of its inputs, there is nothing to do but note its
+            # version; viewing some (a view, a reshape, a no-op ``.to``), see ``_view``.
+            plain = type(value) is _TENSOR and plains[i]
+            aliased = False
+            given = inputs[k]
+            if plain:
+                for t in given:
+                    kind = type(t)
+                    if kind is _TENSOR or kind is _PARAMETER:
+                        if not aliased and is_alias_of(value, t):
+                            aliased = True
+                    elif isinstance(t, _CONTAINERS):
+                        plain = False
+                        break
+            if plain and kept and lazy:
+                if aliased:
+                    plain = self._view(entry, value, input_nodes[i], given)
+                else:
+                    try:
+                        entry.versions = (value._version,)
+                    except RuntimeError:  # an inference tensor has no version: summarise now
+                        plain = False
+            elif aliased:
+                plain = False
+            if not plain or not (off or (kept and lazy)):
+                before = tensor_inputs(input_nodes[i], given) if given else []
+                recorder.describe(entry, value, before)
+            position[node] = len(entries)
+            entries.append(entry)
 
     def _view(
         self, entry: _Entry, value: torch.Tensor, nodes: tuple[Any, ...], inputs: tuple[Any, ...]
@@ -179,6 +217,7 @@ class _Run:
         """Before node ``i`` may write in place: copy kept values it is foreseen to write,
         take pending statistics of inputs that unknown code gets, note versions."""
         recorder = self.recorder
+        self.rebound()  # code it runs may rebind a module or attribute on a path
         self._foreseen = flat_tensors(written) if written is not None else []
         if self._foreseen:
             recorder._snapshot(self._foreseen)
@@ -251,16 +290,32 @@ class _Run:
         if tb is None:
             return False
         frame_locals = dict(tb.tb_frame.f_locals)
-        self.env = self._env(frame_locals)
         index = self.compiled.call_lines.get(tb.tb_lineno)
+        self._flush_left(frame_locals, index)
+        self.env = self._env(frame_locals)
         if index is None or not isinstance(error, Exception):
             return False
-        elapsed = time.perf_counter() - frame_locals["_fx_t"]
+        elapsed = time.perf_counter() - frame_locals[self.compiled.starts[index]]
         entry = _Entry(self.compiled.nodes[index], None, False, elapsed)
         entry.error = error
         entry.outputs = ()
         self.recorder._append(entry)
         return True
+
+    def _flush_left(self, frame_locals: dict[str, Any], stop: int | None) -> None:
+        """Record the nodes that ran (before ``stop``, when known) but were not handed
+        over yet: the run stopped before their batch's ``flush``."""
+        compiled = self.compiled
+        names, nodes = compiled.names, compiled.nodes
+        i = len(self.recorder.entries)
+        while i < len(nodes) and (stop is None or i < stop):
+            start, end = compiled.starts.get(i), f"_fx_c{i}"
+            if end not in frame_locals or start not in frame_locals:
+                break  # not run, or recorded on its own (``ran``, ``post``)
+            value = frame_locals[names[nodes[i]]]
+            inputs = tuple(frame_locals[names[n]] for n in compiled.inputs[i])
+            self.flush(i, (value,), (inputs,), (frame_locals[start],), (frame_locals[end],))
+            i += 1
 
     def _env(self, frame_locals: dict[str, Any]) -> dict[torch.fx.Node, Any]:
         names = self.compiled.names

@@ -187,3 +187,76 @@ def test_a_write_through_a_dunder_method_is_seen_by_both_engines():
         rec = fxviz.record(gm, torch.ones(2))
     assert rec[z.name].mutates == (y.name,)
     assert rec[y.name].outputs[0].max == 2.0  # its statistics are from before the write
+
+
+def _fails_after_a_batch(x: torch.Tensor) -> Any:
+    y = torch.relu(x).view(2, 2).sin() * 2
+    return y @ torch.ones(3, 3)  # a shape error, after four nodes that cannot write
+
+
+def test_a_node_failing_inside_a_batch_keeps_every_node_run_before_it():
+    gm = fxviz.trace(_fails_after_a_batch, torch.ones(4))
+    compiled = _record_on("compiled", gm, torch.ones(4))
+    interpreted = _record_on("interpreted", gm, torch.ones(4))
+    assert isinstance(compiled, fxviz.NodeError)
+    assert_same_recording(compiled.recording, interpreted.recording)
+    names = [r.name for r in compiled.recording.values()]
+    assert names == ["x", "relu", "view", "sin", "mul", "_tensor_constant0", "matmul"]
+    assert all(r.time_s > 0 for r in compiled.recording.values())
+    assert compiled.recording["view"].aliases == ("relu",)
+
+
+class _Swapped(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.sub = torch.nn.Linear(2, 2)
+
+
+def _graph_reading_sub_weight_around(call: Any) -> torch.fx.GraphModule:
+    """``w1 = sub.weight; call(x); w2 = sub.weight`` as a graph over a ``_Swapped``."""
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    w1 = graph.get_attr("sub.weight")
+    called = graph.call_function(call, (x,))
+    w2 = graph.get_attr("sub.weight")
+    graph.output((w1, called, w2))
+    return torch.fx.GraphModule(_Swapped(), graph)
+
+
+def test_a_module_rebound_by_a_node_is_looked_up_again_after_it():
+    """The compiled engine remembers the modules on ``get_attr`` paths for a run; a node
+    that runs unknown code (here it swaps ``sub``) makes it look them up again."""
+    other = torch.nn.Linear(2, 2)
+    gm: Any = None
+
+    def swap(x: torch.Tensor) -> torch.Tensor:
+        gm.sub = other
+        return x
+
+    gm = _graph_reading_sub_weight_around(swap)
+    first = gm.sub.weight
+    rec = _record_on("compiled", gm, torch.ones(2))
+    w1, _, w2 = rec.output
+    assert w1 is first
+    assert w2 is other.weight
+
+
+def test_a_python_segment_that_assigns_a_module_is_looked_up_again_after_it():
+    """A capture's ``python`` node replays assignments of the captured run (here
+    ``sub = other``): ``get_attr`` paths read after it see what it assigned."""
+    from fxviz._capture._segments import PythonSegment
+
+    other = torch.nn.Linear(2, 2)
+    gm = _graph_reading_sub_weight_around(torch.relu)  # replaced below
+    held = torch.zeros(2)
+    segment = PythonSegment(
+        "segment", held, fresh=False, replace={id(held): 0}, writes=[(gm, "_modules", "sub", other)]
+    )
+    node = next(n for n in gm.graph.nodes if n.op == "call_function")
+    node.target = segment
+    gm.recompile()
+    first = gm.sub.weight
+    rec = _record_on("compiled", gm, torch.ones(2))
+    w1, _, w2 = rec.output
+    assert w1 is first
+    assert w2 is other.weight
