@@ -234,7 +234,7 @@ def _nonfinite_chunk(x: torch.Tensor, lo: float, hi: float) -> tuple[Any, ...]:
     Inf (``lo``/``hi``: its ``amin``/``amax``, which say which of them it can hold).
 
     ``nan_to_num`` is far cheaper than boolean masks here: it zeroes the non-finite values
-    for the sums and pushes them past every finite value for the min and max.
+    for the sums (and, mostly, for the min and max), or pushes them past every finite value.
     """
     has_nan = math.isnan(lo) or math.isnan(hi)  # amin and amax propagate NaN
     nan = _count(torch.isnan(x)) if has_nan else 0
@@ -243,12 +243,19 @@ def _nonfinite_chunk(x: torch.Tensor, lo: float, hi: float) -> tuple[Any, ...]:
     finite = x.numel() - nan - posinf - neginf
     if finite == 0:
         return (None, None, 0.0, 0.0, 0, nan, posinf, neginf)
+    zeroed = torch.nan_to_num(x, 0.0, 0.0, 0.0)
     big = torch.finfo(x.dtype).max
+    # with the non-finite values zeroed, a negative min (a positive max) is the finite
+    # values' own; else one of them may be the 0, and they are pushed past every value
     if not math.isfinite(lo):
-        lo = torch.nan_to_num(x, big, big, big).amin().item()
+        lo = zeroed.amin().item()
+        if lo >= 0:
+            lo = torch.nan_to_num(x, big, big, big).amin().item()
     if not math.isfinite(hi):
-        hi = torch.nan_to_num(x, -big, -big, -big).amax().item()
-    total, squares = _sums(torch.nan_to_num(x, 0.0, 0.0, 0.0), max(abs(lo), abs(hi)))
+        hi = zeroed.amax().item()
+        if hi <= 0:
+            hi = torch.nan_to_num(x, -big, -big, -big).amax().item()
+    total, squares = _sums(zeroed, max(abs(lo), abs(hi)))
     return (lo, hi, total, squares, finite, nan, posinf, neginf)
 
 

@@ -48,6 +48,10 @@ CASES = {
     "with nan and infs": lambda: torch.tensor(
         [1.0, float("nan"), -2.0, float("inf"), 0.0, -float("inf")]
     ),
+    # the non-finite values zeroed would be the min (the max): measured past them instead
+    "positive with infs": lambda: torch.tensor([3.0, -math.inf, 0.5, math.inf, 2.0]),
+    "negative with infs and nan": lambda: torch.tensor([-3.0, math.inf, -0.5, math.nan]),
+    "chunked positive with -inf": lambda: _with(torch.rand(2 * _CHUNK + 1) + 1, [7], -math.inf),
     "masked attention": lambda: torch.randn(2, 8, 8).masked_fill(
         torch.ones(8, 8).triu(1).bool(), -math.inf
     ),
