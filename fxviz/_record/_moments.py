@@ -6,7 +6,8 @@ zero count where the range holds 0), read with ``item()`` (on the CPU a read cos
 than stacking the results); a float32 tensor of at most one chunk with finite values
 takes a shorter path of the same reductions. float32 sums and sums of squares are taken
 per block of 2**16 values, in one call for all the blocks of a chunk, and the blocks'
-results added in float64 (the numbers of reducing each block on its own). Where a sum of
+results added in float64 (the numbers of reducing each block on its own; past one chunk
+they are added chunk by chunk, as the chunks' other results). Where a sum of
 squares would cancel (mean >> std) the spread is measured again around the mean, and
 where it overflows on the values scaled down by a power of two, both in the tensor's own
 dtype (no float64 copy). NaN/Inf are counted only where min/max show that some exist. On
