@@ -19,7 +19,7 @@ The widget's figures (first paint, expanding a module, slowest main-thread step)
 
 Run from the repository root:
 
-    .venv/bin/python benchmarks/targets.py [--repeats N] [--models a,b,...] [--quick]
+    .venv/bin/python benchmarks/targets.py [--repeats N] [--models a,b,...|none] [--quick]
 """
 
 from __future__ import annotations
@@ -171,7 +171,9 @@ def first_record_figures(threads: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=11)
-    parser.add_argument("--models", default=ZOO, help=f"zoo models (default {ZOO})")
+    parser.add_argument(
+        "--models", default=ZOO, help=f"zoo models (default {ZOO}; none: no zoo figures)"
+    )
     parser.add_argument("--quick", action="store_true", help="tiny models, 3 runs, llama only")
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="cpu", help="what is timed")
     add_threads_option(parser, default=1)
@@ -186,7 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     repeats = 3 if args.quick else args.repeats
     start_load = os.getloadavg()[0]
     fx_figures(repeats, args.quick)
-    hf_figures(["llama"] if args.quick else args.models.split(","), repeats)
+    zoo = [] if args.models in ("", "none") else args.models.split(",")
+    hf_figures(["llama"] if args.quick else zoo, repeats)
     if args.quick:  # a fresh process compiling GPT-2: most of a smoke run's time
         row("first record of a 4-layer GPT-2", f"<= {FIRST_S:.1f} s", "skipped (--quick)", None)
     else:

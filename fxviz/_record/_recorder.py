@@ -97,6 +97,7 @@ class Recorder:
         self.error: BaseException | None = None
         self._position: dict[torch.fx.Node, int] = {}
         self._plans = _plans_of(self.interpreter.graph)
+        self._texts = _plans_of(self.interpreter.graph, "_fxviz_texts")
         self._owners: dict[_Key, list[int]] = {}  # memory -> kept entries on it
         self._indexed = 0  # entries before this one are in _owners
         # memory the kept values live on, each with a weak reference to a tensor on it: a
@@ -314,7 +315,7 @@ class Recorder:
             index=index,
             name=node.name,
             op=node.op,
-            target=target_text(node),
+            target=_target_text(self._texts, node),
             module=module_path(node),
             inputs=tuple(n.name for n in inputs),
             input_shapes=tuple(s.shape if s else None for s in firsts),
@@ -459,18 +460,28 @@ class _RecordList(Sequence[NodeRecord]):
         return self._recorder.record(index)
 
 
-def _plans_of(graph: torch.fx.Graph) -> dict[torch.fx.Node, tuple[Any, ...]]:
-    """Per-node plans of a graph, kept across runs on the graph object itself.
+def _plans_of(graph: torch.fx.Graph, key: str = "_fxviz_plans") -> dict[torch.fx.Node, Any]:
+    """Per-node plans (or texts, with ``key="_fxviz_texts"``) of a graph, kept across runs
+    on the graph object itself.
 
     Not in a global ``WeakKeyDictionary``: its values would hold the graph's nodes, which
     hold the graph, so no entry (and no model) would ever be freed. On the graph, the
     plans die with it.
     """
-    plans = vars(graph).get("_fxviz_plans")
+    plans = vars(graph).get(key)
     if plans is None:
         plans = {}
-        setattr(graph, "_fxviz_plans", plans)  # noqa: B010 (a private name on torch's object)
+        setattr(graph, key, plans)
     return plans
+
+
+def _target_text(texts: dict[torch.fx.Node, Any], node: torch.fx.Node) -> str:
+    """:func:`target_text` of ``node``, remembered per graph while its target is the same
+    object (a qualified function name costs a few µs; records of every run need it)."""
+    found = texts.get(node)
+    if found is None or found[0] is not node.target:
+        found = texts[node] = (node.target, target_text(node))
+    return found[1]
 
 
 def _plan(node: torch.fx.Node, submodules: dict[str, Any]) -> tuple[Any, ...]:

@@ -27,7 +27,7 @@ from typing import Any, Literal
 import torch
 
 from fxviz._record._moments import permuted_dense
-from fxviz._record._summary import TensorSummary, iter_tensors, summarize
+from fxviz._record._summary import TensorSummary, iter_tensors, summarize, summarize_tensor
 from fxviz._torch_compat import functorch_unwrapped, shares_storage
 from fxviz.errors import FxvizWarning
 
@@ -91,6 +91,8 @@ def note_versions(value: Any) -> tuple[int, ...] | None:
 def deferred_summary(name: str, value: Any, versions: tuple[int, ...]) -> tuple[TensorSummary, ...]:
     """Statistics of a kept ``value`` read after its node ran, if it is unchanged since
     (``versions`` as :func:`note_versions` gave them); else shapes only, and a warning."""
+    if type(value) in _PLAIN and value._version == versions[0]:  # most nodes: one tensor
+        return (summarize_tensor("", value, True),)
     tensors = [t for _, t in iter_tensors(value)]
     if all(t._version == v for t, v in zip(tensors, versions, strict=True)):
         return summarize(value, True)

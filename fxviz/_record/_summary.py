@@ -20,7 +20,7 @@ import torch
 from fxviz._record._moments import _statistics
 from fxviz._torch_compat import functorch_unwrapped
 
-__all__ = ["TensorSummary", "iter_tensors", "summarize"]
+__all__ = ["TensorSummary", "iter_tensors", "summarize", "summarize_tensor"]
 
 _STATS_TYPES = (torch.Tensor, torch.nn.Parameter)
 
@@ -104,10 +104,12 @@ def iter_tensors(value: Any, path: str = "") -> Iterator[tuple[str, torch.Tensor
 
 def summarize(value: Any, stats: bool = True) -> tuple[TensorSummary, ...]:
     """One :class:`TensorSummary` per tensor in ``value``, in order."""
-    return tuple(_summarize_tensor(path, t, stats) for path, t in iter_tensors(value))
+    return tuple(summarize_tensor(path, t, stats) for path, t in iter_tensors(value))
 
 
-def _summarize_tensor(path: str, t: torch.Tensor, stats: bool) -> TensorSummary:
+def summarize_tensor(path: str, t: torch.Tensor, stats: bool) -> TensorSummary:
+    """The :class:`TensorSummary` of one tensor at ``path`` (what :func:`summarize` makes
+    of each tensor in a value)."""
     t = functorch_unwrapped(t)  # a vmap'd value: what it holds, its batch dimension too
     # Nothing here may guard on a size: a fake tensor's sizes can be unbacked symbols
     # (``u0`` after ``nonzero``), and comparing one raises GuardOnDataDependentSymNode.

@@ -18,41 +18,48 @@ __all__ = ["recording_html", "recording_table"]
 
 
 def recording_table(recording: Recording) -> pd.DataFrame:
-    """What :meth:`Recording.table` returns (its docstring lists the columns)."""
+    """What :meth:`Recording.table` returns (its docstring lists the columns).
+
+    Built a column at a time (one list each): pandas reads a dict of lists several times
+    faster than a list of row dicts, with the same columns and dtypes.
+    """
     import pandas as pd
 
     flops = provider("recording.flops")(recording)  # the shape pass's count (a higher layer)
-    rows = []
-    for r in recording.records():
-        first = r.outputs[0] if r.outputs else None
-        row: dict[str, Any] = {
-            "index": r.index,
-            "name": r.name,
-            "op": r.op,
-            "target": r.target,
-            "module": r.module,
-            "inputs": ", ".join(r.inputs),
-            "shape": first.shape if first else None,
-            "dtype": dtype_name(first.dtype) if first else None,
-            "outputs": len(r.outputs),
-            "numel": first.numel if first else None,
-            "nbytes": first.nbytes if first else None,
-        }
-        for stat in ("min", "max", "mean", "std", "absmax", "nan", "posinf", "neginf", "zeros"):
-            row[stat] = getattr(first, stat) if first else None
-        row.update(
-            time_s=r.time_s,
-            flops=flops.get(r.name),
-            mutates=", ".join(r.mutates),
-            aliases=", ".join(r.aliases),
-            error="" if r.error is None else f"{type(r.error).__name__}: {r.error}",
-            kept=r.kept,
-        )
-        if recording.gradients is not None:
-            row.update(_grad_columns(r))
-        rows.append(row)
-    columns = _COLUMNS + (_GRAD_COLUMNS if recording.gradients is not None else [])
-    return pd.DataFrame(rows, columns=columns).set_index("name")
+    records = recording.records()
+    firsts = [r.outputs[0] if r.outputs else None for r in records]
+    dtypes = {f.dtype: dtype_name(f.dtype) for f in firsts if f is not None}
+    columns: dict[str, list[Any]] = {
+        "index": [r.index for r in records],
+        "name": [r.name for r in records],
+        "op": [r.op for r in records],
+        "target": [r.target for r in records],
+        "module": [r.module for r in records],
+        "inputs": [", ".join(r.inputs) for r in records],
+        "shape": [None if f is None else f.shape for f in firsts],
+        "dtype": [None if f is None else dtypes[f.dtype] for f in firsts],
+        "outputs": [len(r.outputs) for r in records],
+        "numel": [None if f is None else f.numel for f in firsts],
+        "nbytes": [None if f is None else f.nbytes for f in firsts],
+    }
+    for stat in _STATS:
+        columns[stat] = [None if f is None else getattr(f, stat) for f in firsts]
+    columns["time_s"] = [r.time_s for r in records]
+    columns["flops"] = [flops.get(r.name) for r in records]
+    columns["mutates"] = [", ".join(r.mutates) for r in records]
+    columns["aliases"] = [", ".join(r.aliases) for r in records]
+    columns["error"] = [
+        "" if r.error is None else f"{type(r.error).__name__}: {r.error}" for r in records
+    ]
+    columns["kept"] = [r.kept for r in records]
+    order = _COLUMNS
+    if recording.gradients is not None:
+        grads = [_grad_columns(r) for r in records]
+        for column in _GRAD_COLUMNS:
+            columns[column] = [g[column] for g in grads]
+        order = _COLUMNS + _GRAD_COLUMNS
+    # no rows: empty object columns, as pandas makes them (empty lists would be float)
+    return pd.DataFrame(columns if records else [], columns=order).set_index("name")
 
 
 def recording_html(recording: Recording) -> str:
@@ -62,10 +69,11 @@ def recording_html(recording: Recording) -> str:
     return f"<div><p><b>fxviz.Recording</b>: {html.escape(recording.summary())}</p>{body}</div>"
 
 
+_STATS = ("min", "max", "mean", "std", "absmax", "nan", "posinf", "neginf", "zeros")
 _COLUMNS = [
     *("index", "name", "op", "target", "module", "inputs"),
     *("shape", "dtype", "outputs", "numel", "nbytes"),
-    *("min", "max", "mean", "std", "absmax", "nan", "posinf", "neginf", "zeros"),
+    *_STATS,
     *("time_s", "flops", "mutates", "aliases", "error", "kept"),
 ]
 

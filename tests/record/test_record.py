@@ -293,3 +293,16 @@ def test_graph_built_by_hand_with_setitem():
     assert torch.equal(rec.output, torch.tensor([-1.0, 2.0, 2.0]))
     assert torch.equal(rec["mul"].value, torch.tensor([2.0, 2.0, 2.0]))
     assert rec["setitem"].mutates == ("mul",)
+
+
+def test_a_node_whose_target_was_replaced_reads_the_new_target():
+    """The target text of each node is remembered on the graph between runs; an edit that
+    swaps the target is seen."""
+    gm = torch.fx.symbolic_trace(lambda x: torch.relu(x) + 1)
+    assert fxviz.record(gm, torch.ones(2))["relu"].target == "torch.relu"
+    (node,) = [n for n in gm.graph.nodes if n.name == "relu"]
+    node.target = torch.sigmoid
+    gm.recompile()
+    rec = fxviz.record(gm, torch.ones(2))
+    assert rec["relu"].target == "torch.sigmoid"
+    assert rec["relu"].outputs[0].max == pytest.approx(torch.sigmoid(torch.tensor(1.0)).item())

@@ -6,8 +6,10 @@ import math
 
 import pytest
 import torch
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
-from fxviz._record._moments import _CHUNK
+from fxviz._record._moments import _BLOCK, _CHUNK, _mean_std, _statistics
 from fxviz._record._summary import summarize
 
 
@@ -46,6 +48,10 @@ CASES = {
     "with nan and infs": lambda: torch.tensor(
         [1.0, float("nan"), -2.0, float("inf"), 0.0, -float("inf")]
     ),
+    # the non-finite values zeroed would be the min (the max): measured past them instead
+    "positive with infs": lambda: torch.tensor([3.0, -math.inf, 0.5, math.inf, 2.0]),
+    "negative with infs and nan": lambda: torch.tensor([-3.0, math.inf, -0.5, math.nan]),
+    "chunked positive with -inf": lambda: _with(torch.rand(2 * _CHUNK + 1) + 1, [7], -math.inf),
     "masked attention": lambda: torch.randn(2, 8, 8).masked_fill(
         torch.ones(8, 8).triu(1).bool(), -math.inf
     ),
@@ -159,3 +165,47 @@ def test_dtypes_without_native_reductions_are_widened(dtype):
     (s,) = summarize(torch.tensor([0.0, 1.0, 2.0, 3.0]).to(dtype))
     assert s.dtype == dtype
     assert (s.min, s.max, s.mean, s.zeros) == (0.0, 3.0, 1.5, 1)
+
+
+def _each_block_alone(t: torch.Tensor) -> tuple[float, float]:
+    """The sum and sum of squares of a float32 tensor as fxviz took them before the blocks
+    of a chunk were reduced in one call: each block of ``_BLOCK`` values on its own, in
+    float32, the results added in float64, in order."""
+    total = squares = 0.0
+    for block in t.flatten().split(_BLOCK):
+        total += block.sum().item()
+        norm = torch.linalg.vector_norm(block).item()
+        squares += norm * norm
+    return total, squares
+
+
+@settings(max_examples=20, deadline=None)
+@example(n=3 * _BLOCK + 7, shift=0.5, relu=False, seed=1)  # whole blocks and a rest
+@example(n=2 * _CHUNK + 3 * _BLOCK + 3, shift=0.0, relu=False, seed=0)  # across chunks
+@given(
+    n=st.integers(2, 2 * _CHUNK + 3 * _BLOCK + 5),
+    shift=st.sampled_from([0.0, 0.5, -2.0]),
+    relu=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_float32_mean_and_std_are_those_of_each_block_reduced_alone(n, shift, relu, seed):
+    """One call for all the blocks of a chunk (rows of a 2-d view) gives the very numbers
+    of reducing each block on its own, added in float64: within one chunk exactly, across
+    chunks to float64's rounding (each chunk's total is added to the others').
+    At one thread: torch splits a reduction among threads, in an order that depends on
+    their count, so that the last bits of a float32 sum do too."""
+    t = torch.randn(n, generator=torch.Generator().manual_seed(seed)) + shift
+    if relu:
+        t = t.relu()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        _, _, mean, std, *_ = _statistics(t)
+        want = _mean_std(*_each_block_alone(t), n)
+    finally:
+        torch.set_num_threads(threads)
+    if n <= _CHUNK:
+        assert (mean, std) == want
+    else:  # each chunk's blocks are added up, then the chunks: float64's last bits may differ
+        assert mean == pytest.approx(want[0], rel=1e-12, abs=1e-15)
+        assert std == pytest.approx(want[1], rel=1e-12)
