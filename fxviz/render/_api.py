@@ -70,7 +70,9 @@ class Drawing:
         self.source: Source = source_of(obj)
         with collector_paused():
             graph = draw(obj, params=params)
-            self.graph: DrawGraph = group_wide(graph) if group else graph
+            # a model made here is this drawing's own: grouped in place (not the caller's)
+            own = graph is not obj
+            self.graph: DrawGraph = group_wide(graph, in_place=own) if group else graph
         self.defaults: list[Overlay] = degrade("default overlays", obj, self.source.overlays, [])
         self.opening_depth: int | None = opening_depth(self.graph)
         self._index: list[list[str]] | None = None

@@ -103,3 +103,23 @@ def test_a_wide_real_graph_opens_as_the_per_node_definitions_say():
         assert shown.dot == whole.dot
         units = drawing.tree.units(state["depth"], frozenset(state.get("expand", ())), frozenset())
         assert units == whole.units
+
+
+@pytest.mark.parametrize("seed", range(0, 40, 3))
+def test_grouping_in_place_moves_the_nodes_a_grouped_copy_holds(seed):
+    for limit, groups in ((300, 100), (20, 7)):
+        copied = group_wide(_generated(seed), limit, groups)
+        draw = _generated(seed)
+        moved = group_wide(draw, limit, groups, in_place=True)
+        assert moved is draw
+        assert [n.module for n in moved.nodes] == [n.module for n in copied.nodes]
+        assert (moved.modules, moved.params) == (copied.modules, copied.params)
+
+
+def test_a_drawing_of_a_drawing_model_leaves_the_callers_model_as_it_was():
+    nodes = [DrawNode(f"n{i}", f"n{i}", "call_function", "f", module=f"m{i}") for i in range(900)]
+    draw = DrawGraph("g", nodes, [], {f"m{i}": "M" for i in range(900)})  # 900 side by side
+    before = [n.module for n in draw.nodes], dict(draw.modules)
+    drawing = Drawing(draw, group=True)
+    assert [n.module for n in drawing.graph.nodes] != before[0]  # grouped
+    assert ([n.module for n in draw.nodes], draw.modules) == before
