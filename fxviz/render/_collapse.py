@@ -23,6 +23,7 @@ __all__ = [
     "call_label",
     "cluster_id",
     "cluster_path",
+    "deepest_depth",
     "fold",
     "group_wide",
     "module_id",
@@ -189,6 +190,14 @@ def opening_depth(draw: DrawGraph, limit: int = BIG_GRAPH) -> int | None:
                 break
             seen.add(path)
             paths_at[cut] += 1
+    return deepest_depth(loose_at, paths_at, limit)
+
+
+def deepest_depth(
+    loose_at: collections.Counter[int], paths_at: collections.Counter[int], limit: int
+) -> int:
+    """The deepest collapse (4 to 1) showing at most ``limit`` units, given how many nodes
+    sit directly ``k`` deep (``loose_at``) and how many module paths are ``k`` deep."""
     for depth in (4, 3, 2):  # a box per path ``depth`` deep, nodes less deep drawn loose
         loose = sum(count for k, count in loose_at.items() if k < depth)
         if paths_at[depth] + loose <= limit:

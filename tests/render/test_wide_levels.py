@@ -15,6 +15,7 @@ import fxviz
 from fxviz.render import Drawing
 from fxviz.render._collapse import group_wide, opening_depth, unit_path
 from fxviz.render._model import DrawGraph, DrawNode
+from fxviz.render._shown import ModuleTree
 
 
 class Block(nn.Module):
@@ -78,6 +79,8 @@ def test_the_opening_depth_counted_per_module_is_the_per_node_one(seed):
         grouped = group_wide(draw, limit, groups)
         for graph in (draw, grouped):
             assert opening_depth(graph, limit) == _opening_depth_each_node(graph, limit)
+            tree = ModuleTree(graph)  # the widget reads it off its module tree
+            assert tree.opening_depth(limit) == _opening_depth_each_node(graph, limit)
 
 
 def test_a_wide_real_graph_opens_as_the_per_node_definitions_say():
