@@ -126,13 +126,18 @@ function textWidth(text) {
 }
 
 export function fitLabels(nodes, limit = 6000) {
+  // every shape measured first, every label moved after: a move between two
+  // measurements would make the browser lay the whole SVG out again for the next one
+  const faces = [];
   let count = 0;
   for (const g of nodes) {
     if (++count > limit) break;
     const outline = outlineOf(g);
     if (!outline) continue;
     const face = faceOf(g, outline);
-    if (!(face.right > face.x)) continue;
+    if (face.right > face.x) faces.push([g, face]);
+  }
+  for (const [g, face] of faces) {
     const left = face.x + LABEL_PAD;
     const right = face.right - LABEL_PAD;
     for (const text of g.querySelectorAll("text")) {

@@ -70,11 +70,23 @@ class Drawing:
         self.source: Source = source_of(obj)
         with collector_paused():
             graph = draw(obj, params=params)
-            self.graph: DrawGraph = group_wide(graph) if group else graph
+            # a model made here is this drawing's own: grouped in place (not the caller's)
+            own = graph is not obj
+            self.graph: DrawGraph = group_wide(graph, in_place=own) if group else graph
         self.defaults: list[Overlay] = degrade("default overlays", obj, self.source.overlays, [])
-        self.opening_depth: int | None = opening_depth(self.graph)
+        self._opening: tuple[int | None] | None = None
         self._index: list[list[str]] | None = None
         self._tree: ModuleTree | None = None
+
+    @property
+    def opening_depth(self) -> int | None:
+        """The depth a view of this drawing opens at (:func:`~fxviz.render._collapse.
+        opening_depth`), read off :attr:`tree` once that is made."""
+        if self._opening is None:
+            with collector_paused():
+                found = self._tree.opening_depth() if self._tree else opening_depth(self.graph)
+            self._opening = (found,)
+        return self._opening[0]
 
     @property
     def tree(self) -> ModuleTree:
@@ -104,7 +116,7 @@ class Drawing:
         part.obj, part.params, part.defaults = self.obj, self.params, self.defaults
         part.source = self.source
         part.graph = module_members(self.graph, path)
-        part.opening_depth = None
+        part._opening = (None,)
         part._index = None
         part._tree = None
         return part

@@ -23,6 +23,7 @@ __all__ = [
     "call_label",
     "cluster_id",
     "cluster_path",
+    "deepest_depth",
     "fold",
     "group_wide",
     "module_id",
@@ -189,6 +190,14 @@ def opening_depth(draw: DrawGraph, limit: int = BIG_GRAPH) -> int | None:
                 break
             seen.add(path)
             paths_at[cut] += 1
+    return deepest_depth(loose_at, paths_at, limit)
+
+
+def deepest_depth(
+    loose_at: collections.Counter[int], paths_at: collections.Counter[int], limit: int
+) -> int:
+    """The deepest collapse (4 to 1) showing at most ``limit`` units, given how many nodes
+    sit directly ``k`` deep (``loose_at``) and how many module paths are ``k`` deep."""
     for depth in (4, 3, 2):  # a box per path ``depth`` deep, nodes less deep drawn loose
         loose = sum(count for k, count in loose_at.items() if k < depth)
         if paths_at[depth] + loose <= limit:
@@ -215,11 +224,16 @@ def real_path(path: str) -> str:
     return ".".join(part.split("@", 1)[0] for part in path.split("."))
 
 
-def group_wide(draw: DrawGraph, limit: int = WIDE_LEVEL, groups: int = 100) -> DrawGraph:
+def group_wide(
+    draw: DrawGraph, limit: int = WIDE_LEVEL, groups: int = 100, *, in_place: bool = False
+) -> DrawGraph:
     """``draw`` with every level that holds more than ``limit`` modules or loose nodes
     split into about ``groups`` consecutive groups, each a module of its own
     (``"relu_1 … add_9"``): a flat 20,000-node chain then opens as 100 boxes and each box
     expands to a few hundred nodes, a size Graphviz lays out quickly.
+
+    ``in_place``: move ``draw``'s own nodes and return ``draw`` (for a model nobody else
+    holds: copying 100,000 nodes costs more than grouping them); else a grouped copy.
 
     >>> from fxviz.render._model import DrawNode
     >>> chain = DrawGraph("chain", [DrawNode(f"n{i}", f"n{i}", "call_function", "f")
@@ -237,17 +251,32 @@ def group_wide(draw: DrawGraph, limit: int = WIDE_LEVEL, groups: int = 100) -> D
     renamed: dict[str, str] = {}
     moved = {n.module: parts for n, parts in zip(draw.nodes, paths, strict=True) if n.module}
     for module, parts in moved.items():  # once per module, not per node
-        old_parts = module.split(".")
-        for cut in range(1, len(old_parts) + 1):
-            prefix = ".".join(old_parts[:cut])
-            if prefix not in renamed:
-                renamed[prefix] = ".".join(parts[: _position(parts, old_parts, cut)])
-    nodes = [_moved(n, m) for n, m in zip(draw.nodes, new, strict=True)]
+        _rename_prefixes(module.split("."), parts, renamed)
     modules = {renamed.get(k, k): v for k, v in draw.modules.items()}
     params = {renamed.get(k, k): v for k, v in draw.params.items()}
     for path in made:
         modules.setdefault(path, "group")
+    if in_place:
+        for n, m in zip(draw.nodes, new, strict=True):
+            n.module = m
+        draw.modules, draw.params = modules, params
+        return draw
+    nodes = [_moved(n, m) for n, m in zip(draw.nodes, new, strict=True)]
     return dataclasses.replace(draw, nodes=nodes, modules=modules, params=params)
+
+
+def _rename_prefixes(old_parts: list[str], parts: list[str], renamed: dict[str, str]) -> None:
+    """Map each prefix of ``old_parts`` to the prefix of ``parts`` (the same path with
+    group names inserted) that covers it, in one walk (prefixes already mapped kept)."""
+    seen = 0
+    for i, part in enumerate(parts):
+        if seen < len(old_parts) and part == old_parts[seen]:
+            seen += 1
+            prefix = ".".join(old_parts[:seen])
+            if prefix not in renamed:
+                renamed[prefix] = ".".join(parts[: i + 1])
+    for cut in range(seen + 1, len(old_parts) + 1):  # not found in order: the whole path
+        renamed.setdefault(".".join(old_parts[:cut]), ".".join(parts))
 
 
 def _moved(node: DrawNode, module: str) -> DrawNode:
@@ -259,17 +288,6 @@ def _moved(node: DrawNode, module: str) -> DrawNode:
     moved.__dict__.update(node.__dict__)
     moved.module = module
     return moved
-
-
-def _position(parts: list[str], old_parts: list[str], cut: int) -> int:
-    """How many of ``parts`` (the grouped path) cover ``old_parts[:cut]``."""
-    seen = 0
-    for i, part in enumerate(parts):
-        if seen < len(old_parts) and part == old_parts[seen]:
-            seen += 1
-            if seen == cut:
-                return i + 1
-    return len(parts)
 
 
 def _group_level(

@@ -69,7 +69,8 @@ def draw_fx(
     kind_of: dict[tuple[str, Any], str] = {}  # per op and target: is_collective is slow
     # what a node's label, colour and tooltip need is made when first read (the DOT of a
     # drawn node, the inspector, a diff): most nodes of a big graph sit in collapsed boxes
-    ctx = _Labels(gm, modules, records, kinds, targets, folded, drawn_fx)
+    ctx = _Labels(gm, modules, records, kinds, targets, folded, drawn_fx, kind_of)
+    fill = ctx.fill  # one function for every node: see deferred_node
     for node in graph.nodes:
         if node in folded or is_bookkeeping(node):  # telemetry: recorded, never drawn
             continue
@@ -90,9 +91,8 @@ def draw_fx(
                 kind,
                 module,
                 records.get(node.name),
-                # a partial, not a closure: two objects a node where a closure's cells make
-                # ten, each walked by the cycle collector once a 100k-node drawing exists
-                functools.partial(ctx.fields, node, kind),
+                fill,
+                node,
             )
         )
         for source in node.all_input_nodes:
@@ -122,9 +122,11 @@ class _Labels:
         targets: Mapping[str, str],
         folded: set[torch.fx.Node],
         drawn: list[torch.fx.Node],
+        kind_of: dict[tuple[str, Any], str],
     ) -> None:
         self.gm, self.modules, self.records = gm, modules, records
         self.kinds, self.targets, self.folded, self.drawn = kinds, targets, folded, drawn
+        self.kind_of = kind_of
         self.texts: dict[tuple[str, Any], str] = {}  # target_text per target: names are slow
         self._align: dict[str, tuple[str, ...]] | None = None
 
@@ -141,6 +143,11 @@ class _Labels:
             seen: dict[str, int] = {}
             self._align = {n.name: _align_keys(n, seen, self.target(n)) for n in self.drawn}
         return self._align[name]
+
+    def fill(self, node: torch.fx.Node) -> dict[str, Any]:
+        """The deferred fields of ``node``'s drawing."""
+        kind = self.kinds.get(node.name)
+        return self.fields(node, _kind(node, self.kind_of) if kind is None else kind)
 
     def fields(self, node: torch.fx.Node, kind: str) -> dict[str, Any]:
         records, targets, gm = self.records, self.targets, self.gm

@@ -68,8 +68,8 @@ def _lazy(field: str) -> property:
     def get(self: DrawNode) -> Any:
         d = self.__dict__
         if private not in d:
-            fill = d.pop("_fill")
-            for key, value in fill().items():
+            fill, of = d.pop("_fill"), d.pop("_of")
+            for key, value in fill(of).items():
                 d.setdefault(f"_lazy_{key}", value)  # a field set since stays as set
         value = d[private]
         if callable(value):
@@ -103,20 +103,27 @@ def deferred_node(
     kind: str,
     module: str,
     record: Any,
-    fill: Callable[[], dict[str, Any]],
+    fill: Callable[[Any], dict[str, Any]],
+    of: Any = None,
 ) -> DrawNode:
-    """A node whose :data:`DEFERRED` fields ``fill()`` makes when one is first read.
+    """A node whose :data:`DEFERRED` fields ``fill(of)`` makes when one is first read.
 
-    >>> node = deferred_node("a", "a", "call_function", "", None, lambda: {
-    ...     "title": "relu", "lines": [], "color_key": "", "out_label": "", "align": (),
-    ...     "folded": (), "tooltip": "a: relu"})
+    One ``fill`` serves every node of a graph (``of`` says which node: an FX node, for
+    instance), so a node costs one object: a partial or closure a node would be more
+    objects for Python's cycle collector to walk once a 100,000-node drawing exists.
+
+    >>> node = deferred_node("a", "a", "call_function", "", None, lambda of: {
+    ...     "title": of.upper(), "lines": [], "color_key": "", "out_label": "",
+    ...     "align": (), "folded": (), "tooltip": "a: relu"}, "relu")
     >>> node.title, node.module
-    ('relu', '')
+    ('RELU', '')
     """
     node = object.__new__(DrawNode)  # no __init__: it would set (and so make) every field
-    node.__dict__.update(
-        id=id, name=name, kind=kind, module=module, record=record, cluster=None, _fill=fill
-    )
+    # set one by one: Python keeps them in the object itself (``__dict__`` read or
+    # updated would make a dict object per node)
+    node.id, node.name, node.kind, node.module = id, name, kind, module
+    node.record, node.cluster = record, None
+    node._fill, node._of = fill, of  # type: ignore[attr-defined]
     return node
 
 

@@ -12,7 +12,16 @@ import collections
 import dataclasses
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
-from fxviz.render._collapse import _PART, Box, cluster_id, module_id, real_path, unit_path
+from fxviz.render._collapse import (
+    _PART,
+    BIG_GRAPH,
+    Box,
+    cluster_id,
+    deepest_depth,
+    module_id,
+    real_path,
+    unit_path,
+)
 from fxviz.render._model import DrawEdge, DrawGraph, DrawNode
 
 __all__ = ["ModuleTree", "Shown"]
@@ -141,6 +150,20 @@ class ModuleTree:
             if numbers is None:
                 numbers = meets[pair] = self.meet[_common(*pair)]
             numbers.append(k)
+
+    def opening_depth(self, limit: int = BIG_GRAPH) -> int | None:
+        """What :func:`fxviz.render._collapse.opening_depth` finds, from the modules
+        listed here (no pass over the nodes)."""
+        if len(self.draw.nodes) <= limit:
+            return None
+        loose_at: collections.Counter[int] = collections.Counter()
+        paths_at: collections.Counter[int] = collections.Counter()
+        for module, members in self.direct.items():
+            loose_at[module.count(".") + 1 if module else 0] += len(members)
+        for path in self.count:
+            if path:
+                paths_at[path.count(".") + 1] += 1
+        return deepest_depth(loose_at, paths_at, limit)
 
     def cluster_path(self, cluster: str) -> str | None:
         """The module path whose frame is called ``cluster`` (any part of a split frame),

@@ -44,7 +44,9 @@ class Source:
         self.obj = obj
 
     def drawing(self, params: Params) -> DrawGraph:
-        """The drawing model (``params``: as for :func:`fxviz.to_dot`)."""
+        """The drawing model (``params``: as for :func:`fxviz.to_dot`), made anew at each
+        call: the caller may change it (a :class:`~fxviz.render.Drawing` groups wide
+        levels in place)."""
         raise NotImplementedError
 
     def overlays(self) -> list[Any]:

@@ -101,7 +101,9 @@ class GraphView(anywidget.AnyWidget):
         with collector_paused():
             self._drawing = Drawing(obj, params=params, group=True)  # made once
             self._draw = self._drawing.graph
-            self.depth = depth if depth is not None else self._drawing.opening_depth
+            if depth is None:  # read off the module tree, which the first view walks anyway
+                depth = self._drawing.tree.opening_depth()
+            self.depth = depth
             self.observe(self._redraw, names=["depth", "expanded", "collapsed"])
             self.observe(self._on_select, names=["selected"])
             self.on_msg(self._on_message)

@@ -15,6 +15,7 @@ import fxviz
 from fxviz.render import Drawing
 from fxviz.render._collapse import group_wide, opening_depth, unit_path
 from fxviz.render._model import DrawGraph, DrawNode
+from fxviz.render._shown import ModuleTree
 
 
 class Block(nn.Module):
@@ -78,6 +79,8 @@ def test_the_opening_depth_counted_per_module_is_the_per_node_one(seed):
         grouped = group_wide(draw, limit, groups)
         for graph in (draw, grouped):
             assert opening_depth(graph, limit) == _opening_depth_each_node(graph, limit)
+            tree = ModuleTree(graph)  # the widget reads it off its module tree
+            assert tree.opening_depth(limit) == _opening_depth_each_node(graph, limit)
 
 
 def test_a_wide_real_graph_opens_as_the_per_node_definitions_say():
@@ -103,3 +106,23 @@ def test_a_wide_real_graph_opens_as_the_per_node_definitions_say():
         assert shown.dot == whole.dot
         units = drawing.tree.units(state["depth"], frozenset(state.get("expand", ())), frozenset())
         assert units == whole.units
+
+
+@pytest.mark.parametrize("seed", range(0, 40, 3))
+def test_grouping_in_place_moves_the_nodes_a_grouped_copy_holds(seed):
+    for limit, groups in ((300, 100), (20, 7)):
+        copied = group_wide(_generated(seed), limit, groups)
+        draw = _generated(seed)
+        moved = group_wide(draw, limit, groups, in_place=True)
+        assert moved is draw
+        assert [n.module for n in moved.nodes] == [n.module for n in copied.nodes]
+        assert (moved.modules, moved.params) == (copied.modules, copied.params)
+
+
+def test_a_drawing_of_a_drawing_model_leaves_the_callers_model_as_it_was():
+    nodes = [DrawNode(f"n{i}", f"n{i}", "call_function", "f", module=f"m{i}") for i in range(900)]
+    draw = DrawGraph("g", nodes, [], {f"m{i}": "M" for i in range(900)})  # 900 side by side
+    before = [n.module for n in draw.nodes], dict(draw.modules)
+    drawing = Drawing(draw, group=True)
+    assert [n.module for n in drawing.graph.nodes] != before[0]  # grouped
+    assert ([n.module for n in draw.nodes], draw.modules) == before
