@@ -204,3 +204,35 @@ def test_a_captures_python_segments_are_known_code_that_writes_nothing():
     for r in rec.values():  # statistics taken on first read, after the run: still right
         if isinstance(r.value, torch.Tensor) and r.value.is_floating_point():
             assert r.outputs[0].max == r.value.max().item()
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_auto_does_not_export_a_model_whose_output_export_cannot_return(monkeypatch):
+    # a language model's DynamicCache: a failed export traces the whole model first
+    import transformers as tf
+
+    from fxviz import capture
+    from fxviz._capture._auto import forget
+
+    forget()
+    torch.manual_seed(0)
+    config = tf.GPT2Config(vocab_size=50, n_layer=1, n_embd=16, n_head=2, n_positions=16)
+    model, ids = tf.GPT2LMHeadModel(config).eval(), torch.randint(0, 50, (1, 5))
+    tried: list[str] = []
+    original = capture._faithful
+
+    def spy(name, *args):
+        tried.append(name)
+        return original(name, *args)
+
+    monkeypatch.setattr(capture, "_faithful", spy)
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    before = torch.random.get_rng_state()
+    gm = fxviz.trace(model, input_ids=ids)
+    assert tried == ["symbolic", "dynamo"]
+    assert gm.meta["fxviz_method"] == "dynamo"
+    assert torch.equal(torch.random.get_rng_state(), before)  # the eager call left no trace
+    assert all(torch.equal(v, model.state_dict()[k]) for k, v in state.items())
+    with pytest.raises(fxviz.TraceError, match=r"could not capture .*Found .*DynamicCache"):
+        fxviz.trace(model, input_ids=ids, method="export")  # asked for: export's own error
+    forget()
