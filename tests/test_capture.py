@@ -236,3 +236,14 @@ def test_auto_does_not_export_a_model_whose_output_export_cannot_return(monkeypa
     with pytest.raises(fxviz.TraceError, match=r"could not capture .*Found .*DynamicCache"):
         fxviz.trace(model, input_ids=ids, method="export")  # asked for: export's own error
     forget()
+
+
+def test_recording_a_dynamo_capture_leaves_the_models_attributes_as_they_were():
+    # torch marks the module Dynamo wraps (_is_torch_compile): no write of the model's run,
+    # which the capture would replay on the model every time it is recorded
+    model, x = ValueBranch(), torch.randn(3)
+    before = dict(vars(model))
+    capture = fxviz.trace(model, x, method="dynamo")
+    assert vars(model) == before
+    fxviz.record(capture, x)
+    assert vars(model) == before

@@ -30,7 +30,7 @@ from fxviz._capture._eager import (
 )
 from fxviz._capture._inputs import flatten_inputs
 from fxviz._capture._segments import tensors_in
-from fxviz._capture._state import restored_state
+from fxviz._capture._state import restored_attributes, restored_state
 from fxviz._capture._stitch import Capture, GraphBreak, GraphCall, stitch
 from fxviz._nodes import source_line
 from fxviz.errors import TraceError
@@ -260,15 +260,18 @@ def _capture_once(
         known.update(id(t) for t in [*model.parameters(), *model.buffers()])
     dynamo.reset()
     try:
-        with (
-            _quiet(),
-            restored_state(model) as state,
-            eager_is_compiling(dynamo=True, model_files=files, told_true=told_true),
-            dynamo.config.patch(suppress_errors=False, verbose=False),
-        ):
+        # torch marks the module it wraps (``_is_torch_compile``): put back afterwards, and
+        # no write of the run, which the capture would replay on the model
+        with restored_attributes(model):
             compiled = dynamo.optimize(backend, nopython=False, guard_export_fn=keep_guards)(model)
-            output = compiled(*args, **kwargs)
-            writes = state.writes()
+            with (
+                _quiet(),
+                restored_state(model) as state,
+                eager_is_compiling(dynamo=True, model_files=files, told_true=told_true),
+                dynamo.config.patch(suppress_errors=False, verbose=False),
+            ):
+                output = compiled(*args, **kwargs)
+                writes = state.writes()
     finally:
         dynamo.reset()
     capture = stitch(
