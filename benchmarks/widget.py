@@ -22,6 +22,9 @@ Run from the repository root (--quick: small graphs, one view each, 3 steps); th
 imports this checkout's fxviz (a PYTHONPATH given is searched first):
 
     .venv/bin/python benchmarks/widget.py [--repeats N] [--steps N] [--quick] [--steps-only]
+        [--debug-only]
+
+(--debug-only: only ``fxviz.debug`` of the 2-layer Qwen3, first call and again.)
 """
 
 from __future__ import annotations
@@ -241,7 +244,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=15, help="timed debugger steps (1 to 18)")
     parser.add_argument("--quick", action="store_true", help="small graphs, 1 view, 3 steps")
     parser.add_argument("--steps-only", action="store_true", help="only the debugger steps")
+    parser.add_argument(
+        "--debug-only", action="store_true", help="only fxviz.debug of the Qwen3, first and again"
+    )
     args = parser.parse_args(argv)
+    if args.steps_only and args.debug_only:
+        parser.error("--steps-only and --debug-only leave nothing to run together")
     repeats, n_steps = (1, 3) if args.quick else (args.repeats, args.steps)
     if repeats < 1 or not 1 <= n_steps <= 18:
         parser.error("--repeats must be at least 1 and --steps 1 to 18")
@@ -268,27 +276,32 @@ def main(argv: list[str] | None = None) -> int:
         chrome = browser.new_cdp_session(page).send("Browser.getVersion")["product"]
         print(f"JupyterLab {lab}, {chrome}, fxviz from {fx}, {os.cpu_count()} CPUs"
               f"{', --quick: small graphs' if args.quick else ''}")  # fmt: skip
-        rows, labels = ({}, {}) if args.steps_only else graphs(page, repeats)
+        rows, labels = ({}, {}) if args.steps_only or args.debug_only else graphs(page, repeats)
         draw(page, f"out.outputs = (); {DEBUG}; out.append_display_data(view)")
-        page.evaluate(STEP)  # warm-up
-        rows["debugger", "step"] = [dict(zip(("dom", "paint"), page.evaluate(STEP), strict=True))
-                                    for _ in range(n_steps)]  # fmt: skip
-        labels["debugger", "step"] = "debugger step (21 nodes)"
+        if not args.debug_only:
+            page.evaluate(STEP)  # warm-up
+            rows["debugger", "step"] = [
+                dict(zip(("dom", "paint"), page.evaluate(STEP), strict=True))
+                for _ in range(n_steps)
+            ]
+            labels["debugger", "step"] = "debugger step (21 nodes)"
         if not args.steps_only:
             kernel(page, QWEN3)
             rows["qwen3", "first"] = [draw(page, QWEN3_DEBUG)]
             labels["qwen3", "first"] = "fxviz.debug Qwen3 (2 layers), first"
             rows["qwen3", "debug"] = [draw(page, QWEN3_DEBUG) for _ in range(repeats)]
             labels["qwen3", "debug"] = "fxviz.debug Qwen3 (2 layers), again"
-        draw(page, DEBUG_3K)
-        page.evaluate(STEP)  # warm-up
-        page.evaluate(HEARTBEAT)
-        steps = [
-            dict(zip(("dom", "paint"), page.evaluate(STEP), strict=True)) for _ in range(n_steps)
-        ]
-        gap = page.evaluate(HEARTBEAT_END)
-        rows["debugger 3k", "step"] = [{**step, "gap": gap} for step in steps]
-        labels["debugger 3k", "step"] = "debugger step (3,000 nodes)"
+        if not args.debug_only:
+            draw(page, DEBUG_3K)
+            page.evaluate(STEP)  # warm-up
+            page.evaluate(HEARTBEAT)
+            steps = [
+                dict(zip(("dom", "paint"), page.evaluate(STEP), strict=True))
+                for _ in range(n_steps)
+            ]
+            gap = page.evaluate(HEARTBEAT_END)
+            rows["debugger 3k", "step"] = [{**step, "gap": gap} for step in steps]
+            labels["debugger 3k", "step"] = "debugger step (3,000 nodes)"
         browser.close()
     return report(rows, labels, time.perf_counter() - started)
 

@@ -204,3 +204,46 @@ def test_a_captures_python_segments_are_known_code_that_writes_nothing():
     for r in rec.values():  # statistics taken on first read, after the run: still right
         if isinstance(r.value, torch.Tensor) and r.value.is_floating_point():
             assert r.outputs[0].max == r.value.max().item()
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_auto_does_not_export_a_model_whose_output_export_cannot_return(monkeypatch):
+    # a language model's DynamicCache: a failed export traces the whole model first
+    import transformers as tf
+
+    from fxviz import capture
+    from fxviz._capture._auto import forget
+
+    forget()
+    torch.manual_seed(0)
+    config = tf.GPT2Config(vocab_size=50, n_layer=1, n_embd=16, n_head=2, n_positions=16)
+    model, ids = tf.GPT2LMHeadModel(config).eval(), torch.randint(0, 50, (1, 5))
+    tried: list[str] = []
+    original = capture._faithful
+
+    def spy(name, *args):
+        tried.append(name)
+        return original(name, *args)
+
+    monkeypatch.setattr(capture, "_faithful", spy)
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    before = torch.random.get_rng_state()
+    gm = fxviz.trace(model, input_ids=ids)
+    assert tried == ["symbolic", "dynamo"]
+    assert gm.meta["fxviz_method"] == "dynamo"
+    assert torch.equal(torch.random.get_rng_state(), before)  # the eager call left no trace
+    assert all(torch.equal(v, model.state_dict()[k]) for k, v in state.items())
+    with pytest.raises(fxviz.TraceError, match=r"could not capture .*Found .*DynamicCache"):
+        fxviz.trace(model, input_ids=ids, method="export")  # asked for: export's own error
+    forget()
+
+
+def test_recording_a_dynamo_capture_leaves_the_models_attributes_as_they_were():
+    # torch marks the module Dynamo wraps (_is_torch_compile): no write of the model's run,
+    # which the capture would replay on the model every time it is recorded
+    model, x = ValueBranch(), torch.randn(3)
+    before = dict(vars(model))
+    capture = fxviz.trace(model, x, method="dynamo")
+    assert vars(model) == before
+    fxviz.record(capture, x)
+    assert vars(model) == before

@@ -10,7 +10,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import threading
 import warnings
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -28,15 +30,23 @@ from fxviz._capture._eager import (
 )
 from fxviz._capture._inputs import flatten_inputs
 from fxviz._capture._segments import tensors_in
-from fxviz._capture._state import restored_state
+from fxviz._capture._state import restored_attributes, restored_state
 from fxviz._capture._stitch import Capture, GraphBreak, GraphCall, stitch
 from fxviz._nodes import source_line
 from fxviz.errors import TraceError
 
-__all__ = ["GRADIENTS_DIFFER", "capture_dynamo", "is_user_file", "traced_forward"]
+__all__ = [
+    "GRADIENTS_DIFFER",
+    "capture_dynamo",
+    "gradients_differ",
+    "is_user_file",
+    "traced_forward",
+]
 
 # A capture's ``meta`` key: why its gradients are not eager's (its forward is)
 GRADIENTS_DIFFER = "fxviz_gradients_differ"
+# A capture's ``meta`` key: its gradient check, run on the first backward pass asked for
+_UNCHECKED = "fxviz_gradients_unchecked"
 
 
 def capture_dynamo(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Capture:
@@ -51,11 +61,14 @@ def capture_dynamo(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
     transformers' Mamba scans with ``associative_scan``), and the model is captured
     again with the files of its own modules told ``False`` too; a capture that still
     differs is refused. Where a library was told ``is_compiling()`` is True, the
-    parameters' gradients are checked too (under grad mode off, on one more run of the
-    capture and of the model with it on): a compile-only branch may reach the same
-    output by another path, whose gradients differ (transformers builds an explicit
-    causal mask where eager has SDPA skip it); such a capture says why in
-    ``meta[GRADIENTS_DIFFER]``, and its backward pass is not recorded. (A model whose eager calls differ from each other cannot be checked: its capture is
+    parameters' gradients are checked too (on one more run of the capture and of the
+    model, with grad mode on): a compile-only branch may reach the same output by
+    another path, whose gradients differ (transformers builds an explicit causal mask
+    where eager has SDPA skip it); such a capture says why (:func:`gradients_differ`),
+    and its backward pass is not recorded. Where no file of the model's modules asked
+    (capturing again cannot change a library's branch), that check waits for the first
+    backward pass asked of the capture: a forward-only capture never pays for it. (A
+    model whose eager calls differ from each other cannot be checked: its capture is
     kept.)
     """
     marks = input_marks(args, kwargs)
@@ -65,16 +78,24 @@ def capture_dynamo(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
         return capture
     want = eager_output(model, args, kwargs)
     first = divergence(output, want)
-    grads = "" if first or not told_true else _gradients(model, capture, output, want, args, kwargs)
-    if not first and not grads:
-        return capture
-    files = model_files(model)
+    grads = ""
+    if not first:  # the same output: only a library told True can make the gradients differ
+        if not told_true:
+            return capture
+        files = model_files(model)
+        if not _asked_from(told_true, files):
+            # telling the model's files False changes nothing (a second capture of an LLM
+            # costs seconds): the gradients are checked when a backward pass is asked for
+            if isinstance(model, torch.nn.Module):
+                capture.meta[_UNCHECKED] = _GradientCheck(model, args, kwargs, told_true)
+            return capture
+        grads = _gradients(model, capture, output, want, args, kwargs)
+        if not grads:
+            return capture
+    else:
+        files = model_files(model)
     why = "the files of its modules told is_compiling() False too"
-    if not first and not _asked_from(told_true, files):
-        # only the gradients differ, and no file of the model's asked: telling those
-        # files False changes nothing, and a second capture of an LLM costs seconds
-        why = "no file of its modules asked"
-    elif files:
+    if files:
         try:
             again_told: list[str] = []
             again, output = _capture_once(model, args, kwargs, files, again_told)
@@ -87,13 +108,7 @@ def capture_dynamo(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
             why = f"{why}, Dynamo fails ({type(error).__name__}: {str(error).splitlines()[0]})"
     asked = f"; library code told it True: {', '.join(told_true)}" if told_true else ""
     if not first:  # the same output by another path: only its gradients are not eager's
-        capture.meta[GRADIENTS_DIFFER] = (
-            f"the gradients of this Dynamo capture are not eager's ({grads}): the code "
-            f"takes a branch only compiled code takes (torch.compiler.is_compiling(){asked}), "
-            f"with the same output; with {why}. Record the backward pass of one real run: "
-            "fxviz.record(fxviz.trace(model, *args, method='real'), *args, backward=...) "
-            "(fxviz.record(model, ..., backward=...) does)"
-        )
+        capture.meta[GRADIENTS_DIFFER] = _gradients_differ_message(grads, asked, why)
         return capture
     if divergence(eager_output(model, args, kwargs), want):  # eager differs from itself
         return capture
@@ -106,6 +121,62 @@ def capture_dynamo(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
     )
 
 
+def _gradients_differ_message(grads: str, asked: str, why: str) -> str:
+    """What ``meta[GRADIENTS_DIFFER]`` says: how the gradients differ (``grads``), which
+    frames were told True (``asked``), and what capturing again did (``why``)."""
+    return (
+        f"the gradients of this Dynamo capture are not eager's ({grads}): the "
+        f"code takes a branch only compiled code takes (torch.compiler.is_compiling(){asked}), "
+        f"with the same output; with {why}. Record the backward pass of one real run: "
+        "fxviz.record(fxviz.trace(model, *args, method='real'), *args, backward=...) "
+        "(fxviz.record(model, ..., backward=...) does)"
+    )
+
+
+class _GradientCheck:
+    """A capture's gradient check, not yet run: the model (weakly: a capture kept by the
+    captures' cache must not keep its model alive through it), the inputs it ran on, and
+    the library frames told ``is_compiling()`` True."""
+
+    __slots__ = ("args", "kwargs", "model", "told_true")
+
+    def __init__(
+        self, model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], told: list[str]
+    ) -> None:
+        self.model = weakref.ref(model)
+        self.args, self.kwargs, self.told_true = args, kwargs, list(told)
+
+    def run(self, capture: Capture) -> str | None:
+        """Why the capture's gradients are not eager's (``None``: they are)."""
+        model = self.model()
+        if model is None:  # nothing to compare with: no backward pass is said to be eager's
+            return (
+                "the gradients of this Dynamo capture cannot be checked against eager's: "
+                "its model is gone. Capture the model again: fxviz.trace(model, *args)"
+            )
+        grads = _gradients(model, capture, None, None, self.args, self.kwargs)
+        if not grads:
+            return None
+        asked = f"; library code told it True: {', '.join(self.told_true)}"
+        return _gradients_differ_message(grads, asked, "no file of its modules asked")
+
+
+def gradients_differ(gm: torch.fx.GraphModule) -> str | None:
+    """Why ``gm``'s parameter gradients are not eager's, or ``None`` (they are, or ``gm``
+    is no capture whose gradients can differ). A Dynamo capture whose check waits for a
+    backward pass runs it on the first call; the answer is kept with the capture."""
+    with _CHECK_LOCK:
+        check = gm.meta.pop(_UNCHECKED, None)
+        if check is not None:
+            why = check.run(gm)
+            if why is not None:
+                gm.meta[GRADIENTS_DIFFER] = why
+    return gm.meta.get(GRADIENTS_DIFFER)
+
+
+_CHECK_LOCK = threading.Lock()
+
+
 def _asked_from(told_true: list[str], files: frozenset[str]) -> bool:
     """Whether any frame told ``is_compiling()`` True (``path:line (function)``, its path
     from the installed-packages folder on) lies in ``files`` (absolute paths)."""
@@ -114,11 +185,16 @@ def _asked_from(told_true: list[str], files: frozenset[str]) -> bool:
 
 
 def _gradients(
-    model: Any, capture: Capture, got: Any, want: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    model: Any,
+    capture: Capture,
+    got: Any,
+    want: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
 ) -> str:
     """How the capture's parameter gradients differ from eager's: those of the runs made
-    (``got``, ``want``), or, where they hold none (grad mode off), of the capture and the
-    model run again with it on."""
+    (``got``, ``want``), or, where they hold none (grad mode off, or no runs: ``None``),
+    of the capture and the model run again with it on."""
     if not any(t.requires_grad for t in tensors_in(got)):
         if not isinstance(model, torch.nn.Module) or not any(
             p.requires_grad for p in model.parameters()
@@ -184,15 +260,18 @@ def _capture_once(
         known.update(id(t) for t in [*model.parameters(), *model.buffers()])
     dynamo.reset()
     try:
-        with (
-            _quiet(),
-            restored_state(model) as state,
-            eager_is_compiling(dynamo=True, model_files=files, told_true=told_true),
-            dynamo.config.patch(suppress_errors=False, verbose=False),
-        ):
+        # torch marks the module it wraps (``_is_torch_compile``): put back afterwards, and
+        # no write of the run, which the capture would replay on the model
+        with restored_attributes(model):
             compiled = dynamo.optimize(backend, nopython=False, guard_export_fn=keep_guards)(model)
-            output = compiled(*args, **kwargs)
-            writes = state.writes()
+            with (
+                _quiet(),
+                restored_state(model) as state,
+                eager_is_compiling(dynamo=True, model_files=files, told_true=told_true),
+                dynamo.config.patch(suppress_errors=False, verbose=False),
+            ):
+                output = compiled(*args, **kwargs)
+                writes = state.writes()
     finally:
         dynamo.reset()
     capture = stitch(

@@ -11,6 +11,7 @@ capture, in execution order, and its output is the model's own output.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import operator
 import re
 from collections.abc import Callable, Sequence
@@ -228,9 +229,29 @@ def stitch(
     for call in capture.calls:  # the stitched graph holds what it needs: free the rest
         call.inputs, call.outputs, call.before = (), None, {}
     capture.input_names = list(names)
-    capture._signature = model
+    capture._signature = _stand_in(model)
     capture._example = list(leaves)
     return capture
+
+
+def _stand_in(model: Any) -> Callable[..., Any]:
+    """A function with ``model``'s call signature and name, for :meth:`Capture.flat_inputs`
+    to bind inputs with, holding no reference to the model (a capture kept by the captures'
+    cache, weakly keyed by its model, must not keep it alive); the model itself where its
+    signature cannot be read (a builtin)."""
+    fn = model.forward if isinstance(model, torch.nn.Module) else model
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return model
+
+    def stand_in(*args: Any, **kwargs: Any) -> Any:
+        raise TypeError("a stand-in for a model's signature: it runs nothing")
+
+    stand_in.__signature__ = signature  # type: ignore[attr-defined]
+    name = type(model).__name__ if isinstance(model, torch.nn.Module) else None
+    stand_in.__name__ = stand_in.__qualname__ = name or getattr(model, "__name__", "fn")
+    return stand_in
 
 
 class _Builder:

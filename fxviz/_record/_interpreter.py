@@ -13,7 +13,7 @@ import torch.fx
 
 from fxviz._capture import JointGraph, bind_inputs
 from fxviz._capture._cache import capture_once
-from fxviz._capture._dynamo import GRADIENTS_DIFFER
+from fxviz._capture._dynamo import gradients_differ
 from fxviz._record._engine import Engine, check_engine, record_compiled
 from fxviz._record._explain import wrap_node_failure
 from fxviz._record._grads import Backward, GradientWatcher
@@ -366,7 +366,7 @@ def _eager_gradients(
     """A capture whose backward pass is eager's: ``gm``, or, where its gradients are
     not eager's (a compile-only branch with eager's output), one real run when fxviz
     chose the capture (``method="auto"``); refused when the caller chose it."""
-    why = gm.meta.get(GRADIENTS_DIFFER)
+    why = gradients_differ(gm)
     if why is None:
         return gm
     if gm is not obj and method == "auto":

@@ -161,3 +161,32 @@ def test_a_gradient_only_difference_asked_from_a_library_is_captured_once(librar
     assert calls == [frozenset()]  # one capture, with no file told False
     with pytest.raises(TraceError, match=r"not eager's .*no file of its modules asked"):
         fxviz.record(capture, x, backward=True)
+
+
+def test_the_gradient_check_waits_for_the_first_backward_pass_and_runs_once(library, monkeypatch):
+    # a forward-only capture (fxviz.debug, record without backward=) never pays for the
+    # check: one more run of the capture and of the model, with their backward passes
+    from fxviz._capture import _dynamo
+
+    checks = []
+    check = _dynamo.gradient_divergence
+    monkeypatch.setattr(_dynamo, "gradient_divergence", lambda *a: checks.append(a) or check(*a))
+    torch.manual_seed(0)
+    model, x = Scaled(library), torch.randn(2, 4)
+    capture = fxviz.trace(model, x, method="dynamo")
+    with torch.no_grad():
+        fxviz.record(capture, x)
+    fxviz.Debugger(capture, x).continue_()
+    assert checks == []
+    for _ in range(2):  # the answer is kept with the capture
+        with pytest.raises(TraceError) as refused:
+            fxviz.record(capture, x, backward=True)
+        assert str(refused.value) == (
+            "the gradients of this Dynamo capture are not eager's (the gradient of w differs "
+            "from eager's (by up to 4)): the code takes a branch only compiled code takes "
+            "(torch.compiler.is_compiling(); library code told it True: fakelib.py:12 "
+            "(scale)), with the same output; with no file of its modules asked. Record the "
+            "backward pass of one real run: fxviz.record(fxviz.trace(model, *args, "
+            "method='real'), *args, backward=...) (fxviz.record(model, ..., backward=...) does)"
+        )
+    assert len(checks) == 1

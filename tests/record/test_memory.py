@@ -132,6 +132,28 @@ def test_dropping_the_result_frees_the_model(use: Any):
     _assert_freed(use)
 
 
+class ValueSteered(Net):
+    """Python steered by a tensor's value: no one graph holds it, one run does."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.lin(x)
+        if y.sum() > -1e9:
+            y = y * 2
+        return torch.relu(y) * self.scale
+
+
+@pytest.mark.parametrize("method", ["auto", "dynamo", "real"])
+def test_a_one_run_capture_frees_the_model_once_dropped(method: str):
+    # the captures' cache is weakly keyed by the model: a capture that held it (to bind
+    # inputs, or as an attribute its run "wrote") kept it alive for the process's life
+    def use(model: torch.nn.Module, x: torch.Tensor) -> Any:
+        rec = fxviz.record(model, x, method=method)
+        assert rec.graph_module.meta["fxviz_method"] == ("dynamo" if method == "auto" else method)
+        return rec
+
+    _assert_freed(use, ValueSteered)
+
+
 def test_report_frees_the_model(tmp_path: Path):
     _assert_freed(_report(tmp_path))
 
