@@ -116,6 +116,7 @@ bench: $(STAMP) $(BUNDLE)
 	$(BIN)/python benchmarks/conformance.py
 	$(BIN)/python benchmarks/widget.py
 	$(BIN)/python benchmarks/widget_kernel.py
+	$(BIN)/python benchmarks/first_contact.py
 	$(BIN)/python benchmarks/targets.py
 
 clean:
