@@ -248,7 +248,7 @@ def _stand_in(model: Any) -> Callable[..., Any]:
     def stand_in(*args: Any, **kwargs: Any) -> Any:
         raise TypeError("a stand-in for a model's signature: it runs nothing")
 
-    stand_in.__signature__ = signature  # type: ignore[attr-defined]
+    stand_in.__signature__ = signature
     name = type(model).__name__ if isinstance(model, torch.nn.Module) else None
     stand_in.__name__ = stand_in.__qualname__ = name or getattr(model, "__name__", "fn")
     return stand_in
