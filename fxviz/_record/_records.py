@@ -334,8 +334,8 @@ class Recording(Mapping[str, NodeRecord]):
         ``shape``/``dtype``/``numel``/``nbytes`` of the first output tensor, ``outputs``
         (how many tensors it produced), its statistics ``min``, ``max``, ``mean``,
         ``std``, ``absmax``, ``nan``, ``posinf``, ``neginf``, ``zeros``, ``time_s``,
-        ``flops`` (torch's FlopCounterMode, counted on a fake re-run; multiply-adds are
-        half), ``mutates``/``aliases`` (comma-separated node names), ``error`` (``"Type:
+        ``flops`` (torch's FlopCounterMode formulas applied to the recorded shapes, with
+        nothing run again; multiply-adds are half), ``mutates``/``aliases`` (comma-separated node names), ``error`` (``"Type:
         message"`` or ``""``) and ``kept`` (value kept). With gradients recorded, also
         ``grad_order`` (position in backward order), ``grad_time_s``, ``grad_norm``,
         ``grad_absmax``, ``grad_mean``, ``grad_std``, ``grad_nan``, ``grad_inf`` and
