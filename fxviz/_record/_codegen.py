@@ -304,12 +304,7 @@ def unsupported(graph: torch.fx.Graph) -> str | None:
 def _rebinds(node: torch.fx.Node) -> bool:
     """Whether the node replays a captured run's assignments to module attributes (a
     ``python`` segment that writes), so paths looked up before may lead elsewhere after."""
-    target = node.target
-    return (
-        node.op == "call_function"
-        and bool(getattr(target, "writes", None))
-        and (isinstance(target, PythonSegment))
-    )
+    return isinstance(node.target, PythonSegment) and bool(node.target.writes)
 
 
 def _shape(node: torch.fx.Node) -> tuple[Any, ...]:
