@@ -6,8 +6,14 @@
 export function takeFocusOnClick(root) {
   const grab = (event) => {
     if (event.target.closest?.("input, textarea, select, button")) return;
-    // after the host's own handlers (a notebook focuses its cell on mousedown)
-    setTimeout(() => root.focus({ preventScroll: true }), 0);
+    // after the host's own handlers (a notebook focuses its cell on mousedown). One press
+    // queues three of these, and the browser may run a key before them: never take the keys
+    // back from a part of the widget that has them by then (the search box "/" opened).
+    setTimeout(() => {
+      const active = root.getRootNode().activeElement;
+      if (active !== root && root.contains(active)) return;
+      root.focus({ preventScroll: true });
+    }, 0);
   };
   // capture: a part below (the pan/zoom layer, a host's output wrapper) may stop the event
   for (const kind of ["pointerdown", "mousedown", "click"]) root.addEventListener(kind, grab, true);
