@@ -26,7 +26,8 @@ from fxviz._record._codegen import Compiled, compiled_for
 from fxviz._record._explain import wrap_node_failure
 from fxviz._record._recorder import Keep, Recorder, _Entry
 from fxviz._record._records import Recording
-from fxviz._record._writes import flat_tensors, tensor_inputs
+from fxviz._record._stats import view_summary
+from fxviz._record._writes import aliased_inputs, flat_tensors, tensor_inputs
 from fxviz._torch_compat import is_alias_of
 from fxviz.errors import InputError, RecordingInterrupted
 
@@ -129,71 +130,124 @@ class _Run:
         """Record nodes ``first``, ``first + 1``, ... (none of which can write in place),
         with the values they gave, their inputs' values and clock readings around their
         calls. Handed over in a batch (when all values are kept) before the next node that
-        may write in place, so what is noted here is what it was as each node ran."""
-        compiled, recorder = self.compiled, self.recorder
-        nodes, plains, input_nodes = compiled.nodes, compiled.plain, compiled.inputs
-        entries, position = recorder.entries, recorder._position
-        keep_all, lazy, off = self._keep_all, self._lazy, self._off
+        may write in place, so what is noted here is what it was as each node ran.
+
+        With every value kept and statistics waiting, most nodes (a plain tensor from plain
+        tensors, none of them summarised) need nothing now but their value's version: their
+        entries are made when the recording is first read (``Recorder.defer``), from what
+        is noted here. The others are described now, as ``Recorder.describe`` does."""
+        recorder = self.recorder
+        if not (self._keep_all and self._lazy):
+            for k, value in enumerate(values):
+                recorder._append(self._entry(first + k, value, inputs[k], ends[k] - starts[k]))
+            return
+        plains, input_nodes = self.compiled.plain, self.compiled.inputs
+        stamped = recorder._stamped.keys()
+        slots: list[Any] = []
         for k, value in enumerate(values):
             i = first + k
-            node = nodes[i]
-            kept = keep_all or recorder._admit(node.op, value)
-            entry = _Entry(node, value, kept, ends[k] - starts[k])
-            # The common cases, inlined (the same result as the general one below, for
-            # less): one plain tensor out, plain tensors or scalars in, and statistics that
-            # wait (or none). Viewing none of its inputs, there is nothing to do but note its
-            # version; viewing some (a view, a reshape, a no-op ``.to``), see ``_view``.
-            plain = type(value) is _TENSOR and plains[i]
-            aliased = False
-            given = inputs[k]
-            if plain:
-                for t in given:
-                    kind = type(t)
-                    if kind is _TENSOR or kind is _PARAMETER:
-                        if not aliased and is_alias_of(value, t):
-                            aliased = True
-                    elif isinstance(t, _CONTAINERS):
-                        plain = False
-                        break
-            if plain and kept and lazy:
-                if aliased:
-                    plain = self._view(entry, value, input_nodes[i], given)
+            if type(value) is _TENSOR and plains[i] and stamped.isdisjoint(input_nodes[i]):
+                try:
+                    version = value._version
+                except RuntimeError:  # an inference tensor has no version: summarise now
+                    pass
                 else:
-                    try:
-                        entry.versions = (value._version,)
-                    except RuntimeError:  # an inference tensor has no version: summarise now
-                        plain = False
-            elif aliased:
-                plain = False
-            if not plain or not (off or (kept and lazy)):
-                before = tensor_inputs(input_nodes[i], given) if given else []
-                recorder.describe(entry, value, before)
-            position[node] = len(entries)
+                    slots.append((i, value, inputs[k], ends[k] - starts[k], version))
+                    continue
+            slots.append(self._entry(i, value, inputs[k], ends[k] - starts[k]))
+        recorder.defer(self.compiled.nodes[first : first + len(values)], lambda: self._make(slots))
+
+    def _make(self, slots: list[Any]) -> None:
+        """Append the entries of a deferred batch: those made as it ran, and the others
+        from their values, inputs, times and versions then (which inputs a value views
+        is a matter of memory, which no later write changes)."""
+        recorder = self.recorder
+        nodes, input_nodes = self.compiled.nodes, self.compiled.inputs
+        entries, position = recorder._entries, recorder._position
+        for slot in slots:
+            if type(slot) is tuple:
+                i, value, given, elapsed, version = slot
+                entry = _Entry(nodes[i], value, True, elapsed)
+                entry.versions = (version,)
+                if given:
+                    entry.aliases = aliased_inputs(value, tensor_inputs(input_nodes[i], given))
+            else:
+                entry = slot
+            position[entry.node] = len(entries)
             entries.append(entry)
 
+    def _entry(self, i: int, value: Any, given: tuple[Any, ...], elapsed: float) -> _Entry:
+        """The entry of node ``i`` (which cannot write in place), described now."""
+        recorder = self.recorder
+        node = self.compiled.nodes[i]
+        kept = self._keep_all or recorder._admit(node.op, value)
+        entry = _Entry(node, value, kept, elapsed)
+        # The common cases, inlined (the same result as the general one below, for less):
+        # one plain tensor out, plain tensors or scalars in, and statistics that wait (or
+        # none). Viewing none of its inputs, there is nothing to do but note its version;
+        # viewing some (a view, a reshape, a no-op ``.to``), see ``_view``.
+        plain = type(value) is _TENSOR and self.compiled.plain[i]
+        viewed = None
+        if plain:
+            for j, t in enumerate(given):
+                kind = type(t)
+                if kind is _TENSOR or kind is _PARAMETER:
+                    if is_alias_of(value, t):
+                        viewed = (j,) if viewed is None else (*viewed, j)
+                elif isinstance(t, _CONTAINERS):
+                    plain = False
+                    break
+        if plain and kept and self._lazy:
+            try:
+                version = value._version
+            except RuntimeError:  # an inference tensor has no version: summarise now
+                plain = False
+            else:
+                if viewed is None:
+                    entry.versions = (version,)
+                else:
+                    inputs = self.compiled.inputs[i]
+                    plain = self._view(entry, value, version, inputs, given, viewed)
+        elif viewed is not None:
+            plain = False
+        if not plain or not (self._off or (kept and self._lazy)):
+            before = tensor_inputs(self.compiled.inputs[i], given) if given else []
+            recorder.describe(entry, value, before)
+        return entry
+
     def _view(
-        self, entry: _Entry, value: torch.Tensor, nodes: tuple[Any, ...], inputs: tuple[Any, ...]
+        self,
+        entry: _Entry,
+        value: torch.Tensor,
+        version: int,
+        nodes: tuple[Any, ...],
+        inputs: tuple[Any, ...],
+        viewed: tuple[int, ...],
     ) -> bool:
-        """What ``Recorder.describe`` does for a kept plain tensor that shares memory with
-        some of its inputs (all plain tensors or scalars), statistics waiting: note which
-        inputs it views and its version, or take its statistics from those of the input
-        it is a whole view of. ``False`` (nothing done) for inference tensors."""
-        if value.is_inference():
-            return False
-        before = []
-        for n, t in zip(nodes, inputs, strict=True):
-            kind = type(t)
-            if kind is _TENSOR or kind is _PARAMETER:
-                if t.is_inference():
+        """What ``Recorder.describe`` does for a kept plain tensor (of version ``version``)
+        that shares memory with its inputs at positions ``viewed``, statistics waiting:
+        note which inputs it views, and take its statistics from those of an input it is a
+        whole view of, when that input has them (a parameter, an input, a view of one);
+        else note its version. Only inputs it views can lend it their statistics. ``False``
+        (nothing done) when one of those is an inference tensor."""
+        recorder = self.recorder
+        bases = []
+        for j in viewed:
+            base = recorder._stamped.get(nodes[j])
+            if base is not None and base.outputs:
+                t = inputs[j]
+                try:
+                    if base.stamp == t._version:
+                        bases.append((t, base.outputs[0], base.stamp))
+                except RuntimeError:  # an inference tensor: the general way
                     return False
-                before.append((n, t, t._version))
-        entry.aliases = tuple(n.name for n, t, _ in before if is_alias_of(value, t))
-        derived = self.recorder._derive(value, before)
+        entry.aliases = tuple(dict.fromkeys(nodes[j].name for j in viewed))
+        derived = view_summary(value, bases) if bases else None
         if derived is None:
-            entry.versions = (value._version,)
+            entry.versions = (version,)
         else:
             entry.outputs = derived
-            entry.stamp = value._version
+            recorder.stamp(entry, version)
         return True
 
     def tick(self, count: int) -> None:
@@ -240,8 +294,7 @@ class _Run:
                 foreseen=lambda: self._foreseen,
                 values=lambda: dict(zip((n.name for n in compiled.inputs[i]), inputs, strict=True)),
             )
-        recorder._position[node] = len(recorder.entries)
-        recorder.entries.append(entry)
+        recorder._append(entry)
 
     # -- the run -------------------------------------------------------------------------
     def run(self, inputs: tuple[Any, ...], progress: bool | None = False) -> Any:
@@ -276,7 +329,7 @@ class _Run:
                 raise
             raise wrapped from error
         self.env = self._env(frame_locals)
-        self.tick(len(self.recorder.entries) - self._ticked)
+        self.tick(self.recorder.count - self._ticked)
         self.recorder.finish(self.graph.process_outputs(output))
         return output
 
@@ -307,7 +360,7 @@ class _Run:
         over yet: the run stopped before their batch's ``flush``."""
         compiled = self.compiled
         names, nodes = compiled.names, compiled.nodes
-        i = len(self.recorder.entries)
+        i = self.recorder.count
         while i < len(nodes) and (stop is None or i < stop):
             start, end = compiled.starts.get(i), f"_fx_c{i}"
             if end not in frame_locals or start not in frame_locals:

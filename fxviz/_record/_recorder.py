@@ -91,7 +91,13 @@ class Recorder:
         self.interpreter = interpreter
         self.keep = check_keep(keep)
         self.stats = check_stats(stats)
-        self.entries: list[_Entry] = []
+        self._entries: list[_Entry] = []
+        # batches of nodes whose entries are made when first read (see ``defer``)
+        self._pending: list[tuple[Sequence[torch.fx.Node], Callable[[], None]]] = []
+        self._pending_count = 0
+        # node -> its entry, for entries summarised as they ran (``stamp`` set): the only
+        # ones another node's statistics can be taken from (a view of a parameter)
+        self._stamped: dict[torch.fx.Node, _Entry] = {}
         self.output: Any = None
         self.complete = False
         self.error: BaseException | None = None
@@ -114,6 +120,37 @@ class Recorder:
         # parameters there, to put them back on restart)
         self.before_write: Callable[[list[torch.Tensor]], None] | None = None
         self.grads: GradientWatcher | None = None  # set when gradients are recorded too
+
+    # -- entries, some made when first read ----------------------------------------------
+    @property
+    def entries(self) -> list[_Entry]:
+        """One entry a node run, in order (making the deferred ones first)."""
+        if self._pending:
+            pending, self._pending, self._pending_count = self._pending, [], 0
+            for _, make in pending:
+                make()
+        return self._entries
+
+    @property
+    def count(self) -> int:
+        """How many nodes ran, the deferred ones included (making none)."""
+        return len(self._entries) + self._pending_count
+
+    def defer(self, nodes: Sequence[torch.fx.Node], make: Callable[[], None]) -> None:
+        """Leave the entries of ``nodes`` (which ran next, in this order) to ``make``, which
+        appends them when ``entries`` is first read. ``make`` must not depend on what may
+        change before then: it gets what it needs from the time the nodes ran."""
+        self._pending.append((nodes, make))
+        self._pending_count += len(nodes)
+
+    def names(self, count: int) -> list[str]:
+        """The names of the first ``count`` nodes run (making no deferred entry)."""
+        names = [e.node.name for e in self._entries[:count]]
+        for nodes, _ in self._pending:
+            if len(names) >= count:
+                break
+            names += [n.name for n in nodes]
+        return names[:count]
 
     # -- the hot path --------------------------------------------------------------------
     def run_node(self, node: torch.fx.Node, run: Callable[[torch.fx.Node], Any]) -> Any:
@@ -214,7 +251,12 @@ class Recorder:
         else:
             entry.outputs = summarize(value, True)
         if isinstance(value, torch.Tensor) and not value.is_inference():
-            entry.stamp = value._version
+            self.stamp(entry, value._version)
+
+    def stamp(self, entry: _Entry, version: int) -> None:
+        """Note that ``entry`` was summarised as it ran, at ``version`` of its value."""
+        entry.stamp = version
+        self._stamped[entry.node] = entry
 
     def _derive(self, value: Any, before: list[Any]) -> tuple[TensorSummary, ...] | None:
         """Statistics of a view from those of the input it views, when both are whole."""
@@ -222,8 +264,7 @@ class Recorder:
             return None
         bases = []
         for node, t, version in before:
-            index = self._position.get(node)
-            base = None if index is None else self.entries[index]
+            base = self._stamped.get(node)
             if base is not None and base.stamp == version and base.outputs:
                 bases.append((t, base.outputs[0], version))
         return view_summary(value, bases) if bases else None
@@ -247,10 +288,10 @@ class Recorder:
         value = entry.value
         if not isinstance(value, torch.Tensor) or entry.versions != (value._version,):
             return None
-        bases = []
+        bases, entries = [], self.entries
         for node in entry.node.all_input_nodes:
             index = self._position.get(node)
-            base = None if index is None else self.entries[index]
+            base = None if index is None else entries[index]
             if base is None or node.name not in entry.aliases or not base.kept:
                 continue
             if isinstance(base.value, torch.Tensor) and not base.value.is_inference():
@@ -259,8 +300,9 @@ class Recorder:
         return view_summary(value, bases) if bases else None
 
     def _append(self, entry: _Entry) -> None:
-        self._position[entry.node] = len(self.entries)
-        self.entries.append(entry)
+        entries = self.entries
+        self._position[entry.node] = len(entries)
+        entries.append(entry)
 
     # -- results -------------------------------------------------------------------------
     def finish(self, output: Any) -> None:
@@ -293,12 +335,12 @@ class Recorder:
         self, *, error: BaseException | None = None, upto: int | None = None
     ) -> Recording:
         """A :class:`Recording` of the first ``upto`` nodes run (all by default)."""
-        count = len(self.entries) if upto is None else min(upto, len(self.entries))
-        done = self.complete and count == len(self.entries)
+        count = self.count if upto is None else min(upto, self.count)
+        done = self.complete and count == self.count
         return Recording(
             self.interpreter.module,
             _RecordList(self, count),
-            names=[e.node.name for e in self.entries[:count]],
+            names=self.names(count),
             env=self.interpreter.env,
             output=self.output if done else None,
             complete=done,
@@ -332,10 +374,11 @@ class Recorder:
         )
 
     def _first_output(self, node: torch.fx.Node) -> TensorSummary | None:
+        entries = self.entries
         index = self._position.get(node)
         if index is None:
             return None
-        entry = self.entries[index]
+        entry = entries[index]
         if entry.outputs is None:  # shapes only: its statistics may still wait
             first = next(iter_tensors(entry.value), None)
             return None if first is None else summarize(first[1], False)[0]

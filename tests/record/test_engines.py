@@ -260,3 +260,40 @@ def test_a_python_segment_that_assigns_a_module_is_looked_up_again_after_it():
     w1, _, w2 = rec.output
     assert w1 is first
     assert w2 is other.weight
+
+
+class _Views(torch.nn.Module):
+    """Views of a parameter (a chain of them) and of values, for entries made later."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        w = self.lin.weight.t()
+        h = torch.relu(x @ w + 1)
+        flat = h.view(-1)
+        return flat.reshape(4, 2), w.reshape(-1)
+
+
+def test_entries_made_at_first_read_are_those_made_as_the_graph_ran():
+    """The compiled engine makes most entries when the recording is first read: what
+    they say is still what was true as the graph ran, after an optimizer-like write to a
+    parameter and a write into the output, both made before that first read."""
+    views: dict[str, Any] = {}
+    for engine in ("compiled", "interpreted"):
+        torch.manual_seed(0)
+        gm = fxviz.trace(_Views(), torch.ones(2, 4))
+        rec = fxviz.record(gm, torch.randn(2, 4), engine=engine)
+        with torch.no_grad():
+            gm.lin.weight.mul_(2)  # the parameter and its views change after the run
+        rec.output[0].add_(1)  # so does what the output shares memory with
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            views[engine] = (_record_view(rec), sorted(str(w.message) for w in caught))
+    assert views["compiled"] == views["interpreted"]
+    nodes = {n["name"]: n for n in views["compiled"][0]["nodes"]}
+    assert nodes["t"]["aliases"] == ["lin_weight"]  # a view of the parameter: measured then
+    assert nodes["t"]["outputs"][0]["max"] is not None
+    changed = {m.split("'")[1] for m in views["compiled"][1]}  # since: shapes only
+    assert changed == {"relu", "view", "reshape", "output"}
