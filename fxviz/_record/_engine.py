@@ -170,7 +170,7 @@ class _Run:
                 entry = _Entry(nodes[i], value, True, elapsed)
                 entry.versions = (version,)
                 if given:
-                    entry.aliases = aliased_inputs(value, tensor_inputs(input_nodes[i], given))
+                    entry.aliases = _viewed(value, input_nodes[i], given)
             else:
                 entry = slot
             position[entry.node] = len(entries)
@@ -373,6 +373,22 @@ class _Run:
     def _env(self, frame_locals: dict[str, Any]) -> dict[torch.fx.Node, Any]:
         names = self.compiled.names
         return {n: frame_locals[names[n]] for n in self.compiled.nodes if names[n] in frame_locals}
+
+
+def _viewed(
+    value: torch.Tensor, nodes: tuple[Any, ...], inputs: tuple[Any, ...]
+) -> tuple[str, ...]:
+    """The names of the inputs whose memory ``value`` shares, as ``aliased_inputs`` finds
+    them (inlined for inputs that are all plain tensors or scalars)."""
+    found: list[str] = []
+    for n, t in zip(nodes, inputs, strict=True):
+        kind = type(t)
+        if kind is _TENSOR or kind is _PARAMETER:
+            if is_alias_of(value, t) and n.name not in found:
+                found.append(n.name)
+        elif isinstance(t, _CONTAINERS):
+            return aliased_inputs(value, tensor_inputs(nodes, inputs))
+    return tuple(found)
 
 
 def record_compiled(

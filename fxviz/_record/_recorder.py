@@ -58,6 +58,9 @@ def check_keep(keep: Any) -> Keep:
     raise ValueError(f"keep must be 'all', 'stats' or a byte budget (int >= 0), not {keep!r}")
 
 
+_NO_KEYS: frozenset[_Key] = frozenset()
+
+
 class _Entry(StoredValue):
     """What the hot path stores for one node run; a NodeRecord is built from it on demand.
 
@@ -413,16 +416,22 @@ class Recorder:
 
     def _index_kept(self, upto: int) -> None:
         """Note which memory the kept values of entries before ``upto`` live on."""
+        entries, owners = self.entries, self._owners
         for index in range(self._indexed, upto):
-            entry = self.entries[index]
+            entry = entries[index]
             if not entry.kept:
                 continue
-            keys = frozenset(
-                key for _, t in iter_tensors(entry.value) if (key := storage_key(t)) is not None
-            )
+            value = entry.value
+            if type(value) is torch.Tensor:  # most values: one plain tensor
+                key = storage_key(value)
+                keys = _NO_KEYS if key is None else frozenset((key,))
+            else:
+                keys = frozenset(
+                    key for _, t in iter_tensors(value) if (key := storage_key(t)) is not None
+                )
             entry.keys = keys
             for key in keys:
-                self._owners.setdefault(key, []).append(index)
+                owners.setdefault(key, []).append(index)
         self._indexed = max(self._indexed, upto)
 
     def settle(self, tensors: Sequence[torch.Tensor]) -> None:
