@@ -26,7 +26,7 @@ from fxviz._record._codegen import Compiled, compiled_for
 from fxviz._record._explain import wrap_node_failure
 from fxviz._record._recorder import Keep, Recorder, _Entry
 from fxviz._record._records import Recording
-from fxviz._record._stats import view_summary
+from fxviz._record._stats import cached_summary, view_summary
 from fxviz._record._writes import aliased_inputs, flat_tensors, tensor_inputs
 from fxviz._torch_compat import is_alias_of
 from fxviz.errors import InputError, RecordingInterrupted
@@ -132,8 +132,8 @@ class _Run:
         calls. Handed over in a batch (when all values are kept) before the next node that
         may write in place, so what is noted here is what it was as each node ran.
 
-        With every value kept and statistics waiting, most nodes (a plain tensor from plain
-        tensors, none of them summarised) need nothing now but their value's version: their
+        With every value kept and statistics waiting, most nodes (a plain tensor that views
+        no summarised value) need nothing now but their value's version: their
         entries are made when the recording is first read (``Recorder.defer``), from what
         is noted here. The others are described now, as ``Recorder.describe`` does."""
         recorder = self.recorder
@@ -146,7 +146,11 @@ class _Run:
         slots: list[Any] = []
         for k, value in enumerate(values):
             i = first + k
-            if type(value) is _TENSOR and plains[i] and stamped.isdisjoint(input_nodes[i]):
+            if (
+                type(value) is _TENSOR
+                and plains[i]
+                and not _views_any(value, input_nodes[i], inputs[k], stamped)
+            ):
                 try:
                     version = value._version
                 except RuntimeError:  # an inference tensor has no version: summarise now
@@ -182,11 +186,18 @@ class _Run:
         node = self.compiled.nodes[i]
         kept = self._keep_all or recorder._admit(node.op, value)
         entry = _Entry(node, value, kept, elapsed)
+        plain_op = self.compiled.plain[i]
+        if not plain_op and self._lazy and (type(value) is _PARAMETER or type(value) is _TENSOR):
+            # an input or a parameter (it outlives the run): what ``describe`` does, inlined
+            entry.outputs = cached_summary(value)
+            if not value.is_inference():  # which has no version
+                recorder.stamp(entry, value._version)
+            return entry
         # The common cases, inlined (the same result as the general one below, for less):
         # one plain tensor out, plain tensors or scalars in, and statistics that wait (or
         # none). Viewing none of its inputs, there is nothing to do but note its version;
         # viewing some (a view, a reshape, a no-op ``.to``), see ``_view``.
-        plain = type(value) is _TENSOR and self.compiled.plain[i]
+        plain = type(value) is _TENSOR and plain_op
         viewed = None
         if plain:
             for j, t in enumerate(given):
@@ -373,6 +384,18 @@ class _Run:
     def _env(self, frame_locals: dict[str, Any]) -> dict[torch.fx.Node, Any]:
         names = self.compiled.names
         return {n: frame_locals[names[n]] for n in self.compiled.nodes if names[n] in frame_locals}
+
+
+def _views_any(
+    value: torch.Tensor, nodes: tuple[Any, ...], inputs: tuple[Any, ...], among: Any
+) -> bool:
+    """Whether ``value`` shares memory with the value of an input node in ``among``."""
+    if among.isdisjoint(nodes):
+        return False
+    for n, t in zip(nodes, inputs, strict=True):
+        if n in among and isinstance(t, torch.Tensor) and is_alias_of(value, t):
+            return True
+    return False
 
 
 def _viewed(

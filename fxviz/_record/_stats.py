@@ -18,7 +18,6 @@ tensor and version so that unchanged weights are measured once for every run.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import warnings
 import weakref
@@ -110,7 +109,8 @@ def deferred_summary(name: str, value: Any, versions: tuple[int, ...]) -> tuple[
 def cached_summary(value: Any) -> tuple[TensorSummary, ...]:
     """:func:`summarize` for a bare tensor that outlives runs (a parameter, a buffer, an
     input), measured once per version of it."""
-    value = functorch_unwrapped(value)  # a vmap'd value has no storage: what it holds
+    if type(value) is not torch.nn.Parameter:  # a functorch wrapper is a plain Tensor
+        value = functorch_unwrapped(value)  # a vmap'd value has no storage: what it holds
     if type(value) not in _PLAIN or value.is_inference():
         return summarize(value, True)
     key = (
@@ -148,16 +148,8 @@ def view_summary(
         match = next((s for b, s, v in bases if _same_elements(t, b, v)), None)
         if match is None or match.min is None:
             return None
-        (own,) = summarize(t, False)
-        found.append(
-            dataclasses.replace(
-                match,
-                path=path,
-                shape=own.shape,
-                stride=own.stride,
-                requires_grad=own.requires_grad,
-            )
-        )
+        # a plain strided tensor (as ``_same_elements`` found it): its own layout
+        found.append(match.relaid(path, tuple(t.shape), t.stride(), t.requires_grad))
     return tuple(found)
 
 

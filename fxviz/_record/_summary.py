@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import operator
 from collections.abc import Iterator
 from typing import Any
 
@@ -60,6 +61,21 @@ class TensorSummary:
     neginf: int | None = None
     zeros: int | None = None
 
+    def relaid(
+        self, path: str, shape: tuple[int, ...], stride: tuple[int, ...], requires_grad: bool
+    ) -> TensorSummary:
+        """The summary of the same elements at another ``path`` and layout (a view of
+        them): ``dataclasses.replace`` of those four fields, for a tenth of its cost.
+
+        >>> s = summarize(torch.arange(6.0).reshape(2, 3))[0]
+        >>> s.relaid("[0]", (3, 2), (1, 3), False) == dataclasses.replace(
+        ...     s, path="[0]", shape=(3, 2), stride=(1, 3), requires_grad=False)
+        True
+        """
+        values = list(_FIELD_VALUES(self))
+        values[0], values[1], values[4], values[5] = path, shape, stride, requires_grad
+        return TensorSummary(*values)
+
     @property
     def nonfinite_count(self) -> int:
         """How many values are NaN or infinite (0 when unknown)."""
@@ -88,6 +104,11 @@ class TensorSummary:
 def dtype_name(dtype: torch.dtype) -> str:
     """``torch.float32`` -> ``"float32"``."""
     return str(dtype).removeprefix("torch.")
+
+
+_FIELDS = tuple(f.name for f in dataclasses.fields(TensorSummary))
+_FIELD_VALUES = operator.attrgetter(*_FIELDS)  # every field's value, in order
+assert _FIELDS[:6] == ("path", "shape", "dtype", "device", "stride", "requires_grad")
 
 
 def iter_tensors(value: Any, path: str = "") -> Iterator[tuple[str, torch.Tensor]]:
