@@ -247,3 +247,20 @@ def test_recording_a_dynamo_capture_leaves_the_models_attributes_as_they_were():
     assert vars(model) == before
     fxviz.record(capture, x)
     assert vars(model) == before
+
+
+@pytest.mark.parametrize("method", ["dynamo", "real"])
+def test_a_deep_copy_of_a_capture_is_a_capture_that_records_the_same(method):
+    """``copy.deepcopy`` keeps what makes a capture (its graphs, breaks, how it binds
+    inputs): the copy records as the original does, and owns its own graph."""
+    import copy
+
+    model, x = ValueBranch(), torch.ones(3)
+    capture = fxviz.trace(model, x, method=method)
+    copied = copy.deepcopy(capture)
+    assert isinstance(copied, fxviz.Capture)
+    assert (copied.summary(), copied.input_names) == (capture.summary(), capture.input_names)
+    assert copied.graph is not capture.graph
+    original, again = fxviz.record(capture, x), fxviz.record(copied, x)
+    assert [r.name for r in again.values()] == [r.name for r in original.values()]
+    assert torch.equal(again.output, original.output)

@@ -10,6 +10,7 @@ capture, in execution order, and its output is the model's own output.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import inspect
 import operator
@@ -128,6 +129,20 @@ class Capture(torch.fx.GraphModule):
 
     def __repr__(self) -> str:
         return f"<fxviz.Capture {self.summary()}>"
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Capture:
+        """A copy that is a whole capture: ``GraphModule``'s own copies the module state
+        and graph only, and a copy without the capture's attributes could not be run."""
+        copied = super().__deepcopy__(memo)
+        for name in _CAPTURE_ATTRIBUTES:
+            setattr(copied, name, copy.deepcopy(getattr(self, name), memo))
+        return copied  # type: ignore[return-value]  (the same class as self)
+
+
+_CAPTURE_ATTRIBUTES = (  # what ``stitch`` sets on a Capture besides its graph
+    "method", "graphs", "calls", "breaks", "guards", "recompiles", "input_names",
+    "_signature", "_example",
+)  # fmt: skip
 
 
 def stitch(
