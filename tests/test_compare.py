@@ -256,3 +256,28 @@ def test_cli_compare_and_report_from_saved_files(gpt, tmp_path):
     rep = _fxviz("report", "bf16.fxrec", "-o", "run.html", cwd=tmp_path)
     assert rep.returncode == 0, rep.stderr
     assert '"replay":{' in (tmp_path / "run.html").read_text()
+
+
+class _Breaks(nn.Module):
+    """A graph break (``.item()``) between two linear layers: a capture with Python."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.a(x).relu()
+        scale = h.sum().item() + 1.0
+        return self.b(h) / scale
+
+
+@pytest.mark.parametrize("method", ["dynamo", "real"])
+def test_compare_pass_of_a_capture_with_a_pass_that_changes_nothing_finds_nothing_changed(method):
+    """The copy a pass gets is a whole capture: its Python between graphs (and the Python
+    that hands the output back) is the same node as before, not a "changed" one."""
+    torch.manual_seed(0)
+    x = torch.randn(3, 4)
+    capture = fxviz.trace(_Breaks(), x, method=method)
+    table = fxviz.compare_pass(capture, lambda gm: None, x).table()
+    assert set(table.status) == {"same"}, table.loc[table.status != "same", ["a", "status"]]
+    assert "python_return" in set(table.a)

@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from fxviz._capture._stitch import Capture
 from fxviz._compare._comparison import Comparison, compare, engine
 from fxviz._compare._thresholds import DEFAULT_SQNR_DB, Criterion
 from fxviz._torch_compat import has_plain_codegen
@@ -205,5 +206,10 @@ def _dtype(dtype: torch.dtype) -> str:
 
 
 def _copy(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
-    """A deep copy that keeps the model's class name (``deepcopy`` alone names it GraphModule)."""
+    """A deep copy that keeps the model's class name (``deepcopy`` alone names it
+    GraphModule), and a capture's Python between graphs (a copy of a Capture is one)."""
+    if isinstance(gm, Capture):
+        copied = copy.deepcopy(gm)
+        type(copied).__name__ = type(gm).__name__  # its own class: GraphModule makes one each
+        return copied
     return torch.fx.GraphModule(copy.deepcopy(gm), copy.deepcopy(gm.graph), type(gm).__name__)
