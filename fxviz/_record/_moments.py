@@ -294,6 +294,8 @@ def flat_dense(x: torch.Tensor) -> torch.Tensor:
 
 def permuted_dense(x: torch.Tensor) -> bool:
     """Whether ``x`` covers a block of memory exactly once, in some order of its dims."""
+    if x.is_contiguous():  # the common case, in that order
+        return True
     expected = 1
     for stride, size in sorted(
         (st, sz) for st, sz in zip(x.stride(), x.shape, strict=True) if sz != 1

@@ -156,6 +156,9 @@ def view_summary(
 def _same_elements(t: torch.Tensor, base: torch.Tensor, version: int) -> bool:
     """Whether ``t`` holds exactly ``base``'s elements, unchanged since ``version``:
     same memory span, each element once."""
+    if t is base:  # a node that gave back its input (a no-op ``.to``, ``.contiguous()``)
+        plain = type(t) in _PLAIN and t.layout == torch.strided and not t.is_inference()
+        return plain and t._version == version
     return (
         type(t) in _PLAIN
         and type(base) in _PLAIN
