@@ -264,3 +264,52 @@ def test_a_deep_copy_of_a_capture_is_a_capture_that_records_the_same(method):
     original, again = fxviz.record(capture, x), fxviz.record(copied, x)
     assert [r.name for r in again.values()] == [r.name for r in original.values()]
     assert torch.equal(again.output, original.output)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_a_dynamo_capture_does_not_tokenize_the_files_it_traces():
+    # Dynamo names the function around each traced call for a debug log that is off,
+    # tokenizing each source file it meets (a tenth of a GPT-2's first capture)
+    import transformers as tf
+    from torch._dynamo import funcname_cache
+
+    torch.manual_seed(0)
+    config = tf.GPT2Config(vocab_size=50, n_layer=1, n_embd=16, n_head=2, n_positions=16)
+    model, ids = tf.GPT2LMHeadModel(config).eval(), torch.randint(0, 50, (1, 5))
+    funcname_cache.clearcache()
+    rec = fxviz.record(fxviz.trace(model, input_ids=ids, method="dynamo"), input_ids=ids)
+    assert not [f for f in funcname_cache.cache if "transformers" in f]
+    with torch.no_grad():  # the capture itself is what it was
+        assert torch.equal(rec.output.logits, model(input_ids=ids).logits)
+
+
+class _Scaled(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x) * 2
+
+
+def test_dynamos_trace_call_log_still_names_the_function_of_each_call():
+    # the name skipped while the log is off is there when the log is on
+    import logging
+
+    from torch._dynamo import funcname_cache
+
+    lines: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(record.getMessage())
+
+    log = logging.getLogger("torch._dynamo.output_graph.__trace_call")
+    handler = Keep()
+    funcname_cache.clearcache()
+    torch._logging.set_logs(trace_call=True)
+    log.addHandler(handler)
+    try:
+        fxviz.trace(_Scaled(), torch.randn(3), method="dynamo")
+    finally:
+        log.removeHandler(handler)
+        torch._logging.set_logs()
+    calls = [line for line in lines if line.startswith("TRACE FX call relu")]
+    assert calls
+    assert " in forward (_Scaled.forward)" in calls[0]

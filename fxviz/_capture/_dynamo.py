@@ -1,8 +1,9 @@
 """Capture with Dynamo (``torch.compile``): every FX graph it makes, with the breaks between.
 
 This module quarantines the private ``torch._dynamo`` APIs it needs: ``reset``,
-``config.patch``, ``optimize(..., guard_export_fn=)`` and each graph's
-``compile_subgraph_reason`` (reason and user stack of a graph break).
+``config.patch``, ``optimize(..., guard_export_fn=)``, each graph's
+``compile_subgraph_reason`` (reason and user stack of a graph break), and
+``symbolic_convert.get_funcname`` with the trace logs that print its answer.
 """
 
 from __future__ import annotations
@@ -266,6 +267,7 @@ def _capture_once(
             compiled = dynamo.optimize(backend, nopython=False, guard_export_fn=keep_guards)(model)
             with (
                 _quiet(),
+                _unlogged_line_headers(),
                 restored_state(model) as state,
                 eager_is_compiling(dynamo=True, model_files=files, told_true=told_true),
                 dynamo.config.patch(suppress_errors=False, verbose=False),
@@ -366,3 +368,40 @@ def _quiet() -> Iterator[None]:
             yield
     finally:
         logger.setLevel(level)
+
+
+@contextlib.contextmanager
+def _unlogged_line_headers() -> Iterator[None]:
+    """Dynamo names the function around each traced call for its ``trace_call`` and
+    ``trace_source`` debug logs before it asks whether they are on: the first time it
+    meets a source file, it tokenizes all of it (11 files, ``modeling_utils.py``'s
+    5,000 lines among them, for a 4-layer GPT-2: a tenth of its first capture). While
+    the capture runs, that name is looked up only when one of those logs is on; it is
+    a log line's text and nothing else (torch 2.13: ``symbolic_convert.get_funcname``,
+    read by ``get_line_of_code_header`` only, whose text only those logs print)."""
+    from torch._dynamo import output_graph, symbolic_convert
+
+    named = getattr(symbolic_convert, "get_funcname", None)
+    logs = [
+        log
+        for module, name in (
+            (symbolic_convert, "trace_call_log"),
+            (symbolic_convert, "trace_source_log"),
+            (output_graph, "trace_call_log"),
+        )
+        if isinstance(log := getattr(module, name, None), logging.Logger)
+    ]
+    if named is None or len(logs) < 3:
+        yield  # another torch: it looks the names up as it always did
+        return
+
+    def funcname(filename: str, lineno: int) -> str | None:
+        if any(log.isEnabledFor(logging.DEBUG) for log in logs):
+            return named(filename, lineno)
+        return None
+
+    setattr(symbolic_convert, "get_funcname", funcname)  # noqa: B010 (a private name)
+    try:
+        yield
+    finally:
+        setattr(symbolic_convert, "get_funcname", named)  # noqa: B010
