@@ -47,11 +47,16 @@ def visible(text: str) -> str:
 
         >>> visible("evil\u202egnp.exe"), visible("a\u200bb"), visible("\ud800")
         ('evil\\u202egnp.exe', 'a\\u200bb', '\\ud800')
+        >>> visible("a\tb\r\nc\u200b")
+        'a b\nc\\u200b'
     """
     text = str(text)
     if text.isprintable():
         return text
-    return "".join(_visible_char(ch) for ch in text.replace("\r", "").replace("\t", " "))
+    text = text.replace("\r", "").replace("\t", " ")
+    if text.replace("\n", "").isprintable():  # a tooltip's lines: checked at C speed
+        return text
+    return "".join(_visible_char(ch) for ch in text)
 
 
 def _visible_char(ch: str) -> str:
