@@ -29,7 +29,7 @@ from fxviz._record._stats import (
     note_versions,
     view_summary,
 )
-from fxviz._record._summary import TensorSummary, iter_tensors, summarize
+from fxviz._record._summary import TensorSummary, iter_tensors, summarize, summarize_many
 from fxviz._record._writes import (
     aliased_inputs,
     runs_unknown_code,
@@ -47,6 +47,7 @@ __all__ = ["Keep", "Recorder", "check_keep"]
 Keep = Literal["all", "stats"] | int
 _FREE_OPS = ("placeholder", "get_attr")  # their values exist anyway: never count them
 _Key = int  # a storage's identity
+_BLOCK = 64  # entries whose pending statistics are taken together (see _measure_block)
 
 
 def check_keep(keep: Any) -> Keep:
@@ -109,6 +110,7 @@ class Recorder:
         self._texts = _plans_of(self.interpreter.graph, "_fxviz_texts")
         self._owners: dict[_Key, list[int]] = {}  # memory -> kept entries on it
         self._indexed = 0  # entries before this one are in _owners
+        self._measured_blocks: set[int] = set()  # see _measure_block
         # memory the kept values live on, each with a weak reference to a tensor on it: a
         # storage freed later (its value swapped for a copy before a write) may have its
         # address, and so its key, reused by a new tensor, which must then be paid for
@@ -353,6 +355,8 @@ class Recorder:
 
     def _build(self, index: int, entry: _Entry) -> NodeRecord:
         node = entry.node
+        if entry.outputs is None and entry.versions is not None:
+            self._measure_block(index)
         outputs = self.outputs(entry)
         inputs = node.all_input_nodes
         firsts = [self._first_output(n) for n in inputs]
@@ -375,6 +379,36 @@ class Recorder:
             source=source_line(node),
             gradients=None if self.grads is None else self.grads.gradients,
         )
+
+    def _measure_block(self, index: int) -> None:
+        """Take the pending statistics of the block of :data:`_BLOCK` entries that holds
+        ``index``, the small tensors of one size together (``summarize_many``): records are
+        read in runs (a table, the widget, a report, a loop), and one reduction for many
+        tensors costs about what it costs for one. Only bare tensors unchanged since their
+        node ran are measured here, as they were then; views wait for ``outputs`` (which
+        takes theirs from the value they view), and changed values for the read that warns.
+        """
+        start = index - index % _BLOCK
+        if start in self._measured_blocks:
+            return
+        entries = self.entries[start : start + _BLOCK]
+        if len(entries) == _BLOCK or self.complete:  # a Debugger's next nodes may join it
+            self._measured_blocks.add(start)
+        pending: list[tuple[_Entry, torch.Tensor]] = [
+            (e, e.value)
+            for e in entries
+            if e.outputs is None
+            and e.versions is not None
+            and not e.aliases
+            and type(e.value) is torch.Tensor
+            and e.versions[0] == e.value._version
+        ]
+        if len(pending) < 2:
+            return
+        summaries = summarize_many([value for _, value in pending])
+        for (e, _), summary in zip(pending, summaries, strict=True):
+            if summary is not None:
+                e.outputs = (summary,)
 
     def _first_output(self, node: torch.fx.Node) -> TensorSummary | None:
         entries = self.entries
