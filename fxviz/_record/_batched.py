@@ -88,20 +88,14 @@ def _rows_statistics(
     ``mask``: room for as many bools), one call a reduction for all; ``None`` for a
     tensor with a NaN or an infinity (left to the general path)."""
     lows, highs = rows.amin(1).tolist(), rows.amax(1).tolist()
-    totals = rows.sum(1).tolist()
-    norms = torch.linalg.vector_norm(rows, dim=1).tolist()
-    counts = None
-    if any(lo <= 0 <= hi for lo, hi in zip(lows, highs, strict=True)):
-        counts = mask.copy_(rows).numpy()  # as bool(): NaN counts, -0.0 does not
-    # sums that float32 cannot hold are accumulated in float64, as _sums takes them
-    wide: dict[tuple[Any, Any], list[int]] = {}
+    # sums accumulated as _sums takes them: in float32, or in float64 past what it holds
+    by_dtypes: dict[tuple[Any, Any], list[int]] = {}
     for i, (lo, hi) in enumerate(zip(lows, highs, strict=True)):
         if math.isfinite(lo) and math.isfinite(hi):
-            dtypes = sum_dtypes(max(abs(lo), abs(hi)), n)
-            if dtypes != (None, None):
-                wide.setdefault(dtypes, []).append(i)
-    for (sum_dtype, norm_dtype), members in wide.items():
-        some = rows[members]
+            by_dtypes.setdefault(sum_dtypes(max(abs(lo), abs(hi)), n), []).append(i)
+    totals, norms = [0.0] * len(values), [0.0] * len(values)
+    for (sum_dtype, norm_dtype), members in by_dtypes.items():
+        some = rows if len(members) == len(values) else rows[members]
         for i, total, norm in zip(
             members,
             some.sum(1, dtype=sum_dtype).tolist(),
@@ -109,14 +103,17 @@ def _rows_statistics(
             strict=True,
         ):
             totals[i], norms[i] = total, norm
+    counts = None
+    if any(lo <= 0 <= hi for lo, hi in zip(lows, highs, strict=True)):
+        counts = mask.copy_(rows).numpy()  # as bool(): NaN counts, -0.0 does not
     out: list[tuple[Any, ...] | None] = []
     for i, x in enumerate(values):
         mn, mx = lows[i], highs[i]
         if not (math.isfinite(mn) and math.isfinite(mx)):
             out.append(None)
             continue
-        if mn == 0 or mx == 0:  # which zero: the one the tensor's own reductions pick
-            mn, mx = small_range(x, n)
+        if mn == 0 or mx == 0:  # which zero (-0.0, 0.0): the one of the tensor's own
+            mn, mx = small_range(rows[i], n)  # reductions (its row: the same values)
         norm = norms[i]
         nonzero = _row_count(counts, i)
         out.append(finite_statistics(x, n, mn, mx, totals[i], norm * norm, nonzero))
