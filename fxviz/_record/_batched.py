@@ -41,12 +41,12 @@ _BUFFER_VALUES = 1 << 18  # rows of a stack: about 1 MiB of float32 (a core's L2
 def batchable(t: torch.Tensor) -> bool:
     """Whether :func:`batched_statistics` measures ``t`` (else it gives ``None`` for it):
     a plain, contiguous float32 CPU tensor of 1 to :data:`GRAIN` values."""
-    return (
+    return (  # the size first: most tensors of a big model are past a grain
         type(t) is torch.Tensor
+        and 0 < t.numel() <= GRAIN
         and t.dtype == torch.float32
         and t.is_cpu
         and t.layout == torch.strided
-        and 0 < t.numel() <= GRAIN
         and t.is_contiguous()
         and functorch_unwrapped(t) is t
     )
