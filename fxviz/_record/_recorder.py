@@ -382,7 +382,7 @@ class Recorder:
 
     def _measure_block(self, index: int) -> None:
         """Take the pending statistics of the block of :data:`_BLOCK` entries that holds
-        ``index``, the small tensors of one size together (``summarize_many``): records are
+        ``index``, the small tensors of one shape together (``summarize_many``): records are
         read in runs (a table, the widget, a report, a loop), and one reduction for many
         tensors costs about what it costs for one. Only bare tensors unchanged since their
         node ran are measured here, as they were then; views wait for ``outputs`` (which
