@@ -457,8 +457,8 @@ class Recorder:
                 continue
             value = entry.value
             if type(value) is torch.Tensor:  # most values: one plain tensor
-                key = storage_key(value)
-                keys = _NO_KEYS if key is None else frozenset((key,))
+                only = storage_key(value)
+                keys = _NO_KEYS if only is None else frozenset((only,))
             else:
                 keys = frozenset(
                     key for _, t in iter_tensors(value) if (key := storage_key(t)) is not None
