@@ -23,6 +23,7 @@ an accelerator, four whole-tensor reductions are read back in one transfer.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -63,49 +64,74 @@ def _statistics(t: torch.Tensor, zeros: bool = True) -> tuple[Any, ...]:
     else:
         moments = _cpu_moments(x.view(-1), zeros)
     mn, mx, total, squares, finite, nan, posinf, neginf, nonzero = moments
+    if finite == numel:
+        counted = (lambda _x, _n: nonzero) if zeros else None
+        return finite_statistics(x, numel, mn, mx, total, squares, counted)
     n_zeros = numel - nonzero if zeros else None
     if finite == 0:
         return (None, None, None, None, None, nan, posinf, neginf, n_zeros)
     mean, std = _mean_std(total, squares, finite)
-    absmax = max(abs(mn), abs(mx))
     overflowed = not (math.isfinite(mean) and math.isfinite(std or 0.0))
-    cancels = std is not None and mean * mean > 1e3 * std * std
-    if finite < numel:
-        if overflowed or cancels:
-            wide = _wide(x, torch.float64)
-            mean, std = _exact_mean_std(wide[torch.isfinite(wide)], torch.float64)
-    elif overflowed:
-        mean, std = _scaled_mean_std(_wide(x, torch.float64), absmax, torch.float64)
-    elif cancels:  # the sum of squares cancels: the spread is measured around the mean
-        mean, std = _centered_mean_std(_wide(x, torch.float64), mean, torch.float64)
-    return (mn, mx, mean, std, absmax, nan, posinf, neginf, n_zeros)
+    if overflowed or (std is not None and mean * mean > 1e3 * std * std):
+        wide = _wide(x, torch.float64)
+        mean, std = _exact_mean_std(wide[torch.isfinite(wide)], torch.float64)
+    return (mn, mx, mean, std, max(abs(mn), abs(mx)), nan, posinf, neginf, n_zeros)
 
 
 def _small_float32(x: torch.Tensor, n: int, zeros: bool) -> tuple[Any, ...] | None:
     """The common case in the fewest calls (each one counts at this size): a float32 CPU
-    tensor of at most one chunk, every value finite, sums that fit float32; the same
-    numbers as the general path. ``None`` otherwise (then the general path measures it)."""
-    lo, hi = torch.aminmax(x) if n <= _AMINMAX_MAX else (x.amin(), x.amax())
-    mn, mx = lo.item(), hi.item()
+    tensor of at most one chunk, every value finite; the same numbers as the general path.
+    ``None`` otherwise (then the general path measures it)."""
+    mn, mx = small_range(x, n)
     if not (math.isfinite(mn) and math.isfinite(mx)):
         return None
+    total, squares = _sums(x, max(abs(mn), abs(mx)))
+    return finite_statistics(x, n, mn, mx, total, squares, _nonzero if zeros else None)
+
+
+def small_range(x: torch.Tensor, n: int) -> tuple[float, float]:
+    """``(min, max)`` of a CPU tensor of ``n`` values, at most one chunk: one ``aminmax``
+    or ``amin`` and ``amax`` (which of two zeros, ``-0.0`` or ``0.0``, each gives when both
+    are there is its own)."""
+    lo, hi = torch.aminmax(x) if n <= _AMINMAX_MAX else (x.amin(), x.amax())
+    return lo.item(), hi.item()
+
+
+def finite_statistics(
+    x: torch.Tensor,
+    n: int,
+    mn: float,
+    mx: float,
+    total: float,
+    squares: float,
+    nonzero: Callable[[torch.Tensor, int], int] | None,
+) -> tuple[Any, ...]:
+    """The statistics of a dense CPU ``x`` of ``n`` finite values from its reductions
+    (its min, max, and its sum and sum of squares as :func:`_sums` takes them), however
+    they were taken (one tensor, or many at once in ``_batched``); ``nonzero(x, n)``
+    counts the nonzero values when the range holds 0 (``None``: zeros not counted).
+    Where the sums overflowed or the squares cancel, the spread is measured again."""
     absmax = max(abs(mn), abs(mx))
-    if _wide_sums(absmax, n):
-        return None
-    mean, std = _mean_std(*_block_sums(x, None, None), n)
+    mean, std = _mean_std(total, squares, n)
     if not (math.isfinite(mean) and math.isfinite(std or 0.0)):
-        return None
-    if std is not None and mean * mean > 1e3 * std * std:
-        mean, std = _centered_mean_std(x, mean, torch.float64)
-    if not zeros:
+        mean, std = _scaled_mean_std(_wide(x, torch.float64), absmax, torch.float64)
+    elif std is not None and mean * mean > 1e3 * std * std:  # measured around the mean
+        mean, std = _centered_mean_std(_wide(x, torch.float64), mean, torch.float64)
+    if nonzero is None:
         n_zeros = None
     elif mn > 0 or mx < 0:
         n_zeros = 0
-    elif n <= _BRANCHY_MAX:
-        n_zeros = n - int(torch.count_nonzero(x).item())
     else:
-        n_zeros = n - _count(x.bool())
+        n_zeros = n - nonzero(x, n)
     return (mn, mx, mean, std, absmax, 0, 0, 0, n_zeros)
+
+
+def _nonzero(x: torch.Tensor, n: int) -> int:
+    """How many of the ``n`` values of a flat CPU tensor are nonzero (NaN counts, -0.0
+    does not)."""
+    if n <= _BRANCHY_MAX:
+        return int(torch.count_nonzero(x).item())
+    return _count(x.bool())
 
 
 def _wide(x: torch.Tensor, exact: torch.dtype) -> torch.Tensor:
@@ -186,10 +212,16 @@ def _sums(x: torch.Tensor, absmax: float) -> tuple[float, float]:
     few µs where the fallbacks that would follow cost more."""
     if x.dtype != torch.float32:
         return x.sum().item(), torch.linalg.vector_norm(x).item() ** 2
-    n = min(x.numel(), _BLOCK)
+    return _block_sums(x, *sum_dtypes(absmax, x.numel()))
+
+
+def sum_dtypes(absmax: float, n: int) -> tuple[torch.dtype | None, torch.dtype | None]:
+    """The accumulation dtypes (``None``: float32's own) of the sum and of the norm of
+    ``n`` float32 values up to ``absmax``, as :func:`_sums` takes them."""
+    n = min(n, _BLOCK)
     wide_sum = absmax * n > 1e37
     wide_norm = _wide_sums(absmax, n)
-    return _block_sums(x, torch.float64 if wide_sum else None, torch.float64 if wide_norm else None)
+    return (torch.float64 if wide_sum else None, torch.float64 if wide_norm else None)
 
 
 def _block_sums(

@@ -29,7 +29,7 @@ from fxviz._record._stats import (
     note_versions,
     view_summary,
 )
-from fxviz._record._summary import TensorSummary, iter_tensors, summarize
+from fxviz._record._summary import TensorSummary, iter_tensors, summarize, summarize_many
 from fxviz._record._writes import (
     aliased_inputs,
     runs_unknown_code,
@@ -47,6 +47,7 @@ __all__ = ["Keep", "Recorder", "check_keep"]
 Keep = Literal["all", "stats"] | int
 _FREE_OPS = ("placeholder", "get_attr")  # their values exist anyway: never count them
 _Key = int  # a storage's identity
+_BLOCK = 64  # entries whose pending statistics are taken together (see _measure_block)
 
 
 def check_keep(keep: Any) -> Keep:
@@ -109,6 +110,7 @@ class Recorder:
         self._texts = _plans_of(self.interpreter.graph, "_fxviz_texts")
         self._owners: dict[_Key, list[int]] = {}  # memory -> kept entries on it
         self._indexed = 0  # entries before this one are in _owners
+        self._measured_blocks: set[int] = set()  # see _measure_block
         # memory the kept values live on, each with a weak reference to a tensor on it: a
         # storage freed later (its value swapped for a copy before a write) may have its
         # address, and so its key, reused by a new tensor, which must then be paid for
@@ -353,28 +355,60 @@ class Recorder:
 
     def _build(self, index: int, entry: _Entry) -> NodeRecord:
         node = entry.node
+        if entry.outputs is None and entry.versions is not None:
+            self._measure_block(index)
         outputs = self.outputs(entry)
-        inputs = node.all_input_nodes
+        target, inputs = _node_facts(self._texts, node)
         firsts = [self._first_output(n) for n in inputs]
-        return NodeRecord(
-            index=index,
-            name=node.name,
-            op=node.op,
-            target=_target_text(self._texts, node),
-            module=module_path(node),
-            inputs=tuple(n.name for n in inputs),
-            input_shapes=tuple(s.shape if s else None for s in firsts),
-            input_dtypes=tuple(s.dtype if s else None for s in firsts),
-            outputs=outputs,
-            time_s=entry.elapsed,
-            error=entry.error,
-            stored=entry,
-            mutates=entry.mutates,
-            aliases=entry.aliases,
-            produced=entry.produced,
-            source=source_line(node),
-            gradients=None if self.grads is None else self.grads.gradients,
+        return NodeRecord(  # positional (a third cheaper): the fields in their order
+            index,
+            node.name,
+            node.op,
+            target,
+            module_path(node),
+            tuple(n.name for n in inputs),
+            tuple(s.shape if s else None for s in firsts),
+            tuple(s.dtype if s else None for s in firsts),
+            outputs,
+            entry.elapsed,
+            entry.error,
+            entry,
+            entry.mutates,
+            entry.aliases,
+            entry.produced,
+            source_line(node),
+            None if self.grads is None else self.grads.gradients,
         )
+
+    def _measure_block(self, index: int) -> None:
+        """Take the pending statistics of the block of :data:`_BLOCK` entries that holds
+        ``index``, the small tensors of one shape together (``summarize_many``): records are
+        read in runs (a table, the widget, a report, a loop), and one reduction for many
+        tensors costs about what it costs for one. Only bare tensors unchanged since their
+        node ran are measured here, as they were then; views wait for ``outputs`` (which
+        takes theirs from the value they view), and changed values for the read that warns.
+        """
+        start = index - index % _BLOCK
+        if start in self._measured_blocks:
+            return
+        entries = self.entries[start : start + _BLOCK]
+        if len(entries) == _BLOCK or self.complete:  # a Debugger's next nodes may join it
+            self._measured_blocks.add(start)
+        pending: list[tuple[_Entry, torch.Tensor]] = [
+            (e, e.value)
+            for e in entries
+            if e.outputs is None
+            and e.versions is not None
+            and not e.aliases
+            and type(e.value) is torch.Tensor
+            and e.versions[0] == e.value._version
+        ]
+        if len(pending) < 2:
+            return
+        summaries = summarize_many([value for _, value in pending])
+        for (e, _), summary in zip(pending, summaries, strict=True):
+            if summary is not None:
+                e.outputs = (summary,)
 
     def _first_output(self, node: torch.fx.Node) -> TensorSummary | None:
         entries = self.entries
@@ -527,13 +561,22 @@ def _plans_of(graph: torch.fx.Graph, key: str = "_fxviz_plans") -> dict[torch.fx
     return plans
 
 
-def _target_text(texts: dict[torch.fx.Node, Any], node: torch.fx.Node) -> str:
-    """:func:`target_text` of ``node``, remembered per graph while its target is the same
-    object (a qualified function name costs a few µs; records of every run need it)."""
+def _node_facts(
+    texts: dict[torch.fx.Node, Any], node: torch.fx.Node
+) -> tuple[str, tuple[torch.fx.Node, ...]]:
+    """:func:`target_text` of ``node`` and its input nodes, remembered per graph while its
+    target, args and kwargs are the same objects (a qualified function name costs a few
+    µs, ``all_input_nodes`` a list; records of every run need them)."""
     found = texts.get(node)
-    if found is None or found[0] is not node.target:
-        found = texts[node] = (node.target, target_text(node))
-    return found[1]
+    if (
+        found is None
+        or found[0] is not node.target
+        or found[1] is not node.args
+        or found[2] is not node.kwargs
+    ):
+        facts = (target_text(node), tuple(node.all_input_nodes))
+        found = texts[node] = (node.target, node.args, node.kwargs, facts)
+    return found[3]
 
 
 def _plan(node: torch.fx.Node, submodules: dict[str, Any]) -> tuple[Any, ...]:

@@ -13,15 +13,16 @@ from __future__ import annotations
 import dataclasses
 import math
 import operator
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
 
+from fxviz._record._batched import batched_statistics
 from fxviz._record._moments import _statistics
 from fxviz._torch_compat import functorch_unwrapped
 
-__all__ = ["TensorSummary", "iter_tensors", "summarize", "summarize_tensor"]
+__all__ = ["TensorSummary", "iter_tensors", "summarize", "summarize_many", "summarize_tensor"]
 
 _STATS_TYPES = (torch.Tensor, torch.nn.Parameter)
 
@@ -148,6 +149,24 @@ def summarize_tensor(path: str, t: torch.Tensor, stats: bool) -> TensorSummary:
         and numel != 0
         and not (t.is_meta or t.is_complex() or t.is_quantized)
     )
+    return _described(path, t, plain, strided, numel, _measure(t) if measured else ())
+
+
+def summarize_many(tensors: Sequence[torch.Tensor]) -> list[TensorSummary | None]:
+    """``summarize_tensor("", t, True)`` of each tensor, the small float32 ones of one size
+    measured together (:mod:`fxviz._record._batched`: the same numbers); ``None`` for those
+    left to :func:`summarize_tensor`."""
+    return [
+        None if found is None else _described("", t, True, True, t.numel(), found)
+        for t, found in zip(tensors, batched_statistics(tensors), strict=True)
+    ]
+
+
+def _described(
+    path: str, t: torch.Tensor, plain: bool, strided: bool, numel: Any, statistics: tuple[Any, ...]
+) -> TensorSummary:
+    """The summary of ``t`` with its ``statistics`` (``()``: none taken)."""
+    known = isinstance(numel, int)
     return TensorSummary(
         path,
         tuple(t.shape) if plain else tuple(_dim(d) for d in t.shape),
@@ -157,7 +176,7 @@ def summarize_tensor(path: str, t: torch.Tensor, stats: bool) -> TensorSummary:
         t.requires_grad,
         numel if known else -1,
         numel * t.element_size() if known else -1,
-        *(_measure(t) if measured else ()),
+        *statistics,
     )
 
 

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 
 import fxviz
 from fxviz._record import _moments
+from fxviz._record._batched import batchable, batched_statistics
 from fxviz._record._moments import _CHUNK, _statistics
 from tests.test_generated_graphs import graphs
 
@@ -38,8 +39,8 @@ CASES = {
     "constant (std 0: measured around the mean)": lambda: torch.ones(300),
     "mean far above std": lambda: torch.randn(5000) * 1e-3 + 1e4,
     "past aminmax's size": lambda: torch.randn(_CHUNK),
-    "sums overflow (left to the general path)": lambda: torch.randn(5000) * 1e36,
-    "squares underflow (left to the general path)": lambda: torch.randn(100) * 1e-30,
+    "sums overflow (float64 sums)": lambda: torch.randn(5000) * 1e36,
+    "squares underflow (float64 norm)": lambda: torch.randn(100) * 1e-30,
     "nan (left to the general path)": lambda: torch.tensor([1.0, math.nan, 0.0]),
     "transposed": lambda: torch.randn(30, 40).t(),
 }
@@ -75,6 +76,15 @@ def test_statistics_of_generated_graphs_equal_the_general_path(monkeypatch):
             if r.outputs[0].min is not None and value._version == 0:
                 assert r.outputs[0].min == short[0]
                 assert r.outputs[0].zeros == short[8]
+        # many at once (as a table reads them): the graph's values, each with its negation
+        # and a copy past float32's sums, measured together, give the general path's too
+        values = [r.value.detach() for r in rec.values() if isinstance(r.value, torch.Tensor)]
+        values = [v for v in values if batchable(v)]
+        tensors = values + [-v for v in values] + [v * 1e36 for v in values]
+        for t, together in zip(tensors, batched_statistics(tensors), strict=True):
+            if together is not None:
+                _, general = _both(t, monkeypatch)
+                assert _same(together, general)
 
     check()
 
