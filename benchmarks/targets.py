@@ -45,7 +45,7 @@ from _harness import add_threads_option, set_threads, time_interleaved  # noqa: 
 
 import fxviz  # noqa: E402
 
-ZOO = "llama,gpt2,mistral,qwen3,phi3,bert,vit,t5,bart,clip"
+ZOO = "zoo"  # every third-party model of the conformance matrix (tests/conformance/zoo.py)
 FX_TARGETS = (  # (figure, variant, largest ratio to the Interpreter)
     ("record (default)", "record", 1.0),
     ('record, keep="stats"', 'record, keep="stats"', 1.6),
@@ -175,7 +175,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=11)
     parser.add_argument(
-        "--models", default=ZOO, help=f"zoo models (default {ZOO}; none: no zoo figures)"
+        "--models",
+        default=ZOO,
+        help="zoo models, comma-separated (default zoo: every Hugging Face / diffusers model "
+        "of the conformance matrix; none: no zoo figures)",
     )
     parser.add_argument("--quick", action="store_true", help="tiny models, 3 runs, llama only")
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="cpu", help="what is timed")
@@ -192,6 +195,10 @@ def main(argv: list[str] | None = None) -> int:
     start_load = os.getloadavg()[0]
     fx_figures(repeats, args.quick)
     zoo = [] if args.models in ("", "none") else args.models.split(",")
+    if zoo == [ZOO]:
+        from tests.conformance.zoo import THIRD_PARTY
+
+        zoo = THIRD_PARTY
     hf_figures(["llama"] if args.quick else zoo, repeats)
     if args.quick:  # a fresh process compiling GPT-2: most of a smoke run's time
         row("first record of a 4-layer GPT-2", f"<= {FIRST_S:.1f} s", "skipped (--quick)", None)
