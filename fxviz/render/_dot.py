@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import collections
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, cast
 
@@ -16,7 +16,7 @@ import graphviz
 
 from fxviz.render._collapse import Box, Folding, call_label, cluster_id, fold
 from fxviz.render._model import DrawEdge, DrawGraph, DrawNode, dot_id
-from fxviz.render._overlays import Overlay, apply_overlays
+from fxviz.render._overlays import Marks, Overlay, apply_overlays, box_marks
 from fxviz.render._shown import Shown
 from fxviz.render._style import KIND_STYLES, html_label, palette_colour, tooltip_text
 
@@ -106,7 +106,7 @@ def render(
             tree.extra[n.id] = n.cluster
     for box in shown.boxes:
         tree.add(_parent(box.path), ("box", box))
-    statements = _Statements(draw, overlays, max_label, stubs)
+    statements = _Statements(draw, overlays, max_label, stubs, shown.marks)
     tree.emit(dot, statements, draw)
 
     seen: set[tuple[str, str]] = set()
@@ -156,14 +156,32 @@ def _stubbed_inputs(draw: DrawGraph, where: Mapping[str, str], fanout: int) -> s
 
 def _input_edges(draw: DrawGraph) -> list[DrawEdge]:
     """The edges leaving inputs (placeholders, fetches): a few of a 50,000-node graph's
-    edges, found once per graph rather than at each view (kept on ``draw``, with the
-    edge list they were read from, so a changed list is read again)."""
+    edges, found once per graph rather than at each view."""
+    return _inputs(draw)[1]
+
+
+def _inputs(draw: DrawGraph) -> tuple[dict[str, DrawNode], list[DrawEdge]]:
+    """The input nodes by id and the edges leaving them, found once per graph (kept on
+    ``draw``, with the node and edge lists they were read from, so changed lists are
+    read again)."""
     cached = draw.__dict__.get("_fxviz_input_edges")
-    if cached is not None and cached[0] is draw.edges and cached[1] == len(draw.edges):
-        return cached[2]
-    inputs = {n.id for n in draw.nodes if n.kind in _INPUT_KINDS}
-    found = [e for e in draw.edges if e.src in inputs]
-    draw.__dict__["_fxviz_input_edges"] = (draw.edges, len(draw.edges), found)
+    if (
+        cached is not None
+        and cached[0] is draw.edges
+        and cached[1] == len(draw.edges)
+        and cached[2] is draw.nodes
+        and cached[3] == len(draw.nodes)
+    ):
+        return cached[4]
+    inputs = {n.id: n for n in draw.nodes if n.kind in _INPUT_KINDS}
+    found = (inputs, [e for e in draw.edges if e.src in inputs])
+    draw.__dict__["_fxviz_input_edges"] = (
+        draw.edges,
+        len(draw.edges),
+        draw.nodes,
+        len(draw.nodes),
+        found,
+    )
     return found
 
 
@@ -214,12 +232,18 @@ class _Statements:
     """Emits node statements (plain nodes, collapsed boxes, stubs) with their overlays."""
 
     def __init__(
-        self, draw: DrawGraph, overlays: Sequence[Overlay], limit: int, stubs: set[str]
+        self,
+        draw: DrawGraph,
+        overlays: Sequence[Overlay],
+        limit: int,
+        stubs: set[str],
+        marks: Callable[[Box, Sequence[Overlay]], Marks] | None = None,
     ) -> None:
         self.draw = draw
         self.overlays = overlays
         self.limit = limit
         self.stubs = stubs
+        self.marks = marks  # kept per module (ModuleTree.marks), else read off the members
 
     def node(self, graph: graphviz.Digraph, n: DrawNode) -> None:
         style, badges = apply_overlays(n, self.overlays)
@@ -266,9 +290,8 @@ class _Statements:
         style, badges = apply_overlays(
             DrawNode(box.id, box.path, "module", kind, module=box.path), self.overlays
         )
-        # the members' overlays mark the box (an error or NaN inside); none, nothing to do
-        inner = [apply_overlays(m, self.overlays) for m in box.members] if self.overlays else []
-        classes = {c for s, _ in inner for c in s.classes}
+        # the members' overlays mark the box (an error or NaN inside)
+        marks = (self.marks or _members_marks)(box, self.overlays)
         attrs = {
             "label": html_label(
                 kind or box.path, [*lines, *badges], bold=call_label(box.path), limit=self.limit
@@ -278,9 +301,11 @@ class _Statements:
             "fillcolor": style.fill or KIND_STYLES["module"][2] or "",
             "tooltip": tooltip_text(f"{call_label(box.path)}: {kind}\n" + "\n".join(lines)),
             # the frame the box opens into (a page opening it keeps it where the box was)
-            "class": " ".join(["fx-module", f"opens-{cluster_id(box.path)}", *sorted(classes)]),
+            "class": " ".join(
+                ["fx-module", f"opens-{cluster_id(box.path)}", *sorted(marks.classes)]
+            ),
         }
-        if any("state-error" in s.classes or "nonfinite" in s.classes for s, _ in inner):
+        if marks.alarm:
             attrs["color"], attrs["penwidth"] = "#c00000", "2.5"
         graph.node(box.id, **attrs)
 
@@ -295,6 +320,10 @@ class _Statements:
             tooltip=tooltip_text(f"{src.name} (drawn again beside each user)\n{src.tooltip}"),
             **{"class": f"fx-stub stub-of-{src.id}"},
         )
+
+
+def _members_marks(box: Box, overlays: Sequence[Overlay]) -> Marks:
+    return box_marks(box.members, overlays)
 
 
 class _Tree:
@@ -324,9 +353,9 @@ class _Tree:
         if not out.stubs:
             return
         # stubs sit next to their users: in the same cluster is not needed for layout
-        by_id = {n.id: n for n in draw.nodes}
+        by_id, edges = _inputs(draw)  # stubs are of inputs: no pass over every node
         users: dict[str, set[str]] = collections.defaultdict(set)
-        for edge in _input_edges(draw):
+        for edge in edges:
             if edge.src in out.stubs:
                 users[edge.src].add(edge.dst)
         done: set[str] = set()
