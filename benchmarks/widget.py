@@ -210,10 +210,13 @@ def draw(page, code: str) -> dict[str, float]:
             "paint": m["paint"] - t0, "gap": m["gap"]}  # fmt: skip
 
 
-def graphs(page, repeats: int) -> tuple[dict, dict]:
-    """Each case: open a fresh view collapsed, then draw it in full; ``repeats`` times."""
+def graphs(page, repeats: int, only: list[str] | None = None) -> tuple[dict, dict]:
+    """Each case (of ``only`` when given): open a fresh view collapsed, then draw it in
+    full or open one group; ``repeats`` times."""
     rows, labels = defaultdict(list), {}
     for name, build, depth, then in CASES:
+        if only and name not in only:
+            continue
         n = kernel(page, f"gm = {build}", "len(gm.graph.nodes)")
         opened = f"open depth={depth}" if depth else "opened as the widget chooses"
         labels[name, "open"] = f"{name} ({n} nodes), {opened}"
@@ -247,9 +250,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--debug-only", action="store_true", help="only fxviz.debug of the Qwen3, first and again"
     )
+    parser.add_argument(
+        "--only", nargs="+", choices=[c[0] for c in CASES], help="only these graph cases"
+    )
     args = parser.parse_args(argv)
-    if args.steps_only and args.debug_only:
-        parser.error("--steps-only and --debug-only leave nothing to run together")
+    if sum(map(bool, (args.steps_only, args.debug_only, args.only))) > 1:
+        parser.error("--steps-only, --debug-only and --only leave nothing to run together")
     repeats, n_steps = (1, 3) if args.quick else (args.repeats, args.steps)
     if repeats < 1 or not 1 <= n_steps <= 18:
         parser.error("--repeats must be at least 1 and --steps 1 to 18")
@@ -276,7 +282,12 @@ def main(argv: list[str] | None = None) -> int:
         chrome = browser.new_cdp_session(page).send("Browser.getVersion")["product"]
         print(f"JupyterLab {lab}, {chrome}, fxviz from {fx}, {os.cpu_count()} CPUs"
               f"{', --quick: small graphs' if args.quick else ''}")  # fmt: skip
-        rows, labels = ({}, {}) if args.steps_only or args.debug_only else graphs(page, repeats)
+        rows, labels = (
+            ({}, {}) if args.steps_only or args.debug_only else graphs(page, repeats, args.only)
+        )
+        if args.only:
+            browser.close()
+            return report(rows, labels, time.perf_counter() - started)
         draw(page, f"out.outputs = (); {DEBUG}; out.append_display_data(view)")
         if not args.debug_only:
             page.evaluate(STEP)  # warm-up

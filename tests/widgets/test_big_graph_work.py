@@ -105,11 +105,13 @@ def test_a_recording_box_holding_a_nan_is_still_marked_after_another_module_open
     box = next(
         line for line in view.dot.splitlines() if line.lstrip().startswith("module__trunk__4 ")
     )
-    assert "nonfinite" in box and 'color="#c00000"' in box
+    assert "nonfinite" in box
+    assert 'color="#c00000"' in box
     clean = next(
         line for line in view.dot.splitlines() if line.lstrip().startswith("module__trunk__1 ")
     )
-    assert "nonfinite" not in clean and "#c00000" not in clean
+    assert "nonfinite" not in clean
+    assert "#c00000" not in clean
 
 
 def test_units_after_opening_and_closing_agree_with_a_view_drawn_from_scratch():
