@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import collections
 import itertools
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, cast
 
@@ -16,8 +16,8 @@ import graphviz
 
 from fxviz.render._collapse import Box, Folding, call_label, cluster_id, fold
 from fxviz.render._model import DrawEdge, DrawGraph, DrawNode, dot_id
-from fxviz.render._overlays import Marks, Overlay, apply_overlays, box_marks
-from fxviz.render._shown import Shown
+from fxviz.render._overlays import Overlay, apply_overlays, box_marks
+from fxviz.render._shown import ModuleTree, Shown
 from fxviz.render._style import KIND_STYLES, html_label, palette_colour, tooltip_text
 
 __all__ = ["KIND_LABELS", "MAX_CLUSTER_CHILDREN", "render", "shown_title"]
@@ -106,7 +106,7 @@ def render(
             tree.extra[n.id] = n.cluster
     for box in shown.boxes:
         tree.add(_parent(box.path), ("box", box))
-    statements = _Statements(draw, overlays, max_label, stubs, shown.marks)
+    statements = _Statements(draw, overlays, max_label, stubs, shown.tree)
     tree.emit(dot, statements, draw)
 
     seen: set[tuple[str, str]] = set()
@@ -237,13 +237,14 @@ class _Statements:
         overlays: Sequence[Overlay],
         limit: int,
         stubs: set[str],
-        marks: Callable[[Box, Sequence[Overlay]], Marks] | None = None,
+        tree: ModuleTree | None = None,
     ) -> None:
         self.draw = draw
         self.overlays = overlays
         self.limit = limit
         self.stubs = stubs
-        self.marks = marks  # kept per module (ModuleTree.marks), else read off the members
+        self.tree = tree  # keeps boxes' marks and statements across views, when given
+        self.lines = tree.kept_lines(overlays) if tree is not None else None
 
     def node(self, graph: graphviz.Digraph, n: DrawNode) -> None:
         style, badges = apply_overlays(n, self.overlays)
@@ -276,6 +277,16 @@ class _Statements:
         graph.node(n.id, **attrs)
 
     def box(self, graph: graphviz.Digraph, box: Box) -> None:
+        key = (box.path, box.id, self.limit)
+        line = self.lines.get(key) if self.lines is not None else None
+        if line is not None:  # drawn in an earlier view: the same statement
+            graph.body.append(line)
+            return
+        self._box(graph, box)
+        if self.lines is not None:
+            self.lines[key] = graph.body[-1]
+
+    def _box(self, graph: graphviz.Digraph, box: Box) -> None:
         draw = self.draw
         kind = draw.modules.get(box.path, "")
         params = draw.params.get(box.path, 0)
@@ -291,7 +302,10 @@ class _Statements:
             DrawNode(box.id, box.path, "module", kind, module=box.path), self.overlays
         )
         # the members' overlays mark the box (an error or NaN inside)
-        marks = (self.marks or _members_marks)(box, self.overlays)
+        if self.tree is not None:
+            marks = self.tree.marks(box.path, self.overlays)
+        else:
+            marks = box_marks(box.members, self.overlays)
         attrs = {
             "label": html_label(
                 kind or box.path, [*lines, *badges], bold=call_label(box.path), limit=self.limit
@@ -320,10 +334,6 @@ class _Statements:
             tooltip=tooltip_text(f"{src.name} (drawn again beside each user)\n{src.tooltip}"),
             **{"class": f"fx-stub stub-of-{src.id}"},
         )
-
-
-def _members_marks(box: Box, overlays: Sequence[Overlay]) -> Marks:
-    return box_marks(box.members, overlays)
 
 
 class _Tree:
