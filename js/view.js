@@ -59,6 +59,8 @@ export function openingView(panZoom, svg, topNode, cursor = null) {
 
 // A node's box in the graph's own (untransformed) coordinates.
 export function nodeBox(svg, g) {
+  const own = drawnBox(g);
+  if (own) return own;
   reveal(g); // a part of a big graph not painted has no geometry
   const box = g.getBBox();
   const viewport = svg.querySelector(".svg-pan-zoom_viewport");
@@ -66,6 +68,32 @@ export function nodeBox(svg, g) {
   const base = viewport?.getCTM();
   const local = ctm && base ? base.inverse().multiply(ctm) : null;
   return { x: (local ? local.e : 0) + box.x, y: (local ? local.f : 0) + box.y, width: box.width, height: box.height };
+}
+
+const TRANSLATE = /^\s*(?:scale\(1(?:[\s,]+1)?\)\s*)?(?:rotate\(0\)\s*)?translate\(\s*([-\d.e+]+)[\s,]+([-\d.e+]+)\s*\)\s*$/;
+
+// A node's or a module frame's box read off what Graphviz wrote (its outline's
+// coordinates, moved by the translation of the graph's group above it), as shapeBox does:
+// no layout is forced to find it (a step keeps its node in view with it). Null where the
+// element is no node or frame, or another transform is in the way: then it is measured.
+export function drawnBox(g) {
+  if (!g.classList?.contains("node") && !g.classList?.contains("cluster")) return null;
+  if (g.getAttribute("transform")) return null;
+  const outline = outlineOf(g);
+  if (!outline || outline.parentNode?.closest?.("g.node, g.cluster") !== g) return null;
+  let x = 0;
+  let y = 0;
+  for (let el = g.parentNode; !el?.classList?.contains("svg-pan-zoom_viewport"); el = el.parentNode) {
+    if (!el?.getAttribute || el.tagName?.toLowerCase() === "svg") return null; // no viewport yet
+    const transform = el.getAttribute("transform");
+    if (!transform) continue;
+    const move = TRANSLATE.exec(transform);
+    if (!move) return null;
+    x += Number(move[1]);
+    y += Number(move[2]);
+  }
+  const box = shapeBox(outline);
+  return { x: x + box.x, y: y + box.y, width: box.width, height: box.height };
 }
 
 // The node drawn highest up (the first rank), the one a top-anchored view starts from.

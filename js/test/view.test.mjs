@@ -1,7 +1,7 @@
 // Unit tests of the opening view's anchor (js/view.js): `npm test` (node --test).
 import assert from "node:assert/strict";
 import test from "node:test";
-import { fitLabels, shapeBox, topmostNode } from "../view.js";
+import { drawnBox, fitLabels, shapeBox, topmostNode } from "../view.js";
 
 const node = (name, y, kind) => ({
   name,
@@ -54,4 +54,20 @@ test("labels are fitted into their shapes without the page laying the SVG out", 
   assert.equal(Number(wide.getAttribute("textLength")), 64 - 8); // condensed into it, 4 units clear each side
   assert.equal(fits.getAttribute("textLength"), null); // a label that fits is left alone
   assert.equal(fits.getAttribute("x"), "50");
+});
+
+test("a node's box comes from its outline and the graph's translation, with no layout", () => {
+  const classed = (e, names) => Object.assign(e, { classList: { contains: (c) => names.includes(c) } });
+  const viewport = classed(el("g", {}), ["svg-pan-zoom_viewport"]);
+  const graph = classed(el("g", { transform: "scale(1 1) rotate(0) translate(4 9913.64)" }), ["graph"]);
+  const outline = el("polygon", { points: "34,-66 98,-66 98,-20 34,-20" });
+  const node = classed(el("g", {}, [outline]), ["node"]);
+  Object.assign(graph, { parentNode: viewport });
+  Object.assign(node, { parentNode: graph });
+  Object.assign(outline, { parentNode: node });
+  outline.parentNode.closest = () => node;
+  const box = drawnBox(node);
+  assert.deepEqual({ ...box, y: Math.round(box.y * 100) / 100 }, { x: 38, y: 9847.64, width: 64, height: 46 });
+  graph.attrs.transform = "scale(2 2) translate(4 5)"; // not Graphviz's plain translation: measured
+  assert.equal(drawnBox(node), null);
 });
