@@ -102,7 +102,7 @@ class Marks:
         return Marks(self.classes | other.classes, self.alarm or other.alarm)
 
 
-NO_MARKS = Marks()
+_NO_MARKS = Marks()
 _ALARMS = ("state-error", "nonfinite")
 
 
@@ -116,8 +116,8 @@ def box_marks(nodes: Iterable[DrawNode], overlays: Sequence[Overlay]) -> Marks:
     Marks(classes=frozenset({'nonfinite'}), alarm=True)
     """
     if not overlays:
-        return NO_MARKS
+        return _NO_MARKS
     classes = {c for n in nodes for c in apply_overlays(n, overlays)[0].classes}
     if not classes:
-        return NO_MARKS
+        return _NO_MARKS
     return Marks(frozenset(classes), any(c in classes for c in _ALARMS))
