@@ -154,3 +154,24 @@ def test_the_module_tree_draws_what_folding_every_node_draws():
             frozenset(state.get("collapse", ())),
         )
         assert units == whole.units, state
+
+
+def test_opening_a_module_makes_statements_only_for_what_it_adds(monkeypatch):
+    # the other 199 trunk boxes stay as they were: their statements are kept, not made again
+    import fxviz.render._dot as dot
+
+    made = {"labels": 0}
+    real = dot.html_label
+
+    def counted(*args, **kwargs):
+        made["labels"] += 1
+        return real(*args, **kwargs)
+
+    view = fxviz.show(fxviz.trace(Model(200)), depth=2)
+    assert view.dot.count("fx-module") >= 200  # the trunk's blocks are boxes
+    monkeypatch.setattr(dot, "html_label", counted)
+    view.expand("trunk.5")
+    assert view.expanded == ["trunk.5"]
+    assert "trunk_5_a" in view.dot
+    assert view.dot.count("fx-module") >= 199  # still drawn, from the kept statements
+    assert made["labels"] <= 20  # the opened block's few nodes, not 199 boxes again
