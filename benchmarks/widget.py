@@ -5,7 +5,8 @@ FX nodes), the 12-layer GPT from models.py (~455) and a stack of 340 blocks (~3,
 opened collapsed (``depth=1``; the GPT ``depth=2``), then drawn in full (``view.depth = None``
 in the kernel). A draw is timed from the display or trait change in the kernel to the new
 SVG in the page (dom) and to the frame after it (paint), beside the widget's ``render_ms``
-and the kernel's share; a 50 ms setInterval heartbeat in the page gives the longest
+and the kernel's share, and the CPU time each side spent meanwhile (the kernel's code, the
+page's main thread, its renderer process); a 50 ms setInterval heartbeat in the page gives the longest
 main-thread gap. Then the step button of ``fxviz.debug`` (21 nodes) is clicked, in the page,
 until the highlight, the status and the inspector have all moved. Medians. Held to: open
 collapsed and ~500 nodes in full <= 1 s; GPT and ~3,000 nodes in full <= 5 s with no gap
@@ -85,9 +86,12 @@ STEP = """async () => {
   const was = [cur(), q('.fxviz-status').textContent];
   const t0 = performance.now();
   await new Promise((resolve) => {
-    const mo = new MutationObserver(() => { const c = cur();
-      if (c && c !== was[0] && q('.fxviz-status').textContent !== was[1]
-          && q('.fxviz-inspector .fxviz-title')?.textContent === c) { mo.disconnect(); resolve(); }
+    const mo = new MutationObserver(() => { // the cheap checks first: cur() searches the SVG
+      if (q('.fxviz-status').textContent === was[1]) return;
+      const title = q('.fxviz-inspector .fxviz-title')?.textContent;
+      if (!title || title === was[0]) return;
+      const c = cur();
+      if (c && c !== was[0] && title === c) { mo.disconnect(); resolve(); }
     });
     mo.observe(q('.fxviz'), { subtree: 1, childList: 1, attributes: 1, characterData: 1 });
     q('button[data-action=step]').click();
@@ -193,11 +197,32 @@ def kernel(page, code: str, expr: str = "None"):
     return ast.literal_eval(text)
 
 
+_SESSIONS: dict[int, object] = {}
+
+
+def page_cpu(page) -> tuple[float, float]:
+    """CPU time (ms) of the page's main thread and of its whole renderer process (the
+    layout worker included) so far, from Chromium's own counters: on a shared machine
+    these move less than wall times."""
+    cdp = _SESSIONS.get(id(page))
+    if cdp is None:
+        cdp = _SESSIONS[id(page)] = page.context.new_cdp_session(page)
+        cdp.send("Performance.enable", {"timeDomain": "threadTicks"})
+    metrics = {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}
+    return metrics["ThreadTime"] * 1e3, metrics["ProcessTime"] * 1e3
+
+
 def draw(page, code: str) -> dict[str, float]:
     """Time one draw caused by ``code`` (run in the kernel, which defines ``view`` by then)."""
     page.evaluate(WATCH)
-    t0, t1 = kernel(page, f"__t0 = time.time()\n{code}\n__t1 = time.time()", "(__t0, __t1)")
+    main0, proc0 = page_cpu(page)
+    t0, t1, cpu = kernel(
+        page,
+        f"__c0 = time.process_time(); __t0 = time.time()\n{code}\n__t1 = time.time()",
+        "(__t0, __t1, (time.process_time() - __c0) * 1e3)",
+    )
     m = page.wait_for_function("window.__m.paint && window.__m", timeout=600_000).json_value()
+    main1, proc1 = page_cpu(page)
     for _ in range(600):  # render_ms comes back to the kernel a moment later
         render_ms, error = kernel(page, "", "(view.render_ms, view.error)")
         if render_ms:
@@ -207,13 +232,17 @@ def draw(page, code: str) -> dict[str, float]:
         print(f"  widget error: {error}")
     t0, t1 = t0 * 1e3, t1 * 1e3
     return {"nodes": m["nodes"], "render": render_ms, "kernel": t1 - t0, "dom": m["dom"] - t0,
-            "paint": m["paint"] - t0, "gap": m["gap"]}  # fmt: skip
+            "paint": m["paint"] - t0, "gap": m["gap"], "kernel cpu": cpu,
+            "main cpu": main1 - main0, "page cpu": proc1 - proc0}  # fmt: skip
 
 
-def graphs(page, repeats: int) -> tuple[dict, dict]:
-    """Each case: open a fresh view collapsed, then draw it in full; ``repeats`` times."""
+def graphs(page, repeats: int, only: list[str] | None = None) -> tuple[dict, dict]:
+    """Each case (of ``only`` when given): open a fresh view collapsed, then draw it in
+    full or open one group; ``repeats`` times."""
     rows, labels = defaultdict(list), {}
     for name, build, depth, then in CASES:
+        if only and name not in only:
+            continue
         n = kernel(page, f"gm = {build}", "len(gm.graph.nodes)")
         opened = f"open depth={depth}" if depth else "opened as the widget chooses"
         labels[name, "open"] = f"{name} ({n} nodes), {opened}"
@@ -247,9 +276,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--debug-only", action="store_true", help="only fxviz.debug of the Qwen3, first and again"
     )
+    parser.add_argument(
+        "--only", nargs="+", choices=[c[0] for c in CASES], help="only these graph cases"
+    )
     args = parser.parse_args(argv)
-    if args.steps_only and args.debug_only:
-        parser.error("--steps-only and --debug-only leave nothing to run together")
+    if sum(map(bool, (args.steps_only, args.debug_only, args.only))) > 1:
+        parser.error("--steps-only, --debug-only and --only leave nothing to run together")
     repeats, n_steps = (1, 3) if args.quick else (args.repeats, args.steps)
     if repeats < 1 or not 1 <= n_steps <= 18:
         parser.error("--repeats must be at least 1 and --steps 1 to 18")
@@ -276,7 +308,12 @@ def main(argv: list[str] | None = None) -> int:
         chrome = browser.new_cdp_session(page).send("Browser.getVersion")["product"]
         print(f"JupyterLab {lab}, {chrome}, fxviz from {fx}, {os.cpu_count()} CPUs"
               f"{', --quick: small graphs' if args.quick else ''}")  # fmt: skip
-        rows, labels = ({}, {}) if args.steps_only or args.debug_only else graphs(page, repeats)
+        rows, labels = (
+            ({}, {}) if args.steps_only or args.debug_only else graphs(page, repeats, args.only)
+        )
+        if args.only:
+            browser.close()
+            return report(rows, labels, time.perf_counter() - started)
         draw(page, f"out.outputs = (); {DEBUG}; out.append_display_data(view)")
         if not args.debug_only:
             page.evaluate(STEP)  # warm-up
@@ -295,10 +332,11 @@ def main(argv: list[str] | None = None) -> int:
             draw(page, DEBUG_3K)
             page.evaluate(STEP)  # warm-up
             page.evaluate(HEARTBEAT)
-            steps = [
-                dict(zip(("dom", "paint"), page.evaluate(STEP), strict=True))
-                for _ in range(n_steps)
-            ]
+            steps = []
+            for _ in range(n_steps):  # each step's main-thread CPU time beside its wall
+                main0, _ = page_cpu(page)
+                dom, paint = page.evaluate(STEP)
+                steps.append({"dom": dom, "paint": paint, "main cpu": page_cpu(page)[0] - main0})
             gap = page.evaluate(HEARTBEAT_END)
             rows["debugger 3k", "step"] = [{**step, "gap": gap} for step in steps]
             labels["debugger 3k", "step"] = "debugger step (3,000 nodes)"
@@ -309,14 +347,17 @@ def main(argv: list[str] | None = None) -> int:
 def report(rows: dict, labels: dict, wall: float) -> int:
     med = {row: {k: statistics.median(r[k] for r in runs) for k in runs[0]}
            for row, runs in rows.items()}  # fmt: skip
-    columns = (("nodes", 7), ("render", 8), ("kernel", 8), ("dom", 8), ("paint", 8), ("gap", 9))
+    columns = (("nodes", 7), ("render", 8), ("kernel", 8), ("dom", 8), ("paint", 8), ("gap", 9),
+               ("kernel cpu", 8), ("main cpu", 8), ("page cpu", 8))  # fmt: skip
     print(f"\n  {'case (medians, ms)':<36}{'runs':>5}{'drawn':>7}{'render':>8}{'kernel':>8}"
-          f"{'dom':>8}{'paint':>8}{'max gap':>9}")  # fmt: skip
+          f"{'dom':>8}{'paint':>8}{'max gap':>9}{'k cpu':>8}{'m cpu':>8}{'p cpu':>8}")  # fmt: skip
     for row, m in med.items():
         cells = "".join(f"{m[k]:>{w}.0f}" if k in m else " " * w for k, w in columns)
         print(f"  {labels[row]:<36}{len(rows[row]):>5}{cells}")
     print("  (render: the widget's render_ms; kernel, dom, paint: wall from the display or trait")
-    print("  change in the kernel; max gap: 50 ms heartbeat in the page; step: from the click)")
+    print("  change in the kernel; max gap: 50 ms heartbeat in the page; step: from the click;")
+    print("  CPU time from the change to the paint: k cpu the kernel's code, m cpu the page's main")
+    print("  thread, p cpu its renderer process, layout worker included)")
     print("  targets:")
     met = True
     for name, kind, what, limit in TARGETS:

@@ -12,6 +12,7 @@ import { T } from "./names.js";
 import { fitLabels, isInput, nodeBox, openingView, outlineOf, topmostNode } from "./view.js";
 
 export const MATCH = "fxviz-match";
+const SVG_NS = "http://www.w3.org/2000/svg";
 export const READABLE_ZOOM = 1.2; // px per SVG unit that makes 10 pt labels 12 px tall
 
 export const unit = (model, name) => unitOf(model.get(T.units), model.get(T.unitsDelta), name);
@@ -62,6 +63,7 @@ export async function draw(ctx) {
   const svg = els.graph.querySelector("svg");
   svg.removeAttribute("width");
   svg.removeAttribute("height");
+  ownViewport(svg);
   const byTitle = new Map();
   for (const g of svg.querySelectorAll("g.node")) {
     const title = g.querySelector("title")?.textContent;
@@ -83,6 +85,26 @@ export async function draw(ctx) {
     // the kernel holds the units back until the first view is on screen (megabytes at
     // 50,000 nodes that the first paint need not wait for): ask for them now
     if (!state.painted) { state.painted = true; ctx.send({ type: "painted" }); }
+  }, 0));
+}
+
+// What svg-pan-zoom would do to the SVG once the page has laid it out (every element
+// moved into one viewport group, overflow hidden), done before: moved after, the whole
+// SVG would be styled and laid out a second time.
+function ownViewport(svg) {
+  const viewport = document.createElementNS(SVG_NS, "g");
+  viewport.setAttribute("class", "svg-pan-zoom_viewport");
+  viewport.append(...[...svg.childNodes].filter((child) => child.nodeName !== "defs"));
+  svg.append(viewport);
+  svg.setAttribute("style", "overflow: hidden; ");
+}
+
+// Run `then` once the next frame is painted and the tasks already queued for it have run
+// (the widget's own render time taken): when the page is idle, or after 200 ms at most.
+function afterPaint(then) {
+  requestAnimationFrame(() => setTimeout(() => {
+    if (globalThis.requestIdleCallback) requestIdleCallback(then, { timeout: 200 });
+    else setTimeout(then, 0);
   }, 0));
 }
 
@@ -135,8 +157,12 @@ function open(ctx, text, elongated) {
   const pair = cursor ? [cursor, isInput(cursor) ? firstUser(state, cursorTitle) : null] : null;
   const opening = openInPlace(ctx, anchor) ? "in place" : openingView(state.panZoom, state.svg, top, pair);
   els.root.dataset.opening = opening;
-  // an overview only where the graph does not fit: over a fitted graph it hides nodes
-  ctx.minimap.show(opening !== "fit" && state.byTitle.size > 150 && !elongated ? text : null);
+  // an overview only where the graph does not fit: over a fitted graph it hides nodes.
+  // Made once the graph is on screen: it is the whole SVG again, parsed, laid out and
+  // drawn small, which would otherwise hold back the frame that shows the graph.
+  const overviewText = opening !== "fit" && state.byTitle.size > 150 && !elongated ? text : null;
+  const svg = state.svg;
+  if (overviewText) afterPaint(() => { if (state.svg === svg) ctx.minimap.show(overviewText); });
   const current = followTitle(ctx);
   // the cursor in view too: moved to only when the opening view (on the top node) misses it
   if (opening !== "in place" && current) focusOn(ctx, current, null, { always: false });

@@ -59,6 +59,8 @@ export function openingView(panZoom, svg, topNode, cursor = null) {
 
 // A node's box in the graph's own (untransformed) coordinates.
 export function nodeBox(svg, g) {
+  const own = drawnBox(g);
+  if (own) return own;
   reveal(g); // a part of a big graph not painted has no geometry
   const box = g.getBBox();
   const viewport = svg.querySelector(".svg-pan-zoom_viewport");
@@ -66,6 +68,32 @@ export function nodeBox(svg, g) {
   const base = viewport?.getCTM();
   const local = ctm && base ? base.inverse().multiply(ctm) : null;
   return { x: (local ? local.e : 0) + box.x, y: (local ? local.f : 0) + box.y, width: box.width, height: box.height };
+}
+
+const TRANSLATE = /^\s*(?:scale\(1(?:[\s,]+1)?\)\s*)?(?:rotate\(0\)\s*)?translate\(\s*([-\d.e+]+)[\s,]+([-\d.e+]+)\s*\)\s*$/;
+
+// A node's or a module frame's box read off what Graphviz wrote (its outline's
+// coordinates, moved by the translation of the graph's group above it), as shapeBox does:
+// no layout is forced to find it (a step keeps its node in view with it). Null where the
+// element is no node or frame, or another transform is in the way: then it is measured.
+export function drawnBox(g) {
+  if (!g.classList?.contains("node") && !g.classList?.contains("cluster")) return null;
+  if (g.getAttribute("transform")) return null;
+  const outline = outlineOf(g);
+  if (!outline || outline.parentNode?.closest?.("g.node, g.cluster") !== g) return null;
+  let x = 0;
+  let y = 0;
+  for (let el = g.parentNode; !el?.classList?.contains("svg-pan-zoom_viewport"); el = el.parentNode) {
+    if (!el?.getAttribute || el.tagName?.toLowerCase() === "svg") return null; // no viewport yet
+    const transform = el.getAttribute("transform");
+    if (!transform) continue;
+    const move = TRANSLATE.exec(transform);
+    if (!move) return null;
+    x += Number(move[1]);
+    y += Number(move[2]);
+  }
+  const box = shapeBox(outline);
+  return { x: x + box.x, y: y + box.y, width: box.width, height: box.height };
 }
 
 // The node drawn highest up (the first rank), the one a top-anchored view starts from.
@@ -95,15 +123,46 @@ export function outlineOf(g) {
 // depth (its three polylines draw the front face's top-right corner; the outline includes
 // the depth drawn behind, which a label must not run into).
 export function faceOf(g, outline = outlineOf(g)) {
-  const shape = outline.getBBox();
+  const shape = shapeBox(outline);
   const face = { x: shape.x, y: shape.y, right: shape.x + shape.width, bottom: shape.y + shape.height };
   const lines = g.querySelectorAll("polyline");
   if (lines.length === 3) {
-    const boxes = [...lines].map((line) => line.getBBox());
+    const boxes = [...lines].map(shapeBox);
     face.right = Math.min(...boxes.map((b) => b.x + b.width));
     face.y = Math.max(...boxes.map((b) => b.y));
   }
   return face;
+}
+
+const NUMBER = /-?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?/gi;
+
+// A shape's box read off its attributes, where Graphviz writes absolute coordinates: a
+// polygon's or polyline's points, an ellipse's centre and radii, a path of M and C
+// commands (a rounded box: its curves' control points are its corners). No layout is
+// needed for it: getBBox, the fallback, makes the browser lay out the whole new SVG, and
+// once more after the labels move.
+export function shapeBox(el) {
+  const tag = el.tagName?.toLowerCase();
+  const at = (name) => el.getAttribute(name) ?? "";
+  if (tag === "ellipse") {
+    const [cx, cy, rx, ry] = ["cx", "cy", "rx", "ry"].map((name) => Number(at(name)));
+    if ([cx, cy, rx, ry].every(Number.isFinite)) return { x: cx - rx, y: cy - ry, width: 2 * rx, height: 2 * ry };
+  }
+  const text = tag === "path" ? at("d") : tag === "polygon" || tag === "polyline" ? at("points") : null;
+  if (text && (tag !== "path" || /^\s*M[\d\s,.eE+\-MC]*$/.test(text))) {
+    const numbers = text.match(NUMBER)?.map(Number) ?? [];
+    if (numbers.length >= 2 && numbers.length % 2 === 0) {
+      let left = Infinity, top = Infinity, right = -Infinity, bottom = -Infinity;
+      for (let i = 0; i < numbers.length; i += 2) {
+        left = Math.min(left, numbers[i]);
+        right = Math.max(right, numbers[i]);
+        top = Math.min(top, numbers[i + 1]);
+        bottom = Math.max(bottom, numbers[i + 1]);
+      }
+      return { x: left, y: top, width: right - left, height: bottom - top };
+    }
+  }
+  return el.getBBox();
 }
 
 // Graphviz sized each shape from its own estimate of the label's width; the browser's font
@@ -113,21 +172,31 @@ export function faceOf(g, outline = outlineOf(g)) {
 export const LABEL_FONT = 'Arial, "Liberation Sans", Helvetica, "Nimbus Sans", sans-serif'; // as in widget.css
 
 let canvas = null;
+let canvasFont = "";
+const widths = new Map(); // font + text -> width: labels repeat ("9 nodes", a module's name)
 
 // The width the browser gives `text` in the page's label font, measured on a canvas: it
 // does not depend on whether the SVG is rendered yet (a notebook output still hidden).
 function textWidth(text) {
-  canvas ??= document.createElement("canvas").getContext("2d");
   const size = Number(text.getAttribute("font-size")) || 14;
   const weight = text.getAttribute("font-weight") === "bold" ? "bold " : "";
   const style = text.getAttribute("font-style") === "italic" ? "italic " : "";
-  canvas.font = `${style}${weight}${size}px ${LABEL_FONT}`;
-  return canvas.measureText(text.textContent).width;
+  const font = `${style}${weight}${size}px ${LABEL_FONT}`;
+  const key = `${font}\n${text.textContent}`;
+  let width = widths.get(key);
+  if (width === undefined) {
+    canvas ??= document.createElement("canvas").getContext("2d");
+    if (canvasFont !== font) canvas.font = canvasFont = font; // parsing a font costs most
+    width = canvas.measureText(text.textContent).width;
+    if (widths.size > 50000) widths.clear();
+    widths.set(key, width);
+  }
+  return width;
 }
 
-export function fitLabels(nodes, limit = 6000) {
-  // every shape measured first, every label moved after: a move between two
-  // measurements would make the browser lay the whole SVG out again for the next one
+export function fitLabels(nodes, { limit = 6000, measure = textWidth } = {}) {
+  // every shape read first, every label moved after; shapes are read off their
+  // attributes (shapeBox), so the browser need not lay the new SVG out for this
   const faces = [];
   let count = 0;
   for (const g of nodes) {
@@ -142,7 +211,7 @@ export function fitLabels(nodes, limit = 6000) {
     const right = face.right - LABEL_PAD;
     for (const text of g.querySelectorAll("text")) {
       if (text.closest(".fxviz-marker")) continue;
-      const width = textWidth(text);
+      const width = measure(text);
       const x = Number(text.getAttribute("x"));
       const anchor = text.getAttribute("text-anchor") || "start";
       const start = anchor === "middle" ? x - width / 2 : anchor === "end" ? x - width : x;

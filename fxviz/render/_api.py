@@ -77,6 +77,7 @@ class Drawing:
         self._opening: tuple[int | None] | None = None
         self._index: list[list[str]] | None = None
         self._tree: ModuleTree | None = None
+        self._guarded: tuple[tuple[Overlay, ...], list[Overlay]] | None = None
 
     @property
     def opening_depth(self) -> int | None:
@@ -119,6 +120,7 @@ class Drawing:
         part._opening = (None,)
         part._index = None
         part._tree = None
+        part._guarded = None
         return part
 
     def view(
@@ -165,9 +167,18 @@ class Drawing:
         with collector_paused():
             shown = self.tree.shown(depth, frozenset(expand), frozenset(collapse))
             digraph = render(
-                self.graph, depth=depth, overlays=guarded(self.defaults), shown=shown, **options
+                self.graph, depth=depth, overlays=self._defaults_guarded(), shown=shown, **options
             )
             return View(digraph, {}, depth, {b.id: b.path for b in shown.boxes})
+
+    def _defaults_guarded(self) -> list[Overlay]:
+        """:attr:`defaults`, guarded (:func:`guarded`), as one list object for as long as
+        they stay the same: the module tree keeps each box's marks per overlays object
+        (:meth:`ModuleTree.marks`), so no view after the first calls them on a box again."""
+        key = tuple(self.defaults)
+        if self._guarded is None or self._guarded[0] != key:
+            self._guarded = (key, guarded(key))
+        return self._guarded[1]
 
     def index(self) -> list[list[str]]:
         """``[[name, title, module], ...]`` for every drawn node: what search looks in

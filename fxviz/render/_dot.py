@@ -16,8 +16,8 @@ import graphviz
 
 from fxviz.render._collapse import Box, Folding, call_label, cluster_id, fold
 from fxviz.render._model import DrawEdge, DrawGraph, DrawNode, dot_id
-from fxviz.render._overlays import Overlay, apply_overlays
-from fxviz.render._shown import Shown
+from fxviz.render._overlays import Overlay, apply_overlays, box_marks
+from fxviz.render._shown import ModuleTree, Shown
 from fxviz.render._style import KIND_STYLES, html_label, palette_colour, tooltip_text
 
 __all__ = ["KIND_LABELS", "MAX_CLUSTER_CHILDREN", "render", "shown_title"]
@@ -106,7 +106,7 @@ def render(
             tree.extra[n.id] = n.cluster
     for box in shown.boxes:
         tree.add(_parent(box.path), ("box", box))
-    statements = _Statements(draw, overlays, max_label, stubs)
+    statements = _Statements(draw, overlays, max_label, stubs, shown.tree)
     tree.emit(dot, statements, draw)
 
     seen: set[tuple[str, str]] = set()
@@ -156,14 +156,32 @@ def _stubbed_inputs(draw: DrawGraph, where: Mapping[str, str], fanout: int) -> s
 
 def _input_edges(draw: DrawGraph) -> list[DrawEdge]:
     """The edges leaving inputs (placeholders, fetches): a few of a 50,000-node graph's
-    edges, found once per graph rather than at each view (kept on ``draw``, with the
-    edge list they were read from, so a changed list is read again)."""
+    edges, found once per graph rather than at each view."""
+    return _inputs(draw)[1]
+
+
+def _inputs(draw: DrawGraph) -> tuple[dict[str, DrawNode], list[DrawEdge]]:
+    """The input nodes by id and the edges leaving them, found once per graph (kept on
+    ``draw``, with the node and edge lists they were read from, so changed lists are
+    read again)."""
     cached = draw.__dict__.get("_fxviz_input_edges")
-    if cached is not None and cached[0] is draw.edges and cached[1] == len(draw.edges):
-        return cached[2]
-    inputs = {n.id for n in draw.nodes if n.kind in _INPUT_KINDS}
-    found = [e for e in draw.edges if e.src in inputs]
-    draw.__dict__["_fxviz_input_edges"] = (draw.edges, len(draw.edges), found)
+    if (
+        cached is not None
+        and cached[0] is draw.edges
+        and cached[1] == len(draw.edges)
+        and cached[2] is draw.nodes
+        and cached[3] == len(draw.nodes)
+    ):
+        return cached[4]
+    inputs = {n.id: n for n in draw.nodes if n.kind in _INPUT_KINDS}
+    found = (inputs, [e for e in draw.edges if e.src in inputs])
+    draw.__dict__["_fxviz_input_edges"] = (
+        draw.edges,
+        len(draw.edges),
+        draw.nodes,
+        len(draw.nodes),
+        found,
+    )
     return found
 
 
@@ -214,12 +232,19 @@ class _Statements:
     """Emits node statements (plain nodes, collapsed boxes, stubs) with their overlays."""
 
     def __init__(
-        self, draw: DrawGraph, overlays: Sequence[Overlay], limit: int, stubs: set[str]
+        self,
+        draw: DrawGraph,
+        overlays: Sequence[Overlay],
+        limit: int,
+        stubs: set[str],
+        tree: ModuleTree | None = None,
     ) -> None:
         self.draw = draw
         self.overlays = overlays
         self.limit = limit
         self.stubs = stubs
+        self.tree = tree  # keeps boxes' marks and statements across views, when given
+        self.lines = tree.kept_lines(overlays) if tree is not None else None
 
     def node(self, graph: graphviz.Digraph, n: DrawNode) -> None:
         style, badges = apply_overlays(n, self.overlays)
@@ -252,6 +277,16 @@ class _Statements:
         graph.node(n.id, **attrs)
 
     def box(self, graph: graphviz.Digraph, box: Box) -> None:
+        key = (box.path, box.id, self.limit)
+        line = self.lines.get(key) if self.lines is not None else None
+        if line is not None:  # drawn in an earlier view: the same statement
+            graph.body.append(line)
+            return
+        self._box(graph, box)
+        if self.lines is not None:
+            self.lines[key] = graph.body[-1]
+
+    def _box(self, graph: graphviz.Digraph, box: Box) -> None:
         draw = self.draw
         kind = draw.modules.get(box.path, "")
         params = draw.params.get(box.path, 0)
@@ -266,9 +301,11 @@ class _Statements:
         style, badges = apply_overlays(
             DrawNode(box.id, box.path, "module", kind, module=box.path), self.overlays
         )
-        # the members' overlays mark the box (an error or NaN inside); none, nothing to do
-        inner = [apply_overlays(m, self.overlays) for m in box.members] if self.overlays else []
-        classes = {c for s, _ in inner for c in s.classes}
+        # the members' overlays mark the box (an error or NaN inside)
+        if self.tree is not None:
+            marks = self.tree.marks(box.path, self.overlays)
+        else:
+            marks = box_marks(box.members, self.overlays)
         attrs = {
             "label": html_label(
                 kind or box.path, [*lines, *badges], bold=call_label(box.path), limit=self.limit
@@ -278,9 +315,11 @@ class _Statements:
             "fillcolor": style.fill or KIND_STYLES["module"][2] or "",
             "tooltip": tooltip_text(f"{call_label(box.path)}: {kind}\n" + "\n".join(lines)),
             # the frame the box opens into (a page opening it keeps it where the box was)
-            "class": " ".join(["fx-module", f"opens-{cluster_id(box.path)}", *sorted(classes)]),
+            "class": " ".join(
+                ["fx-module", f"opens-{cluster_id(box.path)}", *sorted(marks.classes)]
+            ),
         }
-        if any("state-error" in s.classes or "nonfinite" in s.classes for s, _ in inner):
+        if marks.alarm:
             attrs["color"], attrs["penwidth"] = "#c00000", "2.5"
         graph.node(box.id, **attrs)
 
@@ -324,9 +363,9 @@ class _Tree:
         if not out.stubs:
             return
         # stubs sit next to their users: in the same cluster is not needed for layout
-        by_id = {n.id: n for n in draw.nodes}
+        by_id, edges = _inputs(draw)  # stubs are of inputs: no pass over every node
         users: dict[str, set[str]] = collections.defaultdict(set)
-        for edge in _input_edges(draw):
+        for edge in edges:
             if edge.src in out.stubs:
                 users[edge.src].add(edge.dst)
         done: set[str] = set()

@@ -6,6 +6,7 @@ A failing overlay never blanks the graph: it is left out, with one
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -16,9 +17,11 @@ from fxviz.render._model import DrawNode
 
 __all__ = [
     "STATE_STYLES",
+    "Marks",
     "Overlay",
     "Style",
     "apply_overlays",
+    "box_marks",
     "default_overlays",
     "guarded",
 ]
@@ -82,3 +85,39 @@ def apply_overlays(node: DrawNode, overlays: Sequence[Overlay]) -> tuple[Style, 
         classes.extend(style.classes)
     result = Style(**merged, tooltip="\n".join(tooltips) or None, classes=tuple(classes))
     return result, badges
+
+
+@dataclasses.dataclass(frozen=True)
+class Marks:
+    """What the overlays of the nodes inside a collapsed box show on the box: their CSS
+    classes, and ``alarm`` when one of them raised or held NaN/Inf (a red outline).
+    Marks of disjoint node sets combine with ``|``, so a module's are its parts'."""
+
+    classes: frozenset[str] = frozenset()
+    alarm: bool = False
+
+    def __or__(self, other: Marks) -> Marks:
+        if not other.classes and not other.alarm:
+            return self
+        return Marks(self.classes | other.classes, self.alarm or other.alarm)
+
+
+_NO_MARKS = Marks()
+_ALARMS = ("state-error", "nonfinite")
+
+
+def box_marks(nodes: Iterable[DrawNode], overlays: Sequence[Overlay]) -> Marks:
+    """The :class:`Marks` that ``overlays`` leave on ``nodes`` (none: no overlay is called).
+
+    >>> from fxviz.render._model import DrawNode
+    >>> from fxviz.overlays import Style
+    >>> node = DrawNode("a", "a", "call_function", "relu")
+    >>> box_marks([node], [lambda n: Style(classes=("nonfinite",))])
+    Marks(classes=frozenset({'nonfinite'}), alarm=True)
+    """
+    if not overlays:
+        return _NO_MARKS
+    classes = {c for n in nodes for c in apply_overlays(n, overlays)[0].classes}
+    if not classes:
+        return _NO_MARKS
+    return Marks(frozenset(classes), any(c in classes for c in _ALARMS))

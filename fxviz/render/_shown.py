@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 from fxviz.render._collapse import (
     _PART,
@@ -23,6 +24,7 @@ from fxviz.render._collapse import (
     unit_path,
 )
 from fxviz.render._model import DrawEdge, DrawGraph, DrawNode
+from fxviz.render._overlays import Marks, Overlay, box_marks
 
 __all__ = ["ModuleTree", "Shown"]
 
@@ -31,12 +33,15 @@ __all__ = ["ModuleTree", "Shown"]
 class Shown:
     """What a view draws: ``loose`` nodes (drawn themselves, in graph order), collapsed
     ``boxes`` (in the order of their first node), the ``edges`` to draw (in graph order,
-    before mapping) and ``where`` (node id -> DOT id of what draws it, for their ends)."""
+    before mapping) and ``where`` (node id -> DOT id of what draws it, for their ends);
+    ``tree``, when given, keeps what does not change from one view to the next (a box's
+    marks and DOT statement: :meth:`ModuleTree.marks`, :meth:`ModuleTree.kept_lines`)."""
 
     loose: list[DrawNode]
     boxes: list[Box]
     edges: Iterable[DrawEdge]
     where: Mapping[str, str]
+    tree: ModuleTree | None = None
 
 
 class _Members(Sequence[DrawNode]):
@@ -113,6 +118,8 @@ class ModuleTree:
         self.touched = 0
         self._clusters: dict[str, str] | None = None
         self._indices: dict[str, list[int]] = {}
+        # per overlays object: each box's marks and DOT statement (see _kept)
+        self._kept: tuple[Sequence[Overlay], dict[str, Marks], dict[Any, str]] | None = None
         direct = self.direct
         module_of = self.module_of = {n.id: n.module for n in draw.nodes}
         for i, module in enumerate(module_of.values()):  # one pass (ids are unique)
@@ -190,6 +197,32 @@ class ModuleTree:
         self._indices[path] = found
         return found
 
+    def marks(self, path: str, overlays: Sequence[Overlay]) -> Marks:
+        """What ``overlays`` leave on the box of ``path`` (:func:`box_marks` of its nodes),
+        made from its sub-modules' marks and kept, per overlays object: each node meets
+        the overlays once per drawing, so opening a module (whose boxes were parts of the
+        box it was) calls no overlay at all."""
+        kept = self._for(overlays)[0]
+        found = kept.get(path)
+        if found is None:
+            nodes, direct = self.draw.nodes, self.direct.get(path, ())
+            self.touched += len(direct)
+            found = box_marks((nodes[i] for i in direct), overlays)
+            for kid in self.kids.get(path, ()):  # as deep as the module paths: a few levels
+                found |= self.marks(kid, overlays)
+            kept[path] = found
+        return found
+
+    def kept_lines(self, overlays: Sequence[Overlay]) -> dict[Any, str]:
+        """Where the DOT renderer keeps each box's statement drawn with ``overlays``
+        (a box is drawn the same in every view: only the boxes a view adds are made)."""
+        return self._for(overlays)[1]
+
+    def _for(self, overlays: Sequence[Overlay]) -> tuple[dict[str, Marks], dict[Any, str]]:
+        if self._kept is None or self._kept[0] is not overlays:
+            self._kept = (overlays, {}, {})
+        return self._kept[1], self._kept[2]
+
     def roots(self, paths: Iterable[str]) -> set[str]:
         """The drawn paths that expanding or collapsing ``paths`` may change (a module
         called more than once is one path per call: ``blk.0`` and ``blk@2.0``)."""
@@ -235,7 +268,7 @@ class ModuleTree:
         numbers = sorted(k for p in opened for k in self.meet.get(p, ()))
         edges = [self.draw.edges[k] for k in numbers]
         where = _Where(self, {b.path: b.id for b in boxes})
-        return Shown([nodes[i] for i in sorted(loose)], boxes, edges, where)
+        return Shown([nodes[i] for i in sorted(loose)], boxes, edges, where, self)
 
     def _first(self, path: str) -> int:
         """The number of the first node inside ``path``: directly in it, or in its first

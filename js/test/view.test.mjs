@@ -1,7 +1,7 @@
 // Unit tests of the opening view's anchor (js/view.js): `npm test` (node --test).
 import assert from "node:assert/strict";
 import test from "node:test";
-import { topmostNode } from "../view.js";
+import { drawnBox, fitLabels, shapeBox, topmostNode } from "../view.js";
 
 const node = (name, y, kind) => ({
   name,
@@ -14,4 +14,60 @@ test("the view opens on the model's own first node, not an input beside it", () 
   assert.equal(topmostNode(nodes).name, "embed");
   assert.equal(topmostNode([node("x", 10, "placeholder"), node("y", 5, "placeholder")]).name, "y"); // only inputs
   assert.equal(topmostNode([]), null);
+});
+
+// A fake SVG element: attributes only, and no geometry (getBBox throws, as a layout
+// would be needed for it): labels must be fitted from what Graphviz wrote.
+const el = (tag, attrs, children = []) => ({
+  tagName: tag,
+  attrs: { ...attrs },
+  children,
+  getAttribute(name) { return this.attrs[name] ?? null; },
+  setAttribute(name, value) { this.attrs[name] = String(value); },
+  getBBox() { throw new Error("getBBox: the page was made to lay the SVG out"); },
+  closest: () => null,
+  querySelector(selector) { return this.querySelectorAll(selector)[0] ?? null; },
+  querySelectorAll(selector) {
+    const tags = selector.split(",").map((s) => s.trim());
+    const found = [];
+    const walk = (e) => { for (const c of e.children) { if (tags.includes(c.tagName)) found.push(c); walk(c); } };
+    walk(this);
+    return found;
+  },
+  get textContent() { return this.attrs.text ?? ""; },
+});
+
+test("a shape's box is read off its attributes: polygon, rounded path, ellipse", () => {
+  assert.deepEqual(shapeBox(el("polygon", { points: "98,-62 95,-66 74,-66 71,-62 34,-62 34,-20 98,-20 98,-62" })), { x: 34, y: -66, width: 64, height: 46 });
+  assert.deepEqual(shapeBox(el("path", { d: "M10,-5C10,-5 60,-5 60,-5C66,-5 66,-30 60,-30C60,-30 10,-30 10,-30C4,-30 4,-5 10,-5" })), { x: 4, y: -30, width: 62, height: 25 });
+  assert.deepEqual(shapeBox(el("ellipse", { cx: "50", cy: "-20", rx: "30", ry: "10" })), { x: 20, y: -30, width: 60, height: 20 });
+  assert.throws(() => shapeBox(el("path", { d: "M0,0 L10,10 Z" })), /getBBox/); // not Graphviz's M/C: measured
+});
+
+test("labels are fitted into their shapes without the page laying the SVG out", () => {
+  const wide = el("text", { x: "40", "text-anchor": "start", "font-size": "11", text: "a label far wider than its box" });
+  const fits = el("text", { x: "50", "text-anchor": "middle", "font-size": "11", text: "ok" });
+  const node = el("g", {}, [el("polygon", { points: "34,-66 98,-66 98,-20 34,-20" }), wide, fits]);
+  fitLabels([node], { measure: (text) => 6 * text.textContent.length });
+  assert.equal(wide.getAttribute("text-anchor"), "middle"); // centred on the face
+  assert.equal(Number(wide.getAttribute("x")), 66);
+  assert.equal(Number(wide.getAttribute("textLength")), 64 - 8); // condensed into it, 4 units clear each side
+  assert.equal(fits.getAttribute("textLength"), null); // a label that fits is left alone
+  assert.equal(fits.getAttribute("x"), "50");
+});
+
+test("a node's box comes from its outline and the graph's translation, with no layout", () => {
+  const classed = (e, names) => Object.assign(e, { classList: { contains: (c) => names.includes(c) } });
+  const viewport = classed(el("g", {}), ["svg-pan-zoom_viewport"]);
+  const graph = classed(el("g", { transform: "scale(1 1) rotate(0) translate(4 9913.64)" }), ["graph"]);
+  const outline = el("polygon", { points: "34,-66 98,-66 98,-20 34,-20" });
+  const node = classed(el("g", {}, [outline]), ["node"]);
+  Object.assign(graph, { parentNode: viewport });
+  Object.assign(node, { parentNode: graph });
+  Object.assign(outline, { parentNode: node });
+  outline.parentNode.closest = () => node;
+  const box = drawnBox(node);
+  assert.deepEqual({ ...box, y: Math.round(box.y * 100) / 100 }, { x: 38, y: 9847.64, width: 64, height: 46 });
+  graph.attrs.transform = "scale(2 2) translate(4 5)"; // not Graphviz's plain translation: measured
+  assert.equal(drawnBox(node), null);
 });

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser.conftest import open_and_run, screenshot, write_notebook
+from tests.browser.conftest import LABELS_OUTSIDE, open_and_run, screenshot, write_notebook
 
 pytestmark = pytest.mark.browser
 
@@ -87,4 +87,10 @@ def test_a_20000_node_graph_opens_on_its_outer_modules_readable(browser, lab):
     assert after["opening"] == "in place"
     assert abs(after["x"] - before["x"]) <= 4, (before, after)  # opened where its box was
     assert abs(after["y"] - before["y"]) <= 4, (before, after)
+    # what the module opened into: its own boxes on screen, readable, every label inside
+    # its shape (labels are fitted from what Graphviz wrote, before the page lays it out)
+    inner = [b for b in page.evaluate(BOXES_SEEN) if b["label"].startswith(first["label"] + ".")]
+    assert len(inner) >= 3, inner
+    assert all(box["px"] >= 10 for box in inner), inner
+    assert page.evaluate(LABELS_OUTSIDE) == []
     page.close()

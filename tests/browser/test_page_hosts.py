@@ -94,6 +94,7 @@ def test_the_overview_is_optional_and_themed(offline, tmp_path, scheme):
     page.wait_for_function("document.querySelector('.fxviz')?.dataset.opening")
     assert page.evaluate("document.querySelector('.fxviz').dataset.opening") != "fit"
     minimap, toggle = page.locator(".fxviz-minimap"), page.locator(".fxviz-minimap-toggle")
+    minimap.wait_for(state="visible")  # drawn once the graph is on screen, not before it
     assert shown(minimap)
     graph = page.locator(".fxviz-graph").bounding_box()
     box = minimap.bounding_box()

@@ -36,8 +36,9 @@ class Model(nn.Module):
 
 @pytest.fixture
 def reads(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
-    """Counts reads of every drawn node's ``module`` and ``name``: any pass over all the
-    nodes (folding, a units map, a scan for a name) reads one of them per node."""
+    """Counts reads of every drawn node's ``module``, ``name`` and ``record``: any pass
+    over all the nodes (folding, a units map, a scan for a name, overlays marking a box)
+    reads one of them per node."""
     count = {"reads": 0}
 
     def counted(field: str) -> property:
@@ -50,14 +51,18 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
 
         return property(get, put)
 
-    for field in ("module", "name"):
+    for field in ("module", "name", "record"):
         monkeypatch.setattr(DrawNode, field, counted(field), raising=False)
     return count
 
 
-def _open_head(n: int, reads: dict[str, int]) -> tuple[int, int, fxviz.GraphView]:
-    """(nodes read, tree nodes touched) while the head opens, in a graph of ``n`` blocks."""
-    view = fxviz.show(fxviz.trace(Model(n)), depth=1)
+def _open_head(
+    n: int, reads: dict[str, int], recorded: bool = False
+) -> tuple[int, int, fxviz.GraphView]:
+    """(nodes read, tree nodes touched) while the head opens, in a graph of ``n`` blocks
+    (``recorded``: of a recording of it, drawn with its overlays: errors, NaN/Inf)."""
+    gm = fxviz.trace(Model(n))
+    view = fxviz.show(fxviz.record(gm, torch.randn(2, 4)) if recorded else gm, depth=1)
     view.handle({"type": "painted"})  # the units are the browser's from now on
     tree = view._drawing.tree
     reads["reads"], touched = 0, tree.touched
@@ -77,6 +82,36 @@ def test_opening_a_module_reads_the_same_nodes_whatever_the_graph_size(reads):
     assert big_reads == small_reads  # no node outside the head was looked at
     assert big_touched == small_touched
     assert big_reads <= 60  # the head's 9 nodes, a few times each: not the 3,600
+
+
+def test_opening_a_module_of_a_recording_reads_no_node_outside_it(reads):
+    # a recording's overlays mark each box with what its nodes show (an error, NaN
+    # inside): worked out once per module, not over every node of every box at each view
+    small_reads, _, small = _open_head(20, reads, recorded=True)
+    big_reads, _, big = _open_head(400, reads, recorded=True)
+    assert isinstance(big._obj, fxviz.Recording)
+    assert len(big._draw.nodes) > 15 * len(small._draw.nodes)
+    assert big.units["head_a"] == "head_a"
+    assert big_reads == small_reads  # no node outside the head was looked at
+    assert big_reads <= 80  # the head's 9 nodes, a few times each: not the 3,600
+
+
+def test_a_recording_box_holding_a_nan_is_still_marked_after_another_module_opens():
+    model = Model(6)
+    with torch.no_grad():
+        model.trunk[3].b.weight.fill_(float("nan"))  # NaN from trunk.3 on, head included
+    view = fxviz.show(fxviz.record(model, torch.randn(2, 4)), depth=2)
+    view.expand("head")
+    box = next(
+        line for line in view.dot.splitlines() if line.lstrip().startswith("module__trunk__4 ")
+    )
+    assert "nonfinite" in box
+    assert 'color="#c00000"' in box
+    clean = next(
+        line for line in view.dot.splitlines() if line.lstrip().startswith("module__trunk__1 ")
+    )
+    assert "nonfinite" not in clean
+    assert "#c00000" not in clean
 
 
 def test_units_after_opening_and_closing_agree_with_a_view_drawn_from_scratch():
@@ -119,3 +154,24 @@ def test_the_module_tree_draws_what_folding_every_node_draws():
             frozenset(state.get("collapse", ())),
         )
         assert units == whole.units, state
+
+
+def test_opening_a_module_makes_statements_only_for_what_it_adds(monkeypatch):
+    # the other 199 trunk boxes stay as they were: their statements are kept, not made again
+    import fxviz.render._dot as dot
+
+    made = {"labels": 0}
+    real = dot.html_label
+
+    def counted(*args, **kwargs):
+        made["labels"] += 1
+        return real(*args, **kwargs)
+
+    view = fxviz.show(fxviz.trace(Model(200)), depth=2)
+    assert view.dot.count("fx-module") >= 200  # the trunk's blocks are boxes
+    monkeypatch.setattr(dot, "html_label", counted)
+    view.expand("trunk.5")
+    assert view.expanded == ["trunk.5"]
+    assert "trunk_5_a" in view.dot
+    assert view.dot.count("fx-module") >= 199  # still drawn, from the kept statements
+    assert made["labels"] <= 20  # the opened block's few nodes, not 199 boxes again
