@@ -10,6 +10,7 @@ someone looks at that record.
 from __future__ import annotations
 
 import itertools
+import threading
 import time
 import warnings
 import weakref
@@ -99,6 +100,7 @@ class Recorder:
         # batches of nodes whose entries are made when first read (see ``defer``)
         self._pending: list[tuple[Sequence[torch.fx.Node], Callable[[], None]]] = []
         self._pending_count = 0
+        self._making = threading.Lock()
         # node -> its entry, for entries summarised as they ran (``stamp`` set): the only
         # ones another node's statistics can be taken from (a view of a parameter)
         self._stamped: dict[torch.fx.Node, _Entry] = {}
@@ -131,9 +133,10 @@ class Recorder:
     def entries(self) -> list[_Entry]:
         """One entry a node run, in order (making the deferred ones first)."""
         if self._pending:
-            pending, self._pending, self._pending_count = self._pending, [], 0
-            for _, make in pending:
-                make()
+            with self._making:  # another thread reading now waits for them whole
+                for _, make in self._pending:
+                    make()
+                self._pending, self._pending_count = [], 0
         return self._entries
 
     @property

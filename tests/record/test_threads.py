@@ -3,6 +3,7 @@ other threads do (plain forwards, random draws) is disturbed."""
 
 from __future__ import annotations
 
+import functools
 import sys
 import threading
 from collections.abc import Callable
@@ -176,3 +177,23 @@ def test_attention_without_dropout_steps_without_a_global_random_state_warning()
     assert dbg.error is None
     torch.testing.assert_close(dbg.output, model(x), rtol=0, atol=0)
     assert torch.equal(torch.random.get_rng_state(), state)
+
+
+def test_one_recording_read_from_several_threads_at_once_reads_whole():
+    """Records made at first read are made once, whole, whichever thread reads first: the
+    others wait for them (a widget and the user's cell may read one recording at once)."""
+    before = sys.getswitchinterval()
+    torch.manual_seed(0)
+    model, x = Deep(depth=40), torch.randn(4, 16)
+    expected = _maxima(fxviz.record(model, x))
+    sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter can
+    try:
+        for _ in range(5):
+            read = _run_threads([functools.partial(_maxima, fxviz.record(model, x))] * 4)
+            assert all(names == expected for names in read)
+    finally:
+        sys.setswitchinterval(before)
+
+
+def _maxima(rec: fxviz.Recording) -> list[tuple[str, Any]]:
+    return [(r.name, r.outputs[0].max) for r in rec.values()]
