@@ -147,21 +147,13 @@ def test_concrete_args_specialise_a_flag():
 
 
 def test_auto_tries_the_method_that_held_the_class_before_the_costly_ones(monkeypatch):
-    from fxviz import capture
     from fxviz._capture._auto import forget
 
     forget()
     x = torch.randn(2)
     first = fxviz.trace(ValueBranch(), x)  # symbolic and export fail; Dynamo holds it
     assert first.meta["fxviz_method"] == "dynamo"
-    tried: list[str] = []
-    original = capture._faithful
-
-    def spy(name, *args):
-        tried.append(name)
-        return original(name, *args)
-
-    monkeypatch.setattr(capture, "_faithful", spy)
+    tried = _methods_tried(monkeypatch)
     model = ValueBranch()  # another model of the class: export's failure is not paid again
     y = torch.randn(2)
     gm = fxviz.trace(model, y)
@@ -211,21 +203,13 @@ def test_auto_does_not_export_a_model_whose_output_export_cannot_return(monkeypa
     # a language model's DynamicCache: a failed export traces the whole model first
     import transformers as tf
 
-    from fxviz import capture
     from fxviz._capture._auto import forget
 
     forget()
     torch.manual_seed(0)
     config = tf.GPT2Config(vocab_size=50, n_layer=1, n_embd=16, n_head=2, n_positions=16)
     model, ids = tf.GPT2LMHeadModel(config).eval(), torch.randint(0, 50, (1, 5))
-    tried: list[str] = []
-    original = capture._faithful
-
-    def spy(name, *args):
-        tried.append(name)
-        return original(name, *args)
-
-    monkeypatch.setattr(capture, "_faithful", spy)
+    tried = _methods_tried(monkeypatch)
     state = {k: v.clone() for k, v in model.state_dict().items()}
     before = torch.random.get_rng_state()
     gm = fxviz.trace(model, input_ids=ids)
@@ -313,3 +297,18 @@ def test_dynamos_trace_call_log_still_names_the_function_of_each_call():
     calls = [line for line in lines if line.startswith("TRACE FX call relu")]
     assert calls
     assert " in forward (_Scaled.forward)" in calls[0]
+
+
+def _methods_tried(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The capture methods ``trace`` tries from now on, in order (filled as it runs)."""
+    from fxviz import capture
+
+    tried: list[str] = []
+    original = capture._faithful
+
+    def spy(name, *args):
+        tried.append(name)
+        return original(name, *args)
+
+    monkeypatch.setattr(capture, "_faithful", spy)
+    return tried
