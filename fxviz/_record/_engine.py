@@ -198,16 +198,11 @@ class _Run:
         # none). Viewing none of its inputs, there is nothing to do but note its version;
         # viewing some (a view, a reshape, a no-op ``.to``), see ``_view``.
         plain = type(value) is _TENSOR and plain_op
-        viewed = None
+        viewed: tuple[int, ...] | None = None
         if plain:
-            for j, t in enumerate(given):
-                kind = type(t)
-                if kind is _TENSOR or kind is _PARAMETER:
-                    if is_alias_of(value, t):
-                        viewed = (j,) if viewed is None else (*viewed, j)
-                elif isinstance(t, _CONTAINERS):
-                    plain = False
-                    break
+            viewed = _views(value, given)
+            plain = viewed is not None
+            viewed = viewed or None
         if plain and kept and self._lazy:
             try:
                 version = value._version
@@ -398,20 +393,29 @@ def _views_any(
     return False
 
 
+def _views(value: torch.Tensor, inputs: tuple[Any, ...]) -> tuple[int, ...] | None:
+    """The positions of the inputs whose memory ``value`` shares, when the inputs are all
+    plain tensors or scalars; ``None`` when one is a container or a tensor subclass."""
+    found: tuple[int, ...] = ()
+    for j, t in enumerate(inputs):
+        kind = type(t)
+        if kind is _TENSOR or kind is _PARAMETER:
+            if is_alias_of(value, t):
+                found += (j,)
+        elif isinstance(t, _CONTAINERS):
+            return None
+    return found
+
+
 def _viewed(
     value: torch.Tensor, nodes: tuple[Any, ...], inputs: tuple[Any, ...]
 ) -> tuple[str, ...]:
     """The names of the inputs whose memory ``value`` shares, as ``aliased_inputs`` finds
     them (inlined for inputs that are all plain tensors or scalars)."""
-    found: list[str] = []
-    for n, t in zip(nodes, inputs, strict=True):
-        kind = type(t)
-        if kind is _TENSOR or kind is _PARAMETER:
-            if is_alias_of(value, t) and n.name not in found:
-                found.append(n.name)
-        elif isinstance(t, _CONTAINERS):
-            return aliased_inputs(value, tensor_inputs(nodes, inputs))
-    return tuple(found)
+    found = _views(value, inputs)
+    if found is None:
+        return aliased_inputs(value, tensor_inputs(nodes, inputs))
+    return tuple(dict.fromkeys(nodes[j].name for j in found))
 
 
 def record_compiled(
