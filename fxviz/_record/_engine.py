@@ -159,26 +159,7 @@ class _Run:
                     slots.append((i, value, inputs[k], ends[k] - starts[k], version))
                     continue
             slots.append(self._entry(i, value, inputs[k], ends[k] - starts[k]))
-        recorder.defer(self.compiled.nodes[first : first + len(values)], lambda: self._make(slots))
-
-    def _make(self, slots: list[Any]) -> None:
-        """Append the entries of a deferred batch: those made as it ran, and the others
-        from their values, inputs, times and versions then (which inputs a value views
-        is a matter of memory, which no later write changes)."""
-        recorder = self.recorder
-        nodes, input_nodes = self.compiled.nodes, self.compiled.inputs
-        entries, position = recorder._entries, recorder._position
-        for slot in slots:
-            if type(slot) is tuple:
-                i, value, given, elapsed, version = slot
-                entry = _Entry(nodes[i], value, True, elapsed)
-                entry.versions = (version,)
-                if given:
-                    entry.aliases = _viewed(value, input_nodes[i], given)
-            else:
-                entry = slot
-            position[entry.node] = len(entries)
-            entries.append(entry)
+        recorder.defer(_Deferred(self.compiled, first, slots))
 
     def _entry(self, i: int, value: Any, given: tuple[Any, ...], elapsed: float) -> _Entry:
         """The entry of node ``i`` (which cannot write in place), described now."""
@@ -381,6 +362,35 @@ class _Run:
         return {n: frame_locals[names[n]] for n in self.compiled.nodes if names[n] in frame_locals}
 
 
+class _Deferred:
+    """Nodes ``first``, ``first + 1``, ... of a run, handed over by one ``flush``: each
+    slot an entry made as it ran, or what its entry is made from when first needed (its
+    value, inputs, time and version then: which inputs a value views is a matter of
+    memory, which no later write changes)."""
+
+    __slots__ = ("compiled", "nodes", "slots")
+
+    def __init__(self, compiled: Compiled, first: int, slots: list[Any]) -> None:
+        self.compiled, self.slots = compiled, slots
+        self.nodes = compiled.nodes[first : first + len(slots)]
+
+    def entry(self, k: int) -> _Entry:
+        slot = self.slots[k]
+        if type(slot) is tuple:
+            i, value, given, elapsed, version = slot
+            slot = self.slots[k] = _Entry(self.compiled.nodes[i], value, True, elapsed)
+            slot.versions = (version,)
+            if given:
+                slot.aliases = _viewed(value, self.compiled.inputs[i], given)
+        return slot
+
+    def kept(self, k: int) -> Any:
+        slot = self.slots[k]
+        if type(slot) is tuple:
+            return slot[1]
+        return slot.value if slot.kept else None
+
+
 def _views_any(
     value: torch.Tensor, nodes: tuple[Any, ...], inputs: tuple[Any, ...], among: Any
 ) -> bool:
@@ -415,6 +425,8 @@ def _viewed(
     found = _views(value, inputs)
     if found is None:
         return aliased_inputs(value, tensor_inputs(nodes, inputs))
+    if not found:
+        return ()
     return tuple(dict.fromkeys(nodes[j].name for j in found))
 
 

@@ -14,8 +14,8 @@ import threading
 import time
 import warnings
 import weakref
-from collections.abc import Callable, Sequence
-from typing import Any, Literal, overload
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Literal, Protocol, overload
 
 import torch
 import torch.fx
@@ -40,12 +40,13 @@ from fxviz._record._writes import (
     written_locations,
     written_tensors,
 )
-from fxviz._torch_compat import graph_tail, tree_map_only_tensors
+from fxviz._torch_compat import graph_tail, storage_id, tree_map_only_tensors
 from fxviz.errors import FxvizWarning
 
-__all__ = ["Keep", "Recorder", "check_keep"]
+__all__ = ["Deferred", "Keep", "Recorder", "check_keep"]
 
 Keep = Literal["all", "stats"] | int
+_STRIDED = torch.strided
 _FREE_OPS = ("placeholder", "get_attr")  # their values exist anyway: never count them
 _Key = int  # a storage's identity
 _BLOCK = 64  # entries whose pending statistics are taken together (see _measure_block)
@@ -58,9 +59,6 @@ def check_keep(keep: Any) -> Keep:
     if isinstance(keep, int) and not isinstance(keep, bool) and keep >= 0:
         return keep
     raise ValueError(f"keep must be 'all', 'stats' or a byte budget (int >= 0), not {keep!r}")
-
-
-_NO_KEYS: frozenset[_Key] = frozenset()
 
 
 class _Entry(StoredValue):
@@ -78,7 +76,6 @@ class _Entry(StoredValue):
     mutates: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
     produced: tuple[str, ...] = ()
-    keys: frozenset[_Key] | None = None  # memory its kept value lives on
     snapshotted: frozenset[_Key] = frozenset()  # storages already copied before a write
     record: NodeRecord | None = None
 
@@ -87,6 +84,33 @@ class _Entry(StoredValue):
         self.value = value if kept else None
         self.kept = kept
         self.elapsed = elapsed
+
+
+class Deferred(Protocol):
+    """Nodes that ran one after another, whose entries are made when first needed."""
+
+    nodes: Sequence[torch.fx.Node]
+
+    def entry(self, k: int) -> _Entry:
+        """The entry of ``nodes[k]``, made now if it was not (once: the same one after)."""
+        ...
+
+    def kept(self, k: int) -> Any:
+        """The value ``nodes[k]`` kept (``None`` when none), making no entry."""
+        ...
+
+
+class _Made:
+    """One entry already made, run after deferred ones (a :class:`Deferred` of one)."""
+
+    def __init__(self, entry: _Entry) -> None:
+        self.nodes, self._entry = (entry.node,), entry
+
+    def entry(self, k: int) -> _Entry:
+        return self._entry
+
+    def kept(self, k: int) -> Any:
+        return self._entry.value if self._entry.kept else None
 
 
 class Recorder:
@@ -98,7 +122,7 @@ class Recorder:
         self.stats = check_stats(stats)
         self._entries: list[_Entry] = []
         # batches of nodes whose entries are made when first read (see ``defer``)
-        self._pending: list[tuple[Sequence[torch.fx.Node], Callable[[], None]]] = []
+        self._pending: list[Deferred] = []
         self._pending_count = 0
         self._making = threading.Lock()
         # node -> its entry, for entries summarised as they ran (``stamp`` set): the only
@@ -110,8 +134,8 @@ class Recorder:
         self._position: dict[torch.fx.Node, int] = {}
         self._plans = _plans_of(self.interpreter.graph)
         self._texts = _plans_of(self.interpreter.graph, "_fxviz_texts")
-        self._owners: dict[_Key, list[int]] = {}  # memory -> kept entries on it
-        self._indexed = 0  # entries before this one are in _owners
+        self._owners: dict[_Key, list[int]] = {}  # memory -> positions of kept values on it
+        self._indexed = 0  # nodes run before this position are in _owners
         self._measured_blocks: set[int] = set()  # see _measure_block
         # memory the kept values live on, each with a weak reference to a tensor on it: a
         # storage freed later (its value swapped for a copy before a write) may have its
@@ -134,8 +158,9 @@ class Recorder:
         """One entry a node run, in order (making the deferred ones first)."""
         if self._pending:
             with self._making:  # another thread reading now waits for them whole
-                for _, make in self._pending:
-                    make()
+                for batch in self._pending:
+                    for k in range(len(batch.nodes)):
+                        self._add(batch.entry(k))
                 self._pending, self._pending_count = [], 0
         return self._entries
 
@@ -144,20 +169,19 @@ class Recorder:
         """How many nodes ran, the deferred ones included (making none)."""
         return len(self._entries) + self._pending_count
 
-    def defer(self, nodes: Sequence[torch.fx.Node], make: Callable[[], None]) -> None:
-        """Leave the entries of ``nodes`` (which ran next, in this order) to ``make``, which
-        appends them when ``entries`` is first read. ``make`` must not depend on what may
-        change before then: it gets what it needs from the time the nodes ran."""
-        self._pending.append((nodes, make))
-        self._pending_count += len(nodes)
+    def defer(self, batch: Deferred) -> None:
+        """Leave the entries of ``batch.nodes`` (which ran next, in this order) to be made
+        when ``entries`` is first read, or when a write is about to change one's value."""
+        self._pending.append(batch)
+        self._pending_count += len(batch.nodes)
 
     def names(self, count: int) -> list[str]:
         """The names of the first ``count`` nodes run (making no deferred entry)."""
         names = [e.node.name for e in self._entries[:count]]
-        for nodes, _ in self._pending:
+        for batch in self._pending:
             if len(names) >= count:
                 break
-            names += [n.name for n in nodes]
+            names += [n.name for n in batch.nodes]
         return names[:count]
 
     # -- the hot path --------------------------------------------------------------------
@@ -296,10 +320,9 @@ class Recorder:
         value = entry.value
         if not isinstance(value, torch.Tensor) or entry.versions != (value._version,):
             return None
-        bases, entries = [], self.entries
+        bases = []
         for node in entry.node.all_input_nodes:
-            index = self._position.get(node)
-            base = None if index is None else entries[index]
+            base = self._entry_of(node)
             if base is None or node.name not in entry.aliases or not base.kept:
                 continue
             if isinstance(base.value, torch.Tensor) and not base.value.is_inference():
@@ -308,9 +331,36 @@ class Recorder:
         return view_summary(value, bases) if bases else None
 
     def _append(self, entry: _Entry) -> None:
-        entries = self.entries
-        self._position[entry.node] = len(entries)
-        entries.append(entry)
+        """Add ``entry`` after every node run so far (deferred too, behind deferred ones)."""
+        if self._pending:
+            self.defer(_Made(entry))
+        else:
+            self._add(entry)
+
+    def _add(self, entry: _Entry) -> None:
+        self._position[entry.node] = len(self._entries)
+        self._entries.append(entry)
+
+    def _entry_at(self, position: int) -> _Entry:
+        """The entry of the ``position``-th node run, making it alone if it was deferred."""
+        if position < len(self._entries):
+            return self._entries[position]
+        position -= len(self._entries)
+        for batch in self._pending:
+            if position < len(batch.nodes):
+                return batch.entry(position)
+            position -= len(batch.nodes)
+        raise IndexError(position)
+
+    def _entry_of(self, node: torch.fx.Node) -> _Entry | None:
+        """The entry of ``node`` if it ran, making it alone if it was deferred."""
+        index = self._position.get(node)
+        if index is not None:
+            return self._entries[index]
+        for batch in self._pending:
+            if node in batch.nodes:
+                return batch.entry(batch.nodes.index(node))
+        return None
 
     # -- results -------------------------------------------------------------------------
     def finish(self, output: Any) -> None:
@@ -451,63 +501,67 @@ class Recorder:
         held = self._kept_storages.get(key)
         return held is not None and held() is not None
 
-    def _index_kept(self, upto: int) -> None:
-        """Note which memory the kept values of entries before ``upto`` live on."""
-        entries, owners = self.entries, self._owners
-        for index in range(self._indexed, upto):
-            entry = entries[index]
-            if not entry.kept:
-                continue
-            value = entry.value
-            if type(value) is torch.Tensor:  # most values: one plain tensor
-                found = storage_key(value)
-                keys: frozenset[_Key] = _NO_KEYS if found is None else frozenset((found,))
-            else:
-                keys = frozenset(
-                    key for _, t in iter_tensors(value) if (key := storage_key(t)) is not None
-                )
-            entry.keys = keys
-            for key in keys:
-                owners.setdefault(key, []).append(index)
-        self._indexed = max(self._indexed, upto)
+    def _index_kept(self) -> None:
+        """Note which memory the kept values of the nodes run so far live on (making no
+        deferred entry)."""
+        owners, position = self._owners, self._indexed
+        made = self._entries
+        values = [e.value if e.kept else None for e in made[position:]]
+        skip = max(0, position - len(made))
+        for batch in self._pending:
+            values += [batch.kept(k) for k in range(skip, len(batch.nodes))]
+            skip = max(0, skip - len(batch.nodes))
+        for value in values:
+            if type(value) is torch.Tensor:  # most values: one plain tensor (storage_key)
+                key = None if value.is_meta or value.layout != _STRIDED else storage_id(value)
+                if key is not None:
+                    owners.setdefault(key, []).append(position)
+            elif value is not None:
+                keys = {key for _, t in iter_tensors(value) if (key := storage_key(t)) is not None}
+                for key in keys:
+                    owners.setdefault(key, []).append(position)
+            position += 1
+        self._indexed = position
+
+    def _kept_on(self, tensors: Sequence[torch.Tensor]) -> Iterator[tuple[_Key, _Entry]]:
+        """``(key, entry)`` for each storage ``key`` under ``tensors`` and each entry whose
+        kept value lives on it (made now if it was deferred: only those)."""
+        keys = {key for t in tensors if (key := storage_key(t)) is not None}
+        if not keys:
+            return
+        self._index_kept()
+        for key in keys:
+            for position in self._owners.get(key, ()):
+                yield key, self._entry_at(position)
 
     def settle(self, tensors: Sequence[torch.Tensor]) -> None:
         """Take the pending statistics of kept values that share memory with ``tensors``:
         the next node runs code fxviz does not know, which could write into them."""
-        keys = {key for t in tensors if (key := storage_key(t)) is not None}
-        self._index_kept(len(self.entries))
-        for key in keys:
-            for index in self._owners.get(key, ()):
-                entry = self.entries[index]
-                if entry.outputs is None and entry.versions is not None:
-                    self.outputs(entry)
+        for _, entry in self._kept_on(tensors):
+            if entry.outputs is None and entry.versions is not None:
+                self.outputs(entry)
 
     def _snapshot(self, tensors: Sequence[torch.Tensor]) -> None:
         """Copy the kept values that the next node is about to overwrite, before it does."""
-        keys = {key for t in tensors if (key := storage_key(t)) is not None}
-        if not keys:
-            return
-        self._index_kept(len(self.entries))
-        for key in keys:
-            for index in self._owners.get(key, ()):
-                entry = self.entries[index]
-                if key in entry.snapshotted or not entry.kept:
+        for key, entry in self._kept_on(tensors):
+            if key in entry.snapshotted or not entry.kept:
+                continue
+            entry.snapshotted |= {key}
+            self.outputs(entry)  # summarise it as it is, before the write
+            copy = tree_map_only_tensors(lambda t, key=key: _copy_if_on(t, key), entry.value)
+            if isinstance(self.keep, int):
+                pairs = zip(iter_tensors(copy), iter_tensors(entry.value), strict=True)
+                cost = sum(new.nbytes for (_, new), (_, old) in pairs if new is not old)
+                if self._kept_bytes + cost > self.keep:
+                    self._release(entry)
                     continue
-                entry.snapshotted |= {key}
-                self.outputs(entry)  # summarise it as it is, before the write
-                copy = tree_map_only_tensors(lambda t, key=key: _copy_if_on(t, key), entry.value)
-                if isinstance(self.keep, int):
-                    pairs = zip(iter_tensors(copy), iter_tensors(entry.value), strict=True)
-                    cost = sum(new.nbytes for (_, new), (_, old) in pairs if new is not old)
-                    if self._kept_bytes + cost > self.keep:
-                        self._release(entry)
-                        continue
-                    self._kept_bytes += cost
-                entry.value = copy
+                self._kept_bytes += cost
+            entry.value = copy
 
     def _release(self, entry: _Entry) -> None:
         """Drop a kept value that no longer fits the budget, and give its bytes back."""
-        for key in entry.keys or ():
+        keys = {storage_key(t) for _, t in iter_tensors(entry.value)}
+        for key in keys:
             if key in self._kept_storages and len(self._owners.get(key, ())) <= 1:
                 del self._kept_storages[key]
                 self._kept_bytes -= self._storage_bytes.pop(key, 0)

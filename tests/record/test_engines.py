@@ -297,3 +297,35 @@ def test_entries_made_at_first_read_are_those_made_as_the_graph_ran():
     assert nodes["t"]["outputs"][0]["max"] is not None
     changed = {m.split("'")[1] for m in views["compiled"][1]}  # since: shapes only
     assert changed == {"relu", "view", "reshape", "output"}
+
+
+class _WritesIntoViews(torch.nn.Module):
+    """In-place writes into a value and its views, beside values on other memory."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        h = torch.relu(x * 2)
+        flat = h.view(-1)
+        t = torch.tanh(x) + 1  # other memory: no write reaches it
+        flat[:3] += 1  # into h's memory, through a view
+        h.mul_(2)
+        return h, flat, t, t.t()
+
+
+def test_an_in_place_write_makes_only_the_entries_on_the_memory_it_writes():
+    """Before a node writes in place, the kept values on that memory are copied; the
+    compiled engine makes the entries of those values then (out of their turn: their
+    statistics are taken before the write) and leaves the others to the first read. The
+    recording is the interpreted engine's all the same."""
+    x = torch.randn(3, 3)
+    recs = {e: _record_on(e, fxviz.trace(_WritesIntoViews(), x), x) for e in _engine.ENGINES}
+    recorder = recs["compiled"]._records._recorder
+    unmade = {
+        batch.nodes[k].name
+        for batch in recorder._pending
+        for k, slot in enumerate(getattr(batch, "slots", ()))
+        if type(slot) is tuple
+    }
+    assert "tanh" in unmade  # no write reached its memory: made when first read
+    assert not {"relu", "view"} & unmade  # copied and summarised before the write
+    assert_same_recording(recs["compiled"], recs["interpreted"])
+    assert recs["compiled"]["relu"].outputs[0].max == torch.relu(x * 2).max().item()
