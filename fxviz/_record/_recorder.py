@@ -22,6 +22,7 @@ import torch.fx
 
 from fxviz._nodes import module_path, source_line, target_text
 from fxviz._record._grads import GradientWatcher
+from fxviz._record._moments import permuted_dense
 from fxviz._record._records import NodeRecord, Recording, StoredValue
 from fxviz._record._stats import (
     cached_summary,
@@ -547,8 +548,12 @@ class Recorder:
             if key in entry.snapshotted or not entry.kept:
                 continue
             entry.snapshotted |= {key}
+            value = entry.value
+            copy = tree_map_only_tensors(lambda t, key=key: _copy_if_on(t, key), value)
+            if self._copy_measures_alike(entry, key):  # its statistics wait, for the copy's
+                entry.value, entry.versions = copy, note_versions(copy)
+                continue
             self.outputs(entry)  # summarise it as it is, before the write
-            copy = tree_map_only_tensors(lambda t, key=key: _copy_if_on(t, key), entry.value)
             if isinstance(self.keep, int):
                 pairs = zip(iter_tensors(copy), iter_tensors(entry.value), strict=True)
                 cost = sum(new.nbytes for (_, new), (_, old) in pairs if new is not old)
@@ -557,6 +562,20 @@ class Recorder:
                     continue
                 self._kept_bytes += cost
             entry.value = copy
+
+    def _copy_measures_alike(self, entry: _Entry, key: _Key) -> bool:
+        """Whether a copy of the tensors of ``entry``'s value on memory ``key`` gives the
+        statistics they would give now, so they may wait for the first read: the value
+        unchanged since its node ran, measured on its own (a view's are taken from what it
+        views), each tensor copied laid out as its copy will be (``clone`` keeps the
+        strides of a dense tensor, so its reductions run in the same order), and every
+        value kept (a budget may drop it)."""
+        value = entry.value
+        if self.keep != "all" or entry.outputs is not None or entry.aliases:
+            return False
+        if entry.versions is None or entry.versions != note_versions(value):
+            return False
+        return all(permuted_dense(t) for _, t in iter_tensors(value) if storage_key(t) == key)
 
     def _release(self, entry: _Entry) -> None:
         """Drop a kept value that no longer fits the budget, and give its bytes back."""

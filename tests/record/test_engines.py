@@ -329,3 +329,31 @@ def test_an_in_place_write_makes_only_the_entries_on_the_memory_it_writes():
     assert not {"relu", "view"} & unmade  # copied and summarised before the write
     assert_same_recording(recs["compiled"], recs["interpreted"])
     assert recs["compiled"]["relu"].outputs[0].max == torch.relu(x * 2).max().item()
+
+
+class _OverwrittenLater(torch.nn.Module):
+    """Values written in place after their node ran: contiguous, permuted (an elementwise
+    op on a transposed input keeps its layout) and the tensors of a tuple."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        a = torch.sin(x) * 3 + 0.1
+        b = torch.cos(x.t()) / 7  # strides (1, n): dense, not contiguous
+        top = torch.topk(x, 2)
+        a.add_(1)
+        b.mul_(-2)
+        top.values.sub_(5)
+        return a, b, top.values, top.indices
+
+
+@pytest.mark.parametrize("engine", _engine.ENGINES)
+def test_statistics_of_a_value_written_later_are_those_it_had_when_its_node_ran(engine: str):
+    """A value about to be written is copied, and its statistics may then wait for the
+    first read (taken from the copy): bit for bit the numbers taken as its node ran."""
+    x = torch.randn(5, 5) * 4
+    gm = fxviz.trace(_OverwrittenLater(), x)
+    lazy = _record_on(engine, gm, x)
+    eager = _record_on(engine, gm, x, stats="eager")
+    assert _record_view(lazy) == _record_view(eager)
+    b = lazy["truediv"]
+    assert b.outputs[0].stride == (1, 5)
+    assert b.outputs[0].max == (torch.cos(x.t()) / 7).max().item()
