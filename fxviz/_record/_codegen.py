@@ -83,6 +83,7 @@ class Compiled:
         # the local holding the clock reading taken right before each node's call
         self.starts: dict[int, str] = {}
         self.names = self._names()
+        self.locals = [self.names[n] for n in self.nodes]  # in node order
         self.namespace: dict[str, Any] = {"_fx_clock": time.perf_counter}
         self.source = self._generate()
         self.filename = f"<fxviz-record-{next(_serial)}>"
