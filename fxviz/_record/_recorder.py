@@ -549,7 +549,10 @@ class Recorder:
                 continue
             entry.snapshotted |= {key}
             value = entry.value
-            copy = tree_map_only_tensors(lambda t, key=key: _copy_if_on(t, key), value)
+            if type(value) is torch.Tensor:  # most values: one plain tensor
+                copy = _copy_if_on(value, key)
+            else:
+                copy = tree_map_only_tensors(lambda t, key=key: _copy_if_on(t, key), value)
             if self._copy_measures_alike(entry, key):  # its statistics wait, for the copy's
                 entry.value, entry.versions = copy, note_versions(copy)
                 continue
