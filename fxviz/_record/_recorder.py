@@ -78,7 +78,6 @@ class _Entry(StoredValue):
     aliases: tuple[str, ...] = ()
     produced: tuple[str, ...] = ()
     snapshotted: frozenset[_Key] = frozenset()  # storages already copied before a write
-    record: NodeRecord | None = None
 
     def __init__(self, node: torch.fx.Node, value: Any, kept: bool, elapsed: float) -> None:
         self.node = node
@@ -118,7 +117,10 @@ class Recorder:
     """Records each node an interpreter runs; used by ``RecordingMixin`` and ``Debugger``."""
 
     def __init__(self, interpreter: Any, *, keep: Keep = "all", stats: Any = True) -> None:
-        self.interpreter = interpreter
+        self.interpreter = interpreter  # while it runs (see ``finish``)
+        self._module: Any = None  # the module and env the run left (set by ``finish``)
+        self._env: dict[torch.fx.Node, Any] | None = None
+        self._built: dict[int, NodeRecord] = {}  # records built so far, by index
         self.keep = check_keep(keep)
         self.stats = check_stats(stats)
         self._entries: list[_Entry] = []
@@ -365,9 +367,15 @@ class Recorder:
 
     # -- results -------------------------------------------------------------------------
     def finish(self, output: Any) -> None:
-        """Mark the run complete; warn once if the memory budget dropped values."""
+        """Mark the run complete; warn once if the memory budget dropped values.
+
+        The recorder lets go of its interpreter (keeping the module and env it left),
+        which holds the recorder in turn: a recording dropped is then freed at once, its
+        values with it, not at the garbage collector's next pass."""
         self.output = output
         self.complete = True
+        self._module, self._env = self.interpreter.module, self.interpreter.env
+        self.interpreter = self.next_run_node = None  # type: ignore[assignment]
         if self._dropped:
             kept = len(self.entries) - self._dropped
             warnings.warn(
@@ -385,10 +393,10 @@ class Recorder:
 
     def record(self, index: int) -> NodeRecord:
         """The :class:`NodeRecord` of the ``index``-th node run (built once, then cached)."""
-        entry = self.entries[index]
-        if entry.record is None:
-            entry.record = self._build(index, entry)
-        return entry.record
+        found = self._built.get(index)
+        if found is None:
+            found = self._built[index] = self._build(index, self.entries[index])
+        return found
 
     def recording(
         self, *, error: BaseException | None = None, upto: int | None = None
@@ -396,11 +404,12 @@ class Recorder:
         """A :class:`Recording` of the first ``upto`` nodes run (all by default)."""
         count = self.count if upto is None else min(upto, self.count)
         done = self.complete and count == self.count
+        running = self.interpreter is not None  # else: as the run left them (``finish``)
         return Recording(
-            self.interpreter.module,
+            self.interpreter.module if running else self._module,
             _RecordList(self, count),
             names=self.names(count),
-            env=self.interpreter.env,
+            env=self.interpreter.env if running else self._env,
             output=self.output if done else None,
             complete=done,
             error=error if error is not None else self.error,

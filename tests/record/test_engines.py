@@ -357,3 +357,26 @@ def test_statistics_of_a_value_written_later_are_those_it_had_when_its_node_ran(
     b = lazy["truediv"]
     assert b.outputs[0].stride == (1, 5)
     assert b.outputs[0].max == (torch.cos(x.t()) / 7).max().item()
+
+
+@pytest.mark.parametrize("engine", _engine.ENGINES)
+def test_a_dropped_recording_frees_its_values_at_once(engine: str):
+    """Recording in a loop must not pile values up until the garbage collector's next
+    pass (on a GPU, until memory runs out): nothing a recording holds refers back to it,
+    read or not."""
+    x = torch.randn(8, 16)
+    gm = fxviz.trace(_OverwrittenLater(), x)
+    gc.collect()
+    gc.disable()
+    try:
+        for read in (False, True):
+            rec = _record_on(engine, gm, x)
+            if read:
+                rec.table()
+            values = [weakref.ref(v) for v in rec.env.values() if type(v) is torch.Tensor]
+            values = [r for r in values if r() is not x]  # the input: the test holds it
+            assert len(values) > 5
+            del rec
+            assert [r for r in values if r() is not None] == [], "held until gc.collect()"
+    finally:
+        gc.enable()
