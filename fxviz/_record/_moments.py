@@ -224,6 +224,26 @@ def sum_dtypes(absmax: float, n: int) -> tuple[torch.dtype | None, torch.dtype |
     return (torch.float64 if wide_sum else None, torch.float64 if wide_norm else None)
 
 
+def shared_sum_dtypes(
+    absmaxes: list[float], n: int
+) -> tuple[torch.dtype | None, torch.dtype | None] | None:
+    """What :func:`sum_dtypes` gives each of ``absmaxes`` (of ``n`` values each) when it
+    gives all of them float32's own (``(None, None)``), from two calls: its wide cases are
+    past a bound (monotone) or in ``(0, 1e-15)``; ``None`` when some may differ."""
+    low, top = min(absmaxes), max(absmaxes)
+    if low > 0 and sum_dtypes(low, n) == sum_dtypes(top, n) == (None, None):
+        return (None, None)
+    return None
+
+
+def rows_pick_own_zeros(n: int) -> bool:
+    """Whether ``amin(1)``/``amax(1)`` of contiguous rows of ``n`` values pick, among
+    ``-0.0`` and ``0.0``, the zero :func:`small_range` picks for each row alone: past
+    :data:`_AMINMAX_MAX` both take ``amin``/``amax``, which reduce a row as the flat
+    tensor; up to it ``aminmax`` may pick the other zero."""
+    return n > _AMINMAX_MAX
+
+
 def _block_sums(
     x: torch.Tensor, sum_dtype: torch.dtype | None, norm_dtype: torch.dtype | None
 ) -> tuple[float, float]:

@@ -156,10 +156,24 @@ def summarize_many(tensors: Sequence[torch.Tensor]) -> list[TensorSummary | None
     """``summarize_tensor("", t, True)`` of each tensor, the small float32 ones of one size
     measured together (:mod:`fxviz._record._batched`: the same numbers); ``None`` for those
     left to :func:`summarize_tensor`."""
-    return [
-        None if found is None else _described("", t, True, True, t.numel(), found)
-        for t, found in zip(tensors, batched_statistics(tensors), strict=True)
-    ]
+    out: list[TensorSummary | None] = []
+    # what batched_statistics measures is contiguous float32 on the CPU: its layout
+    # fields are those of its shape, taken once a shape
+    layouts: dict[torch.Size, tuple[Any, ...]] = {}
+    for t, found in zip(tensors, batched_statistics(tensors), strict=True):
+        if found is None:
+            out.append(None)
+            continue
+        layout = layouts.get(t.shape)
+        if layout is None:
+            n = t.numel()
+            layout = (tuple(t.shape), t.dtype, str(t.device), t.stride(), n, n * t.element_size())
+            layouts[t.shape] = layout
+        shape, dtype, device, stride, numel, nbytes = layout
+        out.append(
+            TensorSummary("", shape, dtype, device, stride, t.requires_grad, numel, nbytes, *found)
+        )
+    return out
 
 
 def _described(
