@@ -134,14 +134,10 @@ def _rows_statistics(
         if reread and (mn == 0 or mx == 0):  # which zero (-0.0, 0.0): the one of the
             mn, mx = small_range(rows[i], n)  # tensor's own reductions (its row: the same)
         norm = norms[i]
-        out[i] = finite_statistics(
-            values[i], n, mn, mx, totals[i], norm * norm, _row_count(counts, i)
-        )
+        # counted only where the range holds 0 (else every value is nonzero)
+        if counts is None or mn > 0 or mx < 0:
+            nonzero = n
+        else:
+            nonzero = int(np.count_nonzero(counts[i]))
+        out[i] = finite_statistics(values[i], n, mn, mx, totals[i], norm * norm, nonzero)
     return out
-
-
-def _row_count(counts: Any, row: int) -> Any:
-    """The nonzero count of one row, as ``finite_statistics`` asks for it."""
-    if counts is None:
-        return lambda x, n: n  # no row's range holds 0: never asked
-    return lambda x, n: int(np.count_nonzero(counts[row]))

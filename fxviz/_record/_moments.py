@@ -104,12 +104,13 @@ def finite_statistics(
     mx: float,
     total: float,
     squares: float,
-    nonzero: Callable[[torch.Tensor, int], int] | None,
+    nonzero: Callable[[torch.Tensor, int], int] | int | None,
 ) -> tuple[Any, ...]:
     """The statistics of a dense CPU ``x`` of ``n`` finite values from its reductions
     (its min, max, and its sum and sum of squares as :func:`_sums` takes them), however
-    they were taken (one tensor, or many at once in ``_batched``); ``nonzero(x, n)``
-    counts the nonzero values when the range holds 0 (``None``: zeros not counted).
+    they were taken (one tensor, or many at once in ``_batched``); ``nonzero``: how many
+    values are nonzero, or ``nonzero(x, n)`` counts them when the range holds 0
+    (``None``: zeros not counted).
     Where the sums overflowed or the squares cancel, the spread is measured again."""
     absmax = max(abs(mn), abs(mx))
     mean, std = _mean_std(total, squares, n)
@@ -122,7 +123,7 @@ def finite_statistics(
     elif mn > 0 or mx < 0:
         n_zeros = 0
     else:
-        n_zeros = n - nonzero(x, n)
+        n_zeros = n - (nonzero if isinstance(nonzero, int) else nonzero(x, n))
     return (mn, mx, mean, std, absmax, 0, 0, 0, n_zeros)
 
 
