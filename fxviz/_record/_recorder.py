@@ -22,7 +22,7 @@ import torch.fx
 
 from fxviz._nodes import module_path, source_line, target_text
 from fxviz._record._grads import GradientWatcher
-from fxviz._record._records import NodeRecord, Recording, StoredValue
+from fxviz._record._records import NodeRecord, Recording, StoredValue, new_node_record
 from fxviz._record._stats import (
     cached_summary,
     check_stats,
@@ -368,7 +368,7 @@ class Recorder:
             first = self._first_output(n)
             shapes.append(first.shape if first else None)
             dtypes.append(first.dtype if first else None)
-        return NodeRecord(  # positional (a third cheaper): the fields in their order
+        return new_node_record(  # every field, in order
             index,
             node.name,
             node.op,
