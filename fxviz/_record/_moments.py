@@ -37,8 +37,12 @@ _NO_NONFINITE = (0, 0, 0)
 # every value of the GPT benchmark (~1.3 µs a call, 5-6 calls a chunk).
 _CHUNK = 1 << 20
 # up to this, one aminmax beats amin + amax; past ~20K values torch's aminmax is the
-# slower (0.15 against 0.12 ns a value at 64K values, 2 cores of an AMD EPYC)
-_AMINMAX_MAX = 1 << 14
+# slower (0.15 against 0.12 ns a value at 64K values, 2 cores of an AMD EPYC). Between
+# 8K and 16K values the two are even on a tensor alone (16K: 3.9 against 4.1 µs warm,
+# 4.1-4.3 against 4.5-4.9 cold), and amin/amax let a row of many measured at once keep
+# the zero its tensor's own min/max picks (``_batched`` reads a row with a zero min or
+# max again up to this size: ~4.5 µs at 16K values, every ReLU output)
+_AMINMAX_MAX = 1 << 13
 # float32 sums and norms are taken per block of this many values (see _block_sums)
 _BLOCK = 1 << 16
 # up to this many values, count_nonzero's mispredicted branches cost less than a mask
