@@ -7,10 +7,11 @@ takes cost more in calls than in arithmetic (~1 µs a call, against ~0.2 ns a va
 Tensors of one shape are copied as the rows of a buffer of about 1 MiB (the one read of
 their memory; every later reduction reads the cached buffer), and each reduction runs once
 for all the rows: up to a few thousand values a tensor this halves the cost; at 2**14
-values the copy costs about what the calls saved. Nothing changes in the numbers: min,
-max and the zero counts are exact (a zero min or max is read again from its row, whose
-reductions pick the sign of zero the tensor's own do), and torch reduces a contiguous row
-in the order it reduces the flat tensor (the sums of ``_block_sums`` rely on that too).
+values about a third (10 against 15 µs). Nothing changes in the numbers: min, max and the zero
+counts are exact, and torch reduces a contiguous row in the order it reduces the flat
+tensor (the sums of ``_block_sums`` rely on that too; so does the zero, ``-0.0`` or
+``0.0``, that ``amin``/``amax`` pick: a zero min or max of a row is read again only where
+the tensor alone takes ``aminmax``, see ``rows_pick_own_zeros``).
 Rows hold at most :data:`GRAIN` values: past that, torch splits one tensor's sum among
 threads, in an order a row's sum does not follow.
 
