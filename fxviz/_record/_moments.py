@@ -37,8 +37,12 @@ _NO_NONFINITE = (0, 0, 0)
 # every value of the GPT benchmark (~1.3 µs a call, 5-6 calls a chunk).
 _CHUNK = 1 << 20
 # up to this, one aminmax beats amin + amax; past ~20K values torch's aminmax is the
-# slower (0.15 against 0.12 ns a value at 64K values, 2 cores of an AMD EPYC)
-_AMINMAX_MAX = 1 << 14
+# slower (0.15 against 0.12 ns a value at 64K values, 2 cores of an AMD EPYC). Between
+# 8K and 16K values the two are even on a tensor alone (16K: 3.9 against 4.1 µs warm,
+# 4.1-4.3 against 4.5-4.9 cold), and amin/amax let a row of many measured at once keep
+# the zero its tensor's own min/max picks (``_batched`` reads a row with a zero min or
+# max again up to this size: ~4.5 µs at 16K values, every ReLU output)
+_AMINMAX_MAX = 1 << 13
 # float32 sums and norms are taken per block of this many values (see _block_sums)
 _BLOCK = 1 << 16
 # up to this many values, count_nonzero's mispredicted branches cost less than a mask
@@ -104,12 +108,13 @@ def finite_statistics(
     mx: float,
     total: float,
     squares: float,
-    nonzero: Callable[[torch.Tensor, int], int] | None,
+    nonzero: Callable[[torch.Tensor, int], int] | int | None,
 ) -> tuple[Any, ...]:
     """The statistics of a dense CPU ``x`` of ``n`` finite values from its reductions
     (its min, max, and its sum and sum of squares as :func:`_sums` takes them), however
-    they were taken (one tensor, or many at once in ``_batched``); ``nonzero(x, n)``
-    counts the nonzero values when the range holds 0 (``None``: zeros not counted).
+    they were taken (one tensor, or many at once in ``_batched``); ``nonzero``: how many
+    values are nonzero, or ``nonzero(x, n)`` counts them when the range holds 0
+    (``None``: zeros not counted).
     Where the sums overflowed or the squares cancel, the spread is measured again."""
     absmax = max(abs(mn), abs(mx))
     mean, std = _mean_std(total, squares, n)
@@ -122,7 +127,7 @@ def finite_statistics(
     elif mn > 0 or mx < 0:
         n_zeros = 0
     else:
-        n_zeros = n - nonzero(x, n)
+        n_zeros = n - (nonzero if isinstance(nonzero, int) else nonzero(x, n))
     return (mn, mx, mean, std, absmax, 0, 0, 0, n_zeros)
 
 
@@ -222,6 +227,26 @@ def sum_dtypes(absmax: float, n: int) -> tuple[torch.dtype | None, torch.dtype |
     wide_sum = absmax * n > 1e37
     wide_norm = _wide_sums(absmax, n)
     return (torch.float64 if wide_sum else None, torch.float64 if wide_norm else None)
+
+
+def shared_sum_dtypes(
+    absmaxes: list[float], n: int
+) -> tuple[torch.dtype | None, torch.dtype | None] | None:
+    """What :func:`sum_dtypes` gives each of ``absmaxes`` (of ``n`` values each) when it
+    gives all of them float32's own (``(None, None)``), from two calls: its wide cases are
+    past a bound (monotone) or in ``(0, 1e-15)``; ``None`` when some may differ."""
+    low, top = min(absmaxes), max(absmaxes)
+    if low > 0 and sum_dtypes(low, n) == sum_dtypes(top, n) == (None, None):
+        return (None, None)
+    return None
+
+
+def rows_pick_own_zeros(n: int) -> bool:
+    """Whether ``amin(1)``/``amax(1)`` of contiguous rows of ``n`` values pick, among
+    ``-0.0`` and ``0.0``, the zero :func:`small_range` picks for each row alone: past
+    :data:`_AMINMAX_MAX` both take ``amin``/``amax``, which reduce a row as the flat
+    tensor; up to it ``aminmax`` may pick the other zero."""
+    return n > _AMINMAX_MAX
 
 
 def _block_sums(

@@ -23,7 +23,7 @@ import torch.fx
 from fxviz._nodes import module_path, source_line, target_text
 from fxviz._record._grads import GradientWatcher
 from fxviz._record._moments import permuted_dense
-from fxviz._record._records import NodeRecord, Recording, StoredValue
+from fxviz._record._records import NodeRecord, Recording, StoredValue, new_node_record
 from fxviz._record._stats import (
     cached_summary,
     check_stats,
@@ -421,17 +421,22 @@ class Recorder:
         if entry.outputs is None and entry.versions is not None:
             self._measure_block(index)
         outputs = self.outputs(entry)
-        target, inputs = _node_facts(self._texts, node)
-        firsts = [self._first_output(n) for n in inputs]
-        return NodeRecord(  # positional (a third cheaper): the fields in their order
+        target, module, source, inputs = _node_facts(self._texts, node)
+        names, shapes, dtypes = [], [], []
+        for n in inputs:  # names read now: a node can be renamed
+            names.append(n.name)
+            first = self._first_output(n)
+            shapes.append(first.shape if first else None)
+            dtypes.append(first.dtype if first else None)
+        return new_node_record(  # every field, in order
             index,
             node.name,
             node.op,
             target,
-            module_path(node),
-            tuple(n.name for n in inputs),
-            tuple(s.shape if s else None for s in firsts),
-            tuple(s.dtype if s else None for s in firsts),
+            module,
+            tuple(names),
+            tuple(shapes),
+            tuple(dtypes),
             outputs,
             entry.elapsed,
             entry.error,
@@ -439,7 +444,7 @@ class Recorder:
             entry.mutates,
             entry.aliases,
             entry.produced,
-            source_line(node),
+            source,
             None if self.grads is None else self.grads.gradients,
         )
 
@@ -651,20 +656,30 @@ def _plans_of(graph: torch.fx.Graph, key: str = "_fxviz_plans") -> dict[torch.fx
 
 def _node_facts(
     texts: dict[torch.fx.Node, Any], node: torch.fx.Node
-) -> tuple[str, tuple[torch.fx.Node, ...]]:
-    """:func:`target_text` of ``node`` and its input nodes, remembered per graph while its
-    target, args and kwargs are the same objects (a qualified function name costs a few
-    µs, ``all_input_nodes`` a list; records of every run need them)."""
+) -> tuple[str, str, str, tuple[torch.fx.Node, ...]]:
+    """:func:`target_text`, :func:`module_path` and :func:`source_line` of ``node`` and
+    its input nodes, remembered per graph while its target, args, kwargs and
+    the meta entries they come from are the same objects (a qualified function name costs
+    a few µs, ``all_input_nodes`` a list; records of every run need them)."""
     found = texts.get(node)
+    meta = node.meta
+    stack, trace = meta.get("nn_module_stack"), meta.get("stack_trace")
     if (
         found is None
         or found[0] is not node.target
         or found[1] is not node.args
         or found[2] is not node.kwargs
+        or found[3] is not stack
+        or found[4] is not trace
     ):
-        facts = (target_text(node), tuple(node.all_input_nodes))
-        found = texts[node] = (node.target, node.args, node.kwargs, facts)
-    return found[3]
+        facts = (
+            target_text(node),
+            module_path(node),
+            source_line(node),
+            tuple(node.all_input_nodes),
+        )
+        found = texts[node] = (node.target, node.args, node.kwargs, stack, trace, facts)
+    return found[5]
 
 
 def _plan(node: torch.fx.Node, submodules: dict[str, Any]) -> tuple[Any, ...]:

@@ -13,6 +13,7 @@ import torch.fx
 
 from fxviz._capture._subject import refuse, register_traceable
 from fxviz._providers import provider
+from fxviz._record._frozen import positional_constructor
 from fxviz._record._grads import Gradients, GradRecord
 from fxviz._record._rank import process_state
 from fxviz._record._summary import TensorSummary, dtype_name
@@ -22,7 +23,14 @@ from fxviz.errors import UnknownNodeError
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["NodeRecord", "Recording", "StoredValue", "unknown_node_message", "unwritten_memory"]
+__all__ = [
+    "NodeRecord",
+    "Recording",
+    "StoredValue",
+    "new_node_record",
+    "unknown_node_message",
+    "unwritten_memory",
+]
 
 
 class StoredValue:
@@ -193,6 +201,10 @@ def _grad_dict(g: GradRecord) -> dict[str, Any]:
 
 def _error_text(error: BaseException) -> dict[str, str]:
     return {"type": type(error).__name__, "message": str(error)}
+
+
+# NodeRecord(*fields) for half its cost, every field given (a record a node, at each read)
+new_node_record = positional_constructor(NodeRecord)
 
 
 class Recording(Mapping[str, NodeRecord]):

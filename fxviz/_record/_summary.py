@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from fxviz._record._batched import batched_statistics
+from fxviz._record._frozen import positional_constructor
 from fxviz._record._moments import _statistics
 from fxviz._torch_compat import functorch_unwrapped
 
@@ -75,7 +76,7 @@ class TensorSummary:
         """
         values = list(_FIELD_VALUES(self))
         values[0], values[1], values[4], values[5] = path, shape, stride, requires_grad
-        return TensorSummary(*values)
+        return _new_summary(*values)
 
     @property
     def nonfinite_count(self) -> int:
@@ -110,6 +111,7 @@ def dtype_name(dtype: torch.dtype) -> str:
 _FIELDS = tuple(f.name for f in dataclasses.fields(TensorSummary))
 _FIELD_VALUES = operator.attrgetter(*_FIELDS)  # every field's value, in order
 assert _FIELDS[:6] == ("path", "shape", "dtype", "device", "stride", "requires_grad")
+_new_summary = positional_constructor(TensorSummary)  # every field given: half the cost
 
 
 def iter_tensors(value: Any, path: str = "") -> Iterator[tuple[str, torch.Tensor]]:
@@ -156,10 +158,24 @@ def summarize_many(tensors: Sequence[torch.Tensor]) -> list[TensorSummary | None
     """``summarize_tensor("", t, True)`` of each tensor, the small float32 ones of one size
     measured together (:mod:`fxviz._record._batched`: the same numbers); ``None`` for those
     left to :func:`summarize_tensor`."""
-    return [
-        None if found is None else _described("", t, True, True, t.numel(), found)
-        for t, found in zip(tensors, batched_statistics(tensors), strict=True)
-    ]
+    out: list[TensorSummary | None] = []
+    # what batched_statistics measures is contiguous float32 on the CPU: its layout
+    # fields are those of its shape, taken once a shape
+    layouts: dict[torch.Size, tuple[Any, ...]] = {}
+    for t, found in zip(tensors, batched_statistics(tensors), strict=True):
+        if found is None:
+            out.append(None)
+            continue
+        layout = layouts.get(t.shape)
+        if layout is None:
+            n = t.numel()
+            layout = (tuple(t.shape), t.dtype, str(t.device), t.stride(), n, n * t.element_size())
+            layouts[t.shape] = layout
+        shape, dtype, device, stride, numel, nbytes = layout
+        out.append(
+            _new_summary("", shape, dtype, device, stride, t.requires_grad, numel, nbytes, *found)
+        )
+    return out
 
 
 def _described(
@@ -167,7 +183,7 @@ def _described(
 ) -> TensorSummary:
     """The summary of ``t`` with its ``statistics`` (``()``: none taken)."""
     known = isinstance(numel, int)
-    return TensorSummary(
+    return (_new_summary if statistics else TensorSummary)(
         path,
         tuple(t.shape) if plain else tuple(_dim(d) for d in t.shape),
         t.dtype,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import operator
 from typing import TYPE_CHECKING, Any
 
 from fxviz._providers import provider
@@ -28,10 +29,10 @@ def recording_table(recording: Recording) -> pd.DataFrame:
     flops = provider("recording.flops")(recording)  # the shape pass's count (a higher layer)
     records = recording.records()
     firsts = [r.outputs[0] if r.outputs else None for r in records]
-    dtypes = {f.dtype: dtype_name(f.dtype) for f in firsts if f is not None}
+    dtypes = {d: dtype_name(d) for d in {f.dtype for f in firsts if f is not None}}
+    names = [r.name for r in records]
     columns: dict[str, list[Any]] = {
         "index": [r.index for r in records],
-        "name": [r.name for r in records],
         "op": [r.op for r in records],
         "target": [r.target for r in records],
         "module": [r.module for r in records],
@@ -42,8 +43,12 @@ def recording_table(recording: Recording) -> pd.DataFrame:
         "numel": [None if f is None else f.numel for f in firsts],
         "nbytes": [None if f is None else f.nbytes for f in firsts],
     }
-    for stat in _STATS:
-        columns[stat] = [None if f is None else getattr(f, stat) for f in firsts]
+    nothing = (None,) * len(_STATS)
+    by_row = [nothing if f is None else _STAT_VALUES(f) for f in firsts]
+    for stat, values in zip(
+        _STATS, zip(*by_row, strict=True) if by_row else [()] * len(_STATS), strict=True
+    ):
+        columns[stat] = list(values)
     columns["time_s"] = [r.time_s for r in records]
     columns["flops"] = [flops.get(r.name) for r in records]
     columns["mutates"] = [", ".join(r.mutates) for r in records]
@@ -52,14 +57,16 @@ def recording_table(recording: Recording) -> pd.DataFrame:
         "" if r.error is None else f"{type(r.error).__name__}: {r.error}" for r in records
     ]
     columns["kept"] = [r.kept for r in records]
-    order = _COLUMNS
+    order = _VALUE_COLUMNS
     if recording.gradients is not None:
         grads = [_grad_columns(r) for r in records]
         for column in _GRAD_COLUMNS:
             columns[column] = [g[column] for g in grads]
-        order = _COLUMNS + _GRAD_COLUMNS
-    # no rows: empty object columns, as pandas makes them (empty lists would be float)
-    return pd.DataFrame(columns if records else [], columns=order).set_index("name")
+        order = _VALUE_COLUMNS + _GRAD_COLUMNS
+    # indexed by name from the start (set_index would copy every column); no rows:
+    # empty object columns, as pandas makes them (empty lists would be float)
+    index = pd.Index(names, name="name")
+    return pd.DataFrame(columns if records else None, index=index, columns=order)
 
 
 def recording_html(recording: Recording) -> str:
@@ -76,6 +83,8 @@ _COLUMNS = [
     *_STATS,
     *("time_s", "flops", "mutates", "aliases", "error", "kept"),
 ]
+_VALUE_COLUMNS = [c for c in _COLUMNS if c != "name"]  # "name" is the index
+_STAT_VALUES = operator.attrgetter(*_STATS)
 
 
 _GRAD_COLUMNS = [

@@ -13,7 +13,7 @@ from torch import nn
 
 import fxviz
 from fxviz._record._batched import GRAIN, batchable, batched_statistics
-from fxviz._record._moments import _statistics
+from fxviz._record._moments import _AMINMAX_MAX, _statistics
 from fxviz.errors import FxvizWarning
 from tests.test_generated_graphs import graphs
 
@@ -59,7 +59,23 @@ CASES = {
     "squares past float32 (float64 norm)": lambda g: torch.randn(64, 64, generator=g) * 1e17,
     "squares underflow": lambda g: torch.randn(100, generator=g) * 1e-30,
     "a whole grain": lambda g: torch.randn(GRAIN, generator=g),
+    # past aminmax's size rows are not read again for the zero their min or max picks
+    "signed zeros past aminmax's size, min 0": lambda g: _signed_zeros(20_000, 1.0, g),
+    "signed zeros past aminmax's size, max 0": lambda g: _signed_zeros(20_000, -1.0, g),
+    "signed zeros at aminmax's size": lambda g: _signed_zeros(_AMINMAX_MAX, 1.0, g),
+    "signed zeros just past aminmax's size": lambda g: _signed_zeros(_AMINMAX_MAX + 1, -1.0, g),
+    "zeros, tiny and normal values in one stack": lambda g: (
+        torch.randn(64, generator=g) * [0.0, 1e-30, 1.0][int(torch.randint(3, (1,), generator=g))]
+    ),
 }
+
+
+def _signed_zeros(n: int, sign: float, g: torch.Generator) -> torch.Tensor:
+    """``n`` values of one sign, a third of them zeros, ``0.0`` and ``-0.0`` mixed."""
+    x = (torch.rand(n, generator=g) + 0.5) * sign
+    where = torch.randint(n, (n // 3,), generator=g)
+    x[where] = torch.where(torch.rand(n // 3, generator=g) < 0.5, 0.0, -0.0)
+    return x
 
 
 @pytest.mark.parametrize("threads", [1, 2])

@@ -172,6 +172,22 @@ def test_table_has_one_row_a_node_and_documented_columns(two_layer_net, x20):
     assert table.loc["clamp", "zeros"] == rec["clamp"].outputs[0].zeros
 
 
+def test_source_module_and_input_names_follow_edits_between_runs(two_layer_net, x20):
+    """What a record says of its node (kept per graph across runs) follows the node: a
+    stack trace or module stack set, or an input renamed, after an earlier recording."""
+    gm = fxviz.trace(two_layer_net)
+    first = fxviz.record(gm, x20)["linear2"]
+    assert (first.source, first.module, first.inputs) == ("", "linear2", ("clamp",))
+    node = next(n for n in gm.graph.nodes if n.name == "linear2")
+    node.meta["stack_trace"] = '  File "model.py", line 7, in forward\n    y = self.linear2(h)'
+    traced = fxviz.record(gm, x20)["linear2"]
+    assert traced.source == 'File "model.py", line 7, in forward: y = self.linear2(h)'
+    node.meta["nn_module_stack"] = {"outer": ("outer", nn.Module)}
+    assert fxviz.record(gm, x20)["linear2"].module == "outer"
+    node.args[0].name = "hidden"
+    assert fxviz.record(gm, x20)["linear2"].inputs == ("hidden",)
+
+
 def test_to_dict_is_json_and_repr_html_escapes_names():
     def f(x):
         return torch.sigmoid(x) / 0
