@@ -57,6 +57,7 @@ export async function draw(ctx) {
     return;
   }
   if (!isLatest(state, run)) return; // a newer DOT arrived meanwhile
+  const laidOut = stage("layout", started);
   state.panZoom?.destroy();
   ctx.minimap.show(null);
   els.graph.innerHTML = text;
@@ -74,18 +75,40 @@ export async function draw(ctx) {
   const [, , width, height] = (svg.getAttribute("viewBox") || "0 0 1 1").trim().split(/[\s,]+/).map(Number);
   const elongated = !(Math.max(width / height, height / width) <= 12); // a hairline as an image
   fitLabels(byTitle.values());
+  let shown = stage("insert", laidOut); // replaced below once the view is open
   // svg-pan-zoom measures the panel: in a panel not laid out yet (an output JupyterLab
   // or Notebook 7 has not shown, a theme switch re-laying the page) every size is 0
   // and the zoom becomes NaN, hiding the graph for good. Open the view once it has a size.
-  whenSized(els.graph, () => { if (isLatest(state, run)) open(ctx, text, elongated); });
+  whenSized(els.graph, () => {
+    if (!isLatest(state, run)) return;
+    open(ctx, text, elongated);
+    shown = stage("open", shown);
+  });
   // time to the first frame showing the new graph, not just to its insertion
   requestAnimationFrame(() => setTimeout(() => {
+    stage("frame", shown);
     model.set(T.renderMs, performance.now() - started);
     model.save_changes();
     // the kernel holds the units back until the first view is on screen (megabytes at
     // 50,000 nodes that the first paint need not wait for): ask for them now
     if (!state.painted) { state.painted = true; ctx.send({ type: "painted" }); }
   }, 0));
+}
+
+// Where a draw's time goes, as User Timing measures named `fxviz:<stage>` (DevTools'
+// performance panel and benchmarks/widget.py read them; only the latest draw's are kept):
+// "layout" (the worker's WebAssembly Graphviz, or the cache), "insert" (the SVG text
+// parsed into the page, its labels fitted), "open" (the browser styles and lays out the
+// new SVG, forced by reading the panel's size; the pan and zoom set), "frame" (to the
+// frame that paints it). In a panel sized at once they tile the widget's render_ms.
+// Returns the stage's end. A browser without them still draws.
+function stage(name, start) {
+  const end = performance.now();
+  try {
+    performance.clearMeasures(`fxviz:${name}`);
+    performance.measure(`fxviz:${name}`, { start, end });
+  } catch { /* User Timing Level 3 missing: nothing measured */ }
+  return end;
 }
 
 // What svg-pan-zoom would do to the SVG once the page has laid it out (every element
