@@ -122,8 +122,11 @@ def test_statistics_of_generated_graphs_equal_torch_reductions_in_float64():
             scale = finite.abs().max().item() or 1.0
             assert math.isclose(s.mean, finite.mean().item(), rel_tol=1e-5, abs_tol=1e-6 * scale)
             if finite.numel() > 1:
+                # float32 sums, re-measured around the mean only past mean² > 1e3·var: the
+                # cancellation leaves var within ~3·1e3·2**-24 ≈ 2e-4 (std half that, and
+                # up to ~2e-4 where n = 2), so 1e-4 failed on a (2, 1) Linear output
                 std = finite.std().item()
-                assert math.isclose(s.std, std, rel_tol=1e-4, abs_tol=1e-6 * scale), r.name
+                assert math.isclose(s.std, std, rel_tol=3e-4, abs_tol=1e-6 * scale), r.name
 
     check()
 
