@@ -15,12 +15,13 @@ QUICK_MODELS = ("value_if", "llama", "vit", "anchor_detector")
 # Models called with keyword inputs only (every Hugging Face and diffusers model here).
 KEYWORD_ONLY = frozenset(
     {"gpt2", "llama", "mistral", "qwen3", "phi3", "gemma3", "mixtral", "qwen3_moe", "mamba",
-     "t5", "bart", "bert", "vit", "swin", "wav2vec2", "clip", "siglip", "llava", "detr", "unet2d"}
+     "t5", "bart", "bert", "vit", "swin", "wav2vec2", "clip", "siglip", "llava", "detr", "unet2d",
+     "deepseek_v3"}
 )  # fmt: skip
 # Language models whose default output holds a DynamicCache (torch.export cannot flatten it).
 CACHED = frozenset(
     {"gpt2", "llama", "mistral", "qwen3", "phi3", "gemma3", "mixtral", "qwen3_moe", "mamba",
-     "t5", "bart", "llava"}
+     "t5", "bart", "llava", "deepseek_v3"}
 )  # fmt: skip
 DATA_DEPENDENT = frozenset({"value_if", "detector"})
 
@@ -64,7 +65,7 @@ for _kind in ("dynamo", "real"):
 # torch's fake/meta kernel of aten._grouped_mm (transformers' MoE experts, as one real run
 # records them) takes bfloat16 only, while the CPU kernel runs float32
 for _verb in ("shapes_fake", "shapes_meta"):
-    for _name in ("qwen3_moe", "mixtral"):
+    for _name in ("qwen3_moe", "mixtral", "deepseek_v3"):
         REFUSALS[(_name, "real", _verb)] = r"In mode='(fake|meta)' this op has no .*mode='real'"
 
 # Under Dynamo transformers builds an explicit causal mask (masking_utils asks

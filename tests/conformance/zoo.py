@@ -272,6 +272,17 @@ def unet2d() -> Case:
     return model.eval(), (), kwargs
 
 
+def deepseek_v3() -> Case:
+    """Multi-head latent attention (keys built in ``new_empty`` memory, part by part) and
+    grouped top-k routing over routed and shared experts."""
+    return _lm(
+        "DeepseekV3Config", "DeepseekV3ForCausalLM", moe_intermediate_size=16, n_routed_experts=4,
+        n_shared_experts=1, num_experts_per_tok=2, n_group=2, topk_group=1, kv_lora_rank=16,
+        q_lora_rank=16, qk_rope_head_dim=4, qk_nope_head_dim=4, v_head_dim=8,
+        first_k_dense_replace=1, num_key_value_heads=4,
+    )  # fmt: skip
+
+
 # -- the project's own models: data-dependent control flow, forks, tensors in plain lists --
 def value_if() -> Case:
     return ValueIf(), (torch.randn(2, 4),), {}
@@ -331,6 +342,7 @@ ZOO: dict[str, Callable[[], Case]] = {
     for f in (
         gpt2, llama, mistral, qwen3, phi3, gemma3, mixtral, qwen3_moe, mamba, t5, bart, bert,
         vit, swin, wav2vec2, clip, siglip, llava, detr, unet2d,
+        deepseek_v3,
         value_if, detector, forked, anchor_detector,
     )
 }  # fmt: skip
