@@ -202,8 +202,12 @@ class GradientWatcher:
                 self._hook(p, name, "parameter", "")
 
     def _hook(self, t: torch.Tensor, name: str, kind: str, path: str) -> None:
-        def arrived(grad: torch.Tensor) -> None:
-            self._arrived(name, kind, path, grad)
+        def arrived(grad: torch.Tensor | None) -> None:
+            # autograd calls the hook of every output of a multi-output op it differentiates,
+            # with None for one the loss does not use (a VAE's ``logvar`` from
+            # ``torch.chunk`` when it decodes the mean): no gradient arrived there
+            if grad is not None:
+                self._arrived(name, kind, path, grad)
 
         self._handles.append(t.register_hook(arrived))
         if t.grad_fn is None and id(t) not in self._seen_leaves:

@@ -16,7 +16,7 @@ QUICK_MODELS = ("value_if", "llama", "vit", "anchor_detector")
 KEYWORD_ONLY = frozenset(
     {"gpt2", "llama", "mistral", "qwen3", "phi3", "gemma3", "mixtral", "qwen3_moe", "mamba",
      "t5", "bart", "bert", "vit", "swin", "wav2vec2", "clip", "siglip", "llava", "detr", "unet2d",
-     "deepseek_v3"}
+     "deepseek_v3", "vae"}
 )  # fmt: skip
 # Language models whose default output holds a DynamicCache (torch.export cannot flatten it).
 CACHED = frozenset(
@@ -51,6 +51,12 @@ for _name in (*DATA_DEPENDENT, "anchor_detector", "llava"):
     REFUSALS[(_name, "joint", ALL)] = (
         r"AOTAutograd could not capture|method='joint' needs one graph of"
     )
+# AOTAutograd's own forward graph of diffusers' AutoencoderKL runs native_group_norm on a
+# tensor that is not contiguous (torch 2.13: aot_function on the eager model fails alike)
+REFUSALS[("vae", "joint", ALL)] = (
+    r"(?s)AOTAutograd could not capture AutoencoderKL: Expected X\.is_contiguous.*"
+    r"What to do: record the gradients of one run instead"
+)
 # forward assigns an attribute (torchvision-style anchors): a traced graph cannot hold that
 REFUSALS[("anchor_detector", "symbolic", ALL)] = r"Detector\.forward changes the model"
 # torch.jit.fork of a scripted module: torch.export cannot call it

@@ -283,6 +283,19 @@ def deepseek_v3() -> Case:
     )  # fmt: skip
 
 
+def vae() -> Case:
+    """diffusers' AutoencoderKL: a convolutional encoder, a Gaussian posterior whose mode it
+    decodes (``torch.chunk`` into mean and log-variance: the latter gets no gradient)."""
+    from diffusers import AutoencoderKL
+
+    model = AutoencoderKL(
+        in_channels=3, out_channels=3, down_block_types=("DownEncoderBlock2D", "DownEncoderBlock2D"),
+        up_block_types=("UpDecoderBlock2D", "UpDecoderBlock2D"), block_out_channels=(8, 16),
+        layers_per_block=1, latent_channels=4, norm_num_groups=4, sample_size=16,
+    )  # fmt: skip
+    return model.eval(), (), {"sample": torch.randn(1, 3, 16, 16)}
+
+
 # -- the project's own models: data-dependent control flow, forks, tensors in plain lists --
 def value_if() -> Case:
     return ValueIf(), (torch.randn(2, 4),), {}
@@ -342,7 +355,7 @@ ZOO: dict[str, Callable[[], Case]] = {
     for f in (
         gpt2, llama, mistral, qwen3, phi3, gemma3, mixtral, qwen3_moe, mamba, t5, bart, bert,
         vit, swin, wav2vec2, clip, siglip, llava, detr, unet2d,
-        deepseek_v3,
+        deepseek_v3, vae,
         value_if, detector, forked, anchor_detector,
     )
 }  # fmt: skip

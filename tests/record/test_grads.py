@@ -302,3 +302,35 @@ def test_gradients_outlive_a_later_backward_into_a_leaf_outside_the_graph():
     assert torch.equal(rec["_shift"].grad_value, torch.full((2, 3), 2.0))
     assert (rec["_shift"].grad.min, rec["_shift"].grad.max) == (2.0, 2.0)
     SHIFT.grad = None
+
+
+class _Halves(nn.Module):
+    """A VAE encoder's head: ``torch.chunk`` into mean and log-variance, the loss on the
+    mean only (as AutoencoderKL decodes the mode of its posterior)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        mean, logvar = torch.chunk(self.lin(x), 2, dim=1)
+        return mean * 2, torch.exp(0.5 * logvar)
+
+
+def test_an_output_of_a_multi_output_op_the_loss_does_not_use_gets_no_gradient():
+    model = _Halves()
+    x = torch.randn(2, 4)
+    rec = fxviz.record(model, x, backward=lambda out: out[0].sum())
+    want = torch.autograd.grad(model(x)[0].sum(), [model.lin.weight, model.lin.bias])
+    got = rec.gradients.parameters
+    assert torch.equal(got["lin.weight"].value, want[0])
+    assert torch.equal(got["lin.bias"].value, want[1])
+    assert rec["getitem"].grads  # the mean: its gradient arrived
+    assert not rec["getitem_1"].grads  # the log-variance: none did, and none is made up
+    assert not rec["exp"].grads
+
+
+def test_autoencoder_kl_records_its_gradients():
+    from tests.conformance.cells import Subject, _backward
+
+    _backward(Subject("vae", "real"))  # gradients equal torch.autograd.grad's, bitwise
