@@ -16,12 +16,12 @@ QUICK_MODELS = ("value_if", "llama", "vit", "anchor_detector")
 KEYWORD_ONLY = frozenset(
     {"gpt2", "llama", "mistral", "qwen3", "phi3", "gemma3", "mixtral", "qwen3_moe", "mamba",
      "t5", "bart", "bert", "vit", "swin", "wav2vec2", "clip", "siglip", "llava", "detr", "unet2d",
-     "deepseek_v3", "vae"}
+     "deepseek_v3", "jamba", "vae"}
 )  # fmt: skip
 # Language models whose default output holds a DynamicCache (torch.export cannot flatten it).
 CACHED = frozenset(
     {"gpt2", "llama", "mistral", "qwen3", "phi3", "gemma3", "mixtral", "qwen3_moe", "mamba",
-     "t5", "bart", "llava", "deepseek_v3"}
+     "t5", "bart", "llava", "deepseek_v3", "jamba"}
 )  # fmt: skip
 DATA_DEPENDENT = frozenset({"value_if", "detector"})
 
@@ -71,7 +71,7 @@ for _kind in ("dynamo", "real"):
 # torch's fake/meta kernel of aten._grouped_mm (transformers' MoE experts, as one real run
 # records them) takes bfloat16 only, while the CPU kernel runs float32
 for _verb in ("shapes_fake", "shapes_meta"):
-    for _name in ("qwen3_moe", "mixtral", "deepseek_v3"):
+    for _name in ("qwen3_moe", "mixtral", "deepseek_v3", "jamba"):
         REFUSALS[(_name, "real", _verb)] = r"In mode='(fake|meta)' this op has no .*mode='real'"
 
 # Under Dynamo transformers builds an explicit causal mask (masking_utils asks
@@ -79,7 +79,7 @@ for _verb in ("shapes_fake", "shapes_meta"):
 # bitwise eager's, the gradients are not, and the library cannot trace eager's branch
 # (it reads the mask's values): the capture's backward pass is refused (record(model,
 # backward=) with method "auto" records one real run)
-for _name in ("llama", "mistral", "qwen3", "phi3", "mixtral", "qwen3_moe"):
+for _name in ("llama", "mistral", "qwen3", "phi3", "mixtral", "qwen3_moe", "jamba"):
     REFUSALS[(_name, "dynamo", "backward")] = (
         r"the gradients of this Dynamo capture are not eager's .*masking_utils\.py"
     )

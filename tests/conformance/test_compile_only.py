@@ -190,3 +190,24 @@ def test_the_gradient_check_waits_for_the_first_backward_pass_and_runs_once(libr
             "method='real'), *args, backward=...) (fxviz.record(model, ..., backward=...) does)"
         )
     assert len(checks) == 1
+
+
+def test_a_recapture_with_eagers_output_still_has_its_gradients_checked():
+    # Jamba (transformers): its own mamba scan takes associative_scan only when compiling
+    # (other logits: captured again with modeling_jamba.py told False), while masking_utils,
+    # an installed library still told True, builds an explicit causal mask: eager's output,
+    # other gradients. The recapture was kept unchecked and its backward pass recorded.
+    from tests.conformance.cells import _loss
+    from tests.conformance.zoo import build
+
+    model, args, kwargs = build("jamba")
+    capture = fxviz.trace(model, *args, method="dynamo", **kwargs)
+    with torch.no_grad():
+        got = fxviz.record(capture, *args, **kwargs, progress=False).output
+        assert torch.equal(got.logits, model(*args, **kwargs).logits)
+    with pytest.raises(
+        TraceError,
+        match=r"not eager's .*masking_utils\.py.*with the files of its modules told "
+        r"is_compiling\(\) False too",
+    ):
+        fxviz.record(capture, *args, **kwargs, backward=_loss, progress=False)

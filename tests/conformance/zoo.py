@@ -283,6 +283,16 @@ def deepseek_v3() -> Case:
     )  # fmt: skip
 
 
+def jamba() -> Case:
+    """Mamba layers and attention layers in turn, with a mixture of experts every other
+    layer (its scan takes ``associative_scan`` only when compiling)."""
+    return _lm(
+        "JambaConfig", "JambaForCausalLM", num_experts=4, num_experts_per_tok=2,
+        expert_layer_period=2, expert_layer_offset=1, attn_layer_period=2, attn_layer_offset=1,
+        mamba_d_state=8, mamba_d_conv=4, mamba_expand=2, mamba_dt_rank=4,
+    )  # fmt: skip
+
+
 def vae() -> Case:
     """diffusers' AutoencoderKL: a convolutional encoder, a Gaussian posterior whose mode it
     decodes (``torch.chunk`` into mean and log-variance: the latter gets no gradient)."""
@@ -355,7 +365,7 @@ ZOO: dict[str, Callable[[], Case]] = {
     for f in (
         gpt2, llama, mistral, qwen3, phi3, gemma3, mixtral, qwen3_moe, mamba, t5, bart, bert,
         vit, swin, wav2vec2, clip, siglip, llava, detr, unet2d,
-        deepseek_v3, vae,
+        deepseek_v3, jamba, vae,
         value_if, detector, forked, anchor_detector,
     )
 }  # fmt: skip
