@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+import re
 
 import pytest
 import torch
@@ -334,3 +335,39 @@ def test_autoencoder_kl_records_its_gradients():
     from tests.conformance.cells import Subject, _backward
 
     _backward(Subject("vae", "real"))  # gradients equal torch.autograd.grad's, bitwise
+
+
+def test_a_backward_pass_autograd_refuses_names_the_nodes_that_wrote_in_place():
+    # RWKV (transformers) writes its recurrent state in place, row by row, after autograd
+    # saved it: its backward pass fails in eager PyTorch too. It escaped as a bare
+    # RuntimeError; it is a NodeError naming the writers, with the forward recording.
+    import transformers as tf
+
+    torch.manual_seed(0)
+    cfg = tf.RwkvConfig(
+        vocab_size=32, context_length=8, hidden_size=16, num_hidden_layers=2,
+        attention_hidden_size=16, intermediate_size=32,
+    )  # fmt: skip
+    model, ids = tf.RwkvForCausalLM(cfg).eval(), torch.randint(0, 32, (1, 4))
+    capture = fxviz.trace(model, input_ids=ids, method="real")
+    with pytest.raises(RuntimeError) as refused:
+        fxviz.record(capture, input_ids=ids, backward=lambda out: out.logits.sum())
+    error = refused.value
+    assert isinstance(error, fxviz.NodeError)
+    assert re.search(
+        r"the backward pass failed: one of the variables needed for gradient computation has "
+        r"been modified by an inplace operation.*\n.*FloatTensor \[1, 16\] .*nodes that "
+        r"wrote in place into one of that shape: copy_ \(aten\.copy_\.default in "
+        r"rwkv\.blocks\.0\.attention\).*use_cache=False",
+        str(error),
+    )
+    assert error.node == "copy_"
+    assert error.recording.complete  # the forward pass is kept
+    assert error.recording["copy_"].mutates
+    # what it says to do works: without the cache, the gradients are eager's
+    capture = fxviz.trace(model, input_ids=ids, use_cache=False, method="real")
+    rec = fxviz.record(capture, input_ids=ids, use_cache=False, backward=lambda o: o.logits.sum())
+    want = torch.autograd.grad(
+        model(input_ids=ids, use_cache=False).logits.sum(), [model.head.weight]
+    )[0]
+    assert torch.equal(rec.gradients.parameters["head.weight"].value, want)
