@@ -104,6 +104,11 @@ def capture_dynamo(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
             if not divergence(output, want) and not (
                 grads and _gradients(model, again, output, want, args, kwargs)
             ):
+                if not grads and again_told and isinstance(model, torch.nn.Module):
+                    # eager's output now, but a library still told True may take another
+                    # path to it (Jamba: its own scan fixed, masking_utils' explicit causal
+                    # mask left): checked at the first backward pass, as above
+                    again.meta[_UNCHECKED] = _GradientCheck(model, args, kwargs, again_told, why)
                 return again
         except Exception as error:  # the library needs the truth to trace at all
             why = f"{why}, Dynamo fails ({type(error).__name__}: {str(error).splitlines()[0]})"
@@ -139,13 +144,19 @@ class _GradientCheck:
     captures' cache must not keep its model alive through it), the inputs it ran on, and
     the library frames told ``is_compiling()`` True."""
 
-    __slots__ = ("args", "kwargs", "model", "told_true")
+    __slots__ = ("args", "kwargs", "model", "told_true", "why")
 
     def __init__(
-        self, model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], told: list[str]
+        self,
+        model: torch.nn.Module,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        told: list[str],
+        why: str = "no file of its modules asked",
     ) -> None:
         self.model = weakref.ref(model)
         self.args, self.kwargs, self.told_true = args, kwargs, list(told)
+        self.why = why  # what capturing again did (or why it was not tried)
 
     def run(self, capture: Capture) -> str | None:
         """Why the capture's gradients are not eager's (``None``: they are)."""
@@ -159,7 +170,7 @@ class _GradientCheck:
         if not grads:
             return None
         asked = f"; library code told it True: {', '.join(self.told_true)}"
-        return _gradients_differ_message(grads, asked, "no file of its modules asked")
+        return _gradients_differ_message(grads, asked, self.why)
 
 
 def gradients_differ(gm: torch.fx.GraphModule) -> str | None:

@@ -201,7 +201,9 @@ def _where(tx: Any) -> str:
 def gradient_divergence(got: Any, want: Any, model: Any) -> str:
     """How the parameters' gradients of the sum of ``got``'s tensors differ from those
     of ``want``'s (``""``: bitwise the same, or nothing to differentiate: no output
-    holds an autograd graph, as under ``torch.no_grad()``)."""
+    holds an autograd graph, as under ``torch.no_grad()``, or eager's own backward pass
+    fails, as RWKV's does after writing its state in place: the recording's backward
+    pass then says why)."""
     if not isinstance(model, torch.nn.Module):
         return ""
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
@@ -209,11 +211,18 @@ def gradient_divergence(got: Any, want: Any, model: Any) -> str:
     if not named or not all(roots) or len(roots[0]) != len(roots[1]):
         return ""
     params = [p for _, p in named]
+    grads: list[Any] = []
     with torch.enable_grad():  # the outputs' graphs are there: differentiate them
-        grads = [
-            torch.autograd.grad(r, params, [torch.ones_like(t) for t in r], allow_unused=True)
-            for r in roots
-        ]
+        for r in roots:
+            try:
+                ones = [torch.ones_like(t) for t in r]
+                grads.append(torch.autograd.grad(r, params, ones, allow_unused=True))
+            except RuntimeError as e:  # autograd refuses (a saved tensor written in place)
+                grads.append(e)
+    if isinstance(grads[1], RuntimeError):  # eager's fails: no gradients to compare with
+        return ""
+    if isinstance(grads[0], RuntimeError):
+        return f"its backward pass fails where eager's runs ({str(grads[0]).splitlines()[0]})"
     for (name, _), x, y in zip(named, *grads, strict=True):
         if (x is None) != (y is None) or (x is not None and not _bitwise(x, y)):
             by = ""

@@ -210,7 +210,10 @@ def trace_joint(obj: Any, model: torch.fx.GraphModule, *example_inputs: Any) -> 
                 run_model, [*state.values(), *flat_inputs], len(names)
             )
     except Exception as e:
-        raise TraceError(f"AOTAutograd could not capture {type(obj).__name__}: {e}") from e
+        raise TraceError(
+            f"AOTAutograd could not capture {type(obj).__name__}: {e}\nWhat to do: record "
+            "the gradients of one run instead: fxviz.record(model, *args, backward=loss_fn)"
+        ) from e
     if forward is None or backward is None:
         raise TraceError(
             "method='joint' found nothing to differentiate: no output depends on a parameter "

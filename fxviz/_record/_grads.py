@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, overload
@@ -28,7 +29,7 @@ import torch
 
 from fxviz._record._moments import _statistics
 from fxviz._record._summary import TensorSummary, iter_tensors, summarize
-from fxviz.errors import InputError
+from fxviz.errors import FxvizError, InputError, NodeError, first_line, node_error_type
 
 __all__ = [
     "Backward",
@@ -202,8 +203,12 @@ class GradientWatcher:
                 self._hook(p, name, "parameter", "")
 
     def _hook(self, t: torch.Tensor, name: str, kind: str, path: str) -> None:
-        def arrived(grad: torch.Tensor) -> None:
-            self._arrived(name, kind, path, grad)
+        def arrived(grad: torch.Tensor | None) -> None:
+            # autograd calls the hook of every output of a multi-output op it differentiates,
+            # with None for one the loss does not use (a VAE's ``logvar`` from
+            # ``torch.chunk`` when it decodes the mean): no gradient arrived there
+            if grad is not None:
+                self._arrived(name, kind, path, grad)
 
         self._handles.append(t.register_hook(arrived))
         if t.grad_fn is None and id(t) not in self._seen_leaves:
@@ -256,10 +261,15 @@ class GradientWatcher:
             if grad_outputs is not None and backward is not True:
                 self._given = {g.data_ptr() for g in grad_outputs}
             start = self._last = time.perf_counter()
-            if self._leaves:
-                torch.autograd.grad(roots, self._leaves, grad_outputs, allow_unused=True)
-            else:  # the leaves are outside the graph (a tensor a function closes over)
-                torch.autograd.backward(roots, grad_outputs)
+            try:
+                if self._leaves:
+                    torch.autograd.grad(roots, self._leaves, grad_outputs, allow_unused=True)
+                else:  # the leaves are outside the graph (a tensor a function closes over)
+                    torch.autograd.backward(roots, grad_outputs)
+            except RuntimeError as e:
+                if isinstance(e, FxvizError):
+                    raise
+                raise backward_error(e, self.recorder.recording()) from e
             self.gradients.time_s = time.perf_counter() - start
         finally:
             self.remove()
@@ -272,6 +282,47 @@ class GradientWatcher:
             handle.remove()
         self._handles.clear()
         self._leaves.clear()
+
+
+# autograd's words for a saved tensor the forward pass wrote into after saving it
+_WRITTEN_AFTER_SAVED = re.compile(
+    r"modified by an inplace operation: \[torch\.(\w+) \[([\d, ]*)\]\]"
+)
+
+
+def backward_error(error: RuntimeError, recording: Any) -> NodeError:
+    """The error of a backward pass autograd refused, on the forward ``recording`` (kept on
+    the error): when a tensor the backward pass needs was written in place after it was
+    saved (RWKV's state, written row by row), the nodes that wrote into one of its shape."""
+    node, hint = "output", ""
+    found = _WRITTEN_AFTER_SAVED.search(str(error))
+    writers = [r for r in recording.values() if r.mutates]
+    if found and writers:
+        shape = tuple(int(d) for d in found.group(2).split(",") if d.strip())
+        suspects = [r for r in writers if shape in _written_shapes(r)] or writers
+        node = suspects[0].name
+        listed = ", ".join(
+            f"{r.name} ({r.target}{f' in {r.module}' if r.module else ''})" for r in suspects[:5]
+        )
+        more = f" and {len(suspects) - 5} more" if len(suspects) > 5 else ""
+        hint = (
+            f"\nThe forward pass wrote in place into a {found.group(1)} {list(shape)} its backward "
+            f"pass needs; nodes that wrote in place into one of that shape: {listed}{more}. "
+            "The model's own code writes it (autograd refuses model(*args) alike): make it "
+            "write out of place (a Hugging Face model: use_cache=False), or record without "
+            "backward=."
+        )
+    message = (
+        f"the backward pass failed: {first_line(error)}{hint}\n"
+        "The forward pass recorded is on this error's .recording."
+    )
+    return node_error_type(NodeError, type(error))(message, node=node, recording=recording)
+
+
+def _written_shapes(record: Any) -> list[tuple[Any, ...] | None]:
+    """The shapes of the inputs a record wrote in place."""
+    shapes = dict(zip(record.inputs, record.input_shapes, strict=False))
+    return [tuple(s) if s is not None else None for m in record.mutates for s in [shapes.get(m)]]
 
 
 def backward_roots(

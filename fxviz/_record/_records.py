@@ -406,8 +406,10 @@ def unwritten_memory(records: Iterable[NodeRecord]) -> dict[str, str]:
     """The records whose output was memory no op had written yet when they ran, each with
     the target that allocated it: the allocations themselves (:attr:`NodeRecord.uninitialized`)
     and the views taken of them before a write (``buf.t()`` before ``buf[:] = x``), whose
-    kept values are that memory's garbage too. A write into any view of a block (an in-place
-    op, ``x[i] = v``, ``out=``) ends it for every view of that block.
+    kept values are that memory's garbage too. A write that covers a whole block (an
+    in-place op, ``x[i] = v``, ``out=`` into the block or a view as large) ends it for every
+    view of that block; a write into part of it (``buf[..., :4].copy_(a)``, as DeepSeek-V3
+    builds its keys) does not: a view taken after it may hold the part still unwritten.
 
     Examples:
         >>> import torch, fxviz
@@ -420,22 +422,44 @@ def unwritten_memory(records: Iterable[NodeRecord]) -> dict[str, str]:
         {'empty_like': 'torch.empty_like', 't': 'torch.empty_like'}
     """
     block: dict[str, int] = {}  # an unwritten record -> its block (the allocation's index)
-    origin: dict[int, str] = {}  # a block -> the target that allocated it
+    origin: dict[int, NodeRecord] = {}  # a block -> the record that allocated it
+    size: dict[str, int | None] = {}  # an unwritten record -> its element count (None: unknown)
     written: set[int] = set()
     found: dict[str, str] = {}
     for r in sorted(records, key=lambda r: r.index):
         if r.mutates:
-            written.update(block[m] for m in r.mutates if m in block)
+            written.update(
+                block[m] for m in r.mutates if m in block and _covers(size[m], origin[block[m]])
+            )
             continue
+        size[r.name] = _numel(r)
         if r.uninitialized:
-            block[r.name], origin[r.index] = r.index, r.target
+            block[r.name], origin[r.index] = r.index, r
         else:
             views = [block[a] for a in r.aliases if a in block and block[a] not in written]
             if not views:
                 continue
             block[r.name] = views[0]
-        found[r.name] = origin[block[r.name]]
+        found[r.name] = origin[block[r.name]].target
     return found
+
+
+def _numel(record: NodeRecord) -> int | None:
+    """Element count of a record's first output (``None`` when unknown or symbolic)."""
+    shape = record.shape
+    if shape is None or not all(isinstance(d, int) for d in shape):
+        return None
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
+
+
+def _covers(written: int | None, allocation: NodeRecord) -> bool:
+    """Whether a write into a view of ``written`` elements writes the whole allocation
+    (unknown sizes count as whole, as every write did before sizes were compared)."""
+    whole = _numel(allocation)
+    return written is None or whole is None or written >= whole
 
 
 def unknown_node_message(name: Any, known: Iterable[str]) -> str:

@@ -430,6 +430,9 @@ _NO_KERNEL = (
 )
 _DEVICE_MISSING = ("is not linked with support for", "not compiled with")
 _DATA_DEPENDENT = ("DataDependentOutputException", "DynamicOutputShapeException")
+# what torch says of an op whose output's shape comes from its input's values
+# (repeat_interleave's meta kernel with tensor counts: Qwen2-VL's vision tower)
+_NEEDS_VALUES = ("data-dependent", "data-independent", ".item()", "without output_size")
 
 
 def _explain(message: str, mode: str, cause: BaseException | None, fake_works: bool = False) -> str:
@@ -454,9 +457,7 @@ def _explain(message: str, mode: str, cause: BaseException | None, fake_works: b
             "BatchNorm in training mode updates its running statistics on the device), "
             f"run without device=, or run on a machine whose PyTorch has that device. {tail}"
         )
-    if kind in _DATA_DEPENDENT or any(
-        m in text for m in ("data-dependent", "data-independent", ".item()")
-    ):
+    if kind in _DATA_DEPENDENT or any(marker in text for marker in _NEEDS_VALUES):
         why = (
             "this op needs the tensor's values (.item() gives a Python number, nonzero a "
             "shape), which a {mode} run does not have"

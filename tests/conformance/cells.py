@@ -190,18 +190,28 @@ _DIGEST = """
 import sys, hashlib, torch, fxviz
 import transformers, diffusers  # a user's session has the model's library imported
 from fxviz._capture import tensors_in
+def raw(t):  # see _raw
+    return t.detach().reshape(-1).clone(memory_format=torch.contiguous_format).view(torch.uint8).numpy().tobytes()
 rec = fxviz.load(sys.argv[1])
 h = hashlib.sha256()
 for r in rec.values():
     if r.kept:
         for t in tensors_in(r.value):
-            h.update(r.name.encode()); h.update(t.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+            h.update(r.name.encode()); h.update(raw(t))
 for t in tensors_in(rec.output):
-    h.update(t.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    h.update(raw(t))
 cmp = fxviz.compare(rec, rec)
 assert cmp.first_divergence is None, cmp.first_divergence
 print(type(rec.output).__name__, h.hexdigest())
 """
+
+
+def _raw(t: torch.Tensor) -> bytes:
+    """A tensor's bytes. ``contiguous()`` is no copy for a one-element view with another
+    stride (Qwen2-VL's ``image_grid_thw[:, 0]``: shape [1], stride 3), which then cannot be
+    viewed as bytes; a clone in the contiguous format always can."""
+    flat = t.detach().reshape(-1).clone(memory_format=torch.contiguous_format)
+    return flat.view(torch.uint8).numpy().tobytes()
 
 
 def _digest(rec: Any) -> str:
@@ -212,9 +222,9 @@ def _digest(rec: Any) -> str:
         if r.kept:
             for t in tensors_in(r.value):
                 h.update(r.name.encode())
-                h.update(t.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+                h.update(_raw(t))
     for t in tensors_in(rec.output):
-        h.update(t.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+        h.update(_raw(t))
     return f"{type(rec.output).__name__} {h.hexdigest()}"
 
 

@@ -15,12 +15,13 @@ QUICK_MODELS = ("value_if", "llama", "vit", "anchor_detector")
 # Models called with keyword inputs only (every Hugging Face and diffusers model here).
 KEYWORD_ONLY = frozenset(
     {"gpt2", "llama", "mistral", "qwen3", "phi3", "gemma3", "mixtral", "qwen3_moe", "mamba",
-     "t5", "bart", "bert", "vit", "swin", "wav2vec2", "clip", "siglip", "llava", "detr", "unet2d"}
+     "t5", "bart", "bert", "vit", "swin", "wav2vec2", "clip", "siglip", "llava", "detr", "unet2d",
+     "deepseek_v3", "jamba", "vae"}
 )  # fmt: skip
 # Language models whose default output holds a DynamicCache (torch.export cannot flatten it).
 CACHED = frozenset(
     {"gpt2", "llama", "mistral", "qwen3", "phi3", "gemma3", "mixtral", "qwen3_moe", "mamba",
-     "t5", "bart", "llava"}
+     "t5", "bart", "llava", "deepseek_v3", "jamba"}
 )  # fmt: skip
 DATA_DEPENDENT = frozenset({"value_if", "detector"})
 
@@ -50,6 +51,12 @@ for _name in (*DATA_DEPENDENT, "anchor_detector", "llava"):
     REFUSALS[(_name, "joint", ALL)] = (
         r"AOTAutograd could not capture|method='joint' needs one graph of"
     )
+# AOTAutograd's own forward graph of diffusers' AutoencoderKL runs native_group_norm on a
+# tensor that is not contiguous (torch 2.13: aot_function on the eager model fails alike)
+REFUSALS[("vae", "joint", ALL)] = (
+    r"(?s)AOTAutograd could not capture AutoencoderKL: Expected X\.is_contiguous.*"
+    r"What to do: record the gradients of one run instead"
+)
 # forward assigns an attribute (torchvision-style anchors): a traced graph cannot hold that
 REFUSALS[("anchor_detector", "symbolic", ALL)] = r"Detector\.forward changes the model"
 # torch.jit.fork of a scripted module: torch.export cannot call it
@@ -64,7 +71,7 @@ for _kind in ("dynamo", "real"):
 # torch's fake/meta kernel of aten._grouped_mm (transformers' MoE experts, as one real run
 # records them) takes bfloat16 only, while the CPU kernel runs float32
 for _verb in ("shapes_fake", "shapes_meta"):
-    for _name in ("qwen3_moe", "mixtral"):
+    for _name in ("qwen3_moe", "mixtral", "deepseek_v3", "jamba"):
         REFUSALS[(_name, "real", _verb)] = r"In mode='(fake|meta)' this op has no .*mode='real'"
 
 # Under Dynamo transformers builds an explicit causal mask (masking_utils asks
@@ -72,7 +79,7 @@ for _verb in ("shapes_fake", "shapes_meta"):
 # bitwise eager's, the gradients are not, and the library cannot trace eager's branch
 # (it reads the mask's values): the capture's backward pass is refused (record(model,
 # backward=) with method "auto" records one real run)
-for _name in ("llama", "mistral", "qwen3", "phi3", "mixtral", "qwen3_moe"):
+for _name in ("llama", "mistral", "qwen3", "phi3", "mixtral", "qwen3_moe", "jamba"):
     REFUSALS[(_name, "dynamo", "backward")] = (
         r"the gradients of this Dynamo capture are not eager's .*masking_utils\.py"
     )

@@ -190,3 +190,42 @@ def test_the_gradient_check_waits_for_the_first_backward_pass_and_runs_once(libr
             "method='real'), *args, backward=...) (fxviz.record(model, ..., backward=...) does)"
         )
     assert len(checks) == 1
+
+
+def test_a_recapture_with_eagers_output_still_has_its_gradients_checked():
+    # Jamba (transformers): its own mamba scan takes associative_scan only when compiling
+    # (other logits: captured again with modeling_jamba.py told False), while masking_utils,
+    # an installed library still told True, builds an explicit causal mask: eager's output,
+    # other gradients. The recapture was kept unchecked and its backward pass recorded.
+    from tests.conformance.cells import _loss
+    from tests.conformance.zoo import build
+
+    model, args, kwargs = build("jamba")
+    capture = fxviz.trace(model, *args, method="dynamo", **kwargs)
+    with torch.no_grad():
+        got = fxviz.record(capture, *args, **kwargs, progress=False).output
+        assert torch.equal(got.logits, model(*args, **kwargs).logits)
+    with pytest.raises(
+        TraceError,
+        match=r"not eager's .*masking_utils\.py.*with the files of its modules told "
+        r"is_compiling\(\) False too",
+    ):
+        fxviz.record(capture, *args, **kwargs, backward=_loss, progress=False)
+
+
+def test_the_gradient_check_of_a_model_whose_own_backward_fails_lets_the_recording_say_why():
+    # RWKV (transformers) writes its state in place after autograd saved it: eager's
+    # backward pass fails, so the Dynamo capture's gradient check has nothing to compare
+    # with. The check's bare RuntimeError escaped record(backward=); the recording's
+    # backward pass now fails as one real run's does, naming the nodes that wrote.
+    import transformers as tf
+
+    torch.manual_seed(0)
+    cfg = tf.RwkvConfig(
+        vocab_size=32, context_length=8, hidden_size=16, num_hidden_layers=2,
+        attention_hidden_size=16, intermediate_size=32,
+    )  # fmt: skip
+    model, ids = tf.RwkvForCausalLM(cfg).eval(), torch.randint(0, 32, (1, 4))
+    capture = fxviz.trace(model, input_ids=ids, method="dynamo")
+    with pytest.raises(fxviz.NodeError, match=r"(?s)the backward pass failed: .*wrote in place"):
+        fxviz.record(capture, input_ids=ids, backward=lambda out: out.logits.sum())

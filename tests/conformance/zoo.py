@@ -272,6 +272,40 @@ def unet2d() -> Case:
     return model.eval(), (), kwargs
 
 
+def deepseek_v3() -> Case:
+    """Multi-head latent attention (keys built in ``new_empty`` memory, part by part) and
+    grouped top-k routing over routed and shared experts."""
+    return _lm(
+        "DeepseekV3Config", "DeepseekV3ForCausalLM", moe_intermediate_size=16, n_routed_experts=4,
+        n_shared_experts=1, num_experts_per_tok=2, n_group=2, topk_group=1, kv_lora_rank=16,
+        q_lora_rank=16, qk_rope_head_dim=4, qk_nope_head_dim=4, v_head_dim=8,
+        first_k_dense_replace=1, num_key_value_heads=4,
+    )  # fmt: skip
+
+
+def jamba() -> Case:
+    """Mamba layers and attention layers in turn, with a mixture of experts every other
+    layer (its scan takes ``associative_scan`` only when compiling)."""
+    return _lm(
+        "JambaConfig", "JambaForCausalLM", num_experts=4, num_experts_per_tok=2,
+        expert_layer_period=2, expert_layer_offset=1, attn_layer_period=2, attn_layer_offset=1,
+        mamba_d_state=8, mamba_d_conv=4, mamba_expand=2, mamba_dt_rank=4,
+    )  # fmt: skip
+
+
+def vae() -> Case:
+    """diffusers' AutoencoderKL: a convolutional encoder, a Gaussian posterior whose mode it
+    decodes (``torch.chunk`` into mean and log-variance: the latter gets no gradient)."""
+    from diffusers import AutoencoderKL
+
+    model = AutoencoderKL(
+        in_channels=3, out_channels=3, down_block_types=("DownEncoderBlock2D", "DownEncoderBlock2D"),
+        up_block_types=("UpDecoderBlock2D", "UpDecoderBlock2D"), block_out_channels=(8, 16),
+        layers_per_block=1, latent_channels=4, norm_num_groups=4, sample_size=16,
+    )  # fmt: skip
+    return model.eval(), (), {"sample": torch.randn(1, 3, 16, 16)}
+
+
 # -- the project's own models: data-dependent control flow, forks, tensors in plain lists --
 def value_if() -> Case:
     return ValueIf(), (torch.randn(2, 4),), {}
@@ -331,6 +365,7 @@ ZOO: dict[str, Callable[[], Case]] = {
     for f in (
         gpt2, llama, mistral, qwen3, phi3, gemma3, mixtral, qwen3_moe, mamba, t5, bart, bert,
         vit, swin, wav2vec2, clip, siglip, llava, detr, unet2d,
+        deepseek_v3, jamba, vae,
         value_if, detector, forked, anchor_detector,
     )
 }  # fmt: skip

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+import re
 
 import pytest
 import torch
@@ -302,3 +303,71 @@ def test_gradients_outlive_a_later_backward_into_a_leaf_outside_the_graph():
     assert torch.equal(rec["_shift"].grad_value, torch.full((2, 3), 2.0))
     assert (rec["_shift"].grad.min, rec["_shift"].grad.max) == (2.0, 2.0)
     SHIFT.grad = None
+
+
+class _Halves(nn.Module):
+    """A VAE encoder's head: ``torch.chunk`` into mean and log-variance, the loss on the
+    mean only (as AutoencoderKL decodes the mode of its posterior)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        mean, logvar = torch.chunk(self.lin(x), 2, dim=1)
+        return mean * 2, torch.exp(0.5 * logvar)
+
+
+def test_an_output_of_a_multi_output_op_the_loss_does_not_use_gets_no_gradient():
+    model = _Halves()
+    x = torch.randn(2, 4)
+    rec = fxviz.record(model, x, backward=lambda out: out[0].sum())
+    want = torch.autograd.grad(model(x)[0].sum(), [model.lin.weight, model.lin.bias])
+    got = rec.gradients.parameters
+    assert torch.equal(got["lin.weight"].value, want[0])
+    assert torch.equal(got["lin.bias"].value, want[1])
+    assert rec["getitem"].grads  # the mean: its gradient arrived
+    assert not rec["getitem_1"].grads  # the log-variance: none did, and none is made up
+    assert not rec["exp"].grads
+
+
+def test_autoencoder_kl_records_its_gradients():
+    from tests.conformance.cells import Subject, _backward
+
+    _backward(Subject("vae", "real"))  # gradients equal torch.autograd.grad's, bitwise
+
+
+def test_a_backward_pass_autograd_refuses_names_the_nodes_that_wrote_in_place():
+    # RWKV (transformers) writes its recurrent state in place, row by row, after autograd
+    # saved it: its backward pass fails in eager PyTorch too. It escaped as a bare
+    # RuntimeError; it is a NodeError naming the writers, with the forward recording.
+    import transformers as tf
+
+    torch.manual_seed(0)
+    cfg = tf.RwkvConfig(
+        vocab_size=32, context_length=8, hidden_size=16, num_hidden_layers=2,
+        attention_hidden_size=16, intermediate_size=32,
+    )  # fmt: skip
+    model, ids = tf.RwkvForCausalLM(cfg).eval(), torch.randint(0, 32, (1, 4))
+    capture = fxviz.trace(model, input_ids=ids, method="real")
+    with pytest.raises(RuntimeError) as refused:
+        fxviz.record(capture, input_ids=ids, backward=lambda out: out.logits.sum())
+    error = refused.value
+    assert isinstance(error, fxviz.NodeError)
+    assert re.search(
+        r"the backward pass failed: one of the variables needed for gradient computation has "
+        r"been modified by an inplace operation.*\n.*FloatTensor \[1, 16\] .*nodes that "
+        r"wrote in place into one of that shape: copy_ \(aten\.copy_\.default in "
+        r"rwkv\.blocks\.0\.attention\).*use_cache=False",
+        str(error),
+    )
+    assert error.node == "copy_"
+    assert error.recording.complete  # the forward pass is kept
+    assert error.recording["copy_"].mutates
+    # what it says to do works: without the cache, the gradients are eager's
+    capture = fxviz.trace(model, input_ids=ids, use_cache=False, method="real")
+    rec = fxviz.record(capture, input_ids=ids, use_cache=False, backward=lambda o: o.logits.sum())
+    want = torch.autograd.grad(
+        model(input_ids=ids, use_cache=False).logits.sum(), [model.head.weight]
+    )[0]
+    assert torch.equal(rec.gradients.parameters["head.weight"].value, want)

@@ -265,6 +265,22 @@ def test_op_without_a_meta_kernel_suggests_real_mode():
     assert info.value.node == "cpu_only_default"
 
 
+def test_an_op_whose_output_shape_comes_from_values_says_so_in_every_mode():
+    # Qwen2-VL's vision tower repeats by tensor counts: the meta kernel said "this op has
+    # no meta kernel", though it has one that needs output_size, i.e. the counts' values
+    def f(x, counts):
+        return torch.repeat_interleave(x, counts, dim=0) * 2
+
+    x, counts = torch.randn(3, 2), torch.tensor([1, 2, 3])
+    assert fxviz.shapes(f, x, counts)["mul"].shape == (6, 2)
+    for mode in ("fake", "meta"):
+        with pytest.raises(fxviz.ShapeError) as info:
+            fxviz.shapes(f, x, counts, mode=mode)
+        assert info.value.node == "repeat_interleave"
+        assert f"In mode={mode!r} this op needs the tensor's values" in str(info.value)
+        assert "use mode='real'" in str(info.value)
+
+
 def test_bad_arguments():
     with pytest.raises(ValueError, match="unknown mode: 'fast'"):
         fxviz.shapes(TwoLayerNet(), torch.randn(1, 1000), mode="fast")
