@@ -89,7 +89,10 @@ class _Entry(StoredValue):
 class Deferred(Protocol):
     """Nodes that ran one after another, whose entries are made when first needed."""
 
-    nodes: Sequence[torch.fx.Node]
+    @property
+    def nodes(self) -> Sequence[torch.fx.Node]:
+        """The nodes, in the order they ran."""
+        ...
 
     def entry(self, k: int) -> _Entry:
         """The entry of ``nodes[k]``, made now if it was not (once: the same one after)."""
@@ -117,7 +120,7 @@ class Recorder:
     """Records each node an interpreter runs; used by ``RecordingMixin`` and ``Debugger``."""
 
     def __init__(self, interpreter: Any, *, keep: Keep = "all", stats: Any = True) -> None:
-        self.interpreter = interpreter  # while it runs (see ``finish``)
+        self.interpreter: Any = interpreter  # while it runs (see ``finish``)
         self._module: Any = None  # the module and env the run left (set by ``finish``)
         self._env: dict[torch.fx.Node, Any] | None = None
         self._built: dict[int, NodeRecord] = {}  # records built so far, by index
