@@ -598,3 +598,25 @@ def test_restart_puts_an_input_written_through_views_back(depth):
     assert x.tolist() == [0.0] * 4
     dbg.continue_()
     assert dbg.output.tolist() == [1.5] * 4
+
+
+class _OneByOneOfTwoLayouts(torch.nn.Module):
+    """(1, 1) values with strides (1, 1) and (2, 1): both contiguous, laid out apart."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        first = torch.split(x, 1, 1)[0]  # a (1, 1) view of a (1, 2) tensor: strides (2, 1)
+        return torch.rand_like(first), torch.relu(x[:, :1].clone())
+
+
+def test_statistics_read_together_keep_each_tensors_strides():
+    # Found by test_record_matches_eager_and_keeps_each_value_as_it_was: statistics read in
+    # a block took the layout of the first tensor of a shape for all of that shape, and a
+    # (1, 1) rand_like kept the (2, 1) strides of what it was like, unlike its neighbour.
+    gm = fxviz.trace(_OneByOneOfTwoLayouts(), torch.ones(1, 2))
+    x = torch.tensor([[1.5, -0.3]])
+    lazy = run_seeded(lambda: fxviz.record(gm, x))
+    eager = run_seeded(lambda: fxviz.record(gm, x, stats="eager"))
+    strides = {name: lazy[name].outputs[0].stride for name in ("rand_like", "relu")}
+    assert strides == {"rand_like": (2, 1), "relu": (1, 1)}
+    for name in lazy:
+        assert lazy[name].outputs == eager[name].outputs, name

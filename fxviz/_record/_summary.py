@@ -160,17 +160,19 @@ def summarize_many(tensors: Sequence[torch.Tensor]) -> list[TensorSummary | None
     left to :func:`summarize_tensor`."""
     out: list[TensorSummary | None] = []
     # what batched_statistics measures is contiguous float32 on the CPU: its layout
-    # fields are those of its shape, taken once a shape
-    layouts: dict[torch.Size, tuple[Any, ...]] = {}
+    # fields are those of its shape and strides (a contiguous tensor with a dim of size 1
+    # may have any stride there: a (1, 1) view of a (1, 2) tensor has (2, 1)), taken once
+    layouts: dict[tuple[torch.Size, tuple[int, ...]], tuple[Any, ...]] = {}
     for t, found in zip(tensors, batched_statistics(tensors), strict=True):
         if found is None:
             out.append(None)
             continue
-        layout = layouts.get(t.shape)
+        key = (t.shape, t.stride())
+        layout = layouts.get(key)
         if layout is None:
             n = t.numel()
-            layout = (tuple(t.shape), t.dtype, str(t.device), t.stride(), n, n * t.element_size())
-            layouts[t.shape] = layout
+            layout = (tuple(t.shape), t.dtype, str(t.device), key[1], n, n * t.element_size())
+            layouts[key] = layout
         shape, dtype, device, stride, numel, nbytes = layout
         out.append(
             _new_summary("", shape, dtype, device, stride, t.requires_grad, numel, nbytes, *found)
