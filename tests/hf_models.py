@@ -64,3 +64,16 @@ def exported(name: str) -> tuple[torch.export.ExportedProgram, tuple[torch.Tenso
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return torch.export.export(model, inputs), inputs
+
+
+def rwkv() -> tuple[nn.Module, torch.Tensor]:
+    """A 2-layer RWKV language model (it writes its recurrent state in place after autograd
+    saved it: its backward pass fails in eager PyTorch too) and four token ids."""
+    import transformers as tf
+
+    torch.manual_seed(0)
+    cfg = tf.RwkvConfig(
+        vocab_size=32, context_length=8, hidden_size=16, num_hidden_layers=2,
+        attention_hidden_size=16, intermediate_size=32,
+    )  # fmt: skip
+    return tf.RwkvForCausalLM(cfg).eval(), torch.randint(0, 32, (1, 4))

@@ -218,14 +218,9 @@ def test_the_gradient_check_of_a_model_whose_own_backward_fails_lets_the_recordi
     # backward pass fails, so the Dynamo capture's gradient check has nothing to compare
     # with. The check's bare RuntimeError escaped record(backward=); the recording's
     # backward pass now fails as one real run's does, naming the nodes that wrote.
-    import transformers as tf
+    from tests.hf_models import rwkv
 
-    torch.manual_seed(0)
-    cfg = tf.RwkvConfig(
-        vocab_size=32, context_length=8, hidden_size=16, num_hidden_layers=2,
-        attention_hidden_size=16, intermediate_size=32,
-    )  # fmt: skip
-    model, ids = tf.RwkvForCausalLM(cfg).eval(), torch.randint(0, 32, (1, 4))
+    model, ids = rwkv()
     capture = fxviz.trace(model, input_ids=ids, method="dynamo")
     with pytest.raises(fxviz.NodeError, match=r"(?s)the backward pass failed: .*wrote in place"):
         fxviz.record(capture, input_ids=ids, backward=lambda out: out.logits.sum())

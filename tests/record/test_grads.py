@@ -341,14 +341,9 @@ def test_a_backward_pass_autograd_refuses_names_the_nodes_that_wrote_in_place():
     # RWKV (transformers) writes its recurrent state in place, row by row, after autograd
     # saved it: its backward pass fails in eager PyTorch too. It escaped as a bare
     # RuntimeError; it is a NodeError naming the writers, with the forward recording.
-    import transformers as tf
+    from tests.hf_models import rwkv
 
-    torch.manual_seed(0)
-    cfg = tf.RwkvConfig(
-        vocab_size=32, context_length=8, hidden_size=16, num_hidden_layers=2,
-        attention_hidden_size=16, intermediate_size=32,
-    )  # fmt: skip
-    model, ids = tf.RwkvForCausalLM(cfg).eval(), torch.randint(0, 32, (1, 4))
+    model, ids = rwkv()
     capture = fxviz.trace(model, input_ids=ids, method="real")
     with pytest.raises(RuntimeError) as refused:
         fxviz.record(capture, input_ids=ids, backward=lambda out: out.logits.sum())
