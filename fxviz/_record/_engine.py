@@ -335,11 +335,21 @@ class _Run:
         self.env = self._env(frame_locals)
         if index is None or not isinstance(error, Exception):
             return False
-        elapsed = time.perf_counter() - frame_locals[self.compiled.starts[index]]
-        entry = _Entry(self.compiled.nodes[index], None, False, elapsed)
-        entry.error = error
-        entry.outputs = ()
-        self.recorder._append(entry)
+        compiled = self.compiled
+        elapsed = time.perf_counter() - frame_locals[compiled.starts[index]]
+        # ``pre`` ran for a node that may write: its inputs and their versions then
+        checked = bool(compiled.writes[index]) or compiled.unknown[index]
+        before = frame_locals.get("_fx_b", []) if checked else []
+        names = [n.name for n in compiled.inputs[index]]
+        values = [frame_locals.get(compiled.names[n]) for n in compiled.inputs[index]]
+        self.recorder.failed(
+            compiled.nodes[index],
+            error,
+            elapsed,
+            before,
+            foreseen=lambda: self._foreseen,
+            values=lambda: dict(zip(names, values, strict=True)),
+        )
         return True
 
     def _flush_left(self, frame_locals: dict[str, Any], stop: int | None) -> None:

@@ -211,10 +211,14 @@ class Recorder:
         try:
             value = run(node)
         except Exception as error:
-            entry = _Entry(node, None, False, time.perf_counter() - start)
-            entry.error = error
-            entry.outputs = ()
-            self._append(entry)
+            self.failed(
+                node,
+                error,
+                time.perf_counter() - start,
+                before,
+                foreseen=lambda: written_tensors(node, writes, env),
+                values=lambda: {n.name: env.get(n) for n in inputs},
+            )
             raise
         elapsed = time.perf_counter() - start
         entry = self.entry_for(node, value, elapsed, before)
@@ -231,6 +235,26 @@ class Recorder:
             self.grads.watch(node.name, value)
         self._append(entry)
         return value
+
+    def failed(
+        self,
+        node: torch.fx.Node,
+        error: Exception,
+        elapsed: float,
+        before: list[Any],
+        *,
+        foreseen: Callable[[], Sequence[torch.Tensor]],
+        values: Callable[[], dict[str, Any]],
+    ) -> None:
+        """Record ``node``, which raised ``error``, and the inputs it wrote before it did
+        (``before``, ``foreseen``, ``values``: as for :meth:`note_writes`, which warns where
+        the write was not foreseen: no copy kept the values it changed)."""
+        entry = _Entry(node, None, False, elapsed)
+        entry.error = error
+        entry.outputs = ()
+        if before:
+            self.note_writes(entry, before, foreseen=foreseen, values=values)
+        self._append(entry)
 
     def entry_for(
         self, node: torch.fx.Node, value: Any, elapsed: float, before: list[Any]

@@ -380,3 +380,31 @@ def test_a_dropped_recording_frees_its_values_at_once(engine: str):
             assert [r for r in values if r() is not None] == [], "held until gc.collect()"
     finally:
         gc.enable()
+
+
+def _write_then_fail(t: torch.Tensor) -> torch.Tensor:
+    t.mul_(5)  # writes its input, then fails
+    raise ValueError("boom")
+
+
+torch.fx.wrap("_write_then_fail")
+
+
+class _FailsAfterWriting(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        e = x * 2 + 1
+        return _write_then_fail(e)
+
+
+@pytest.mark.parametrize("engine", _engine.ENGINES)
+def test_a_node_that_writes_its_input_then_fails_is_said_to_have_written_it(engine: str):
+    """A partial recording whose failed node wrote a kept value (code fxviz does not know,
+    so nothing was copied) says so, as a whole run does: a warning, and ``mutates``."""
+    gm = torch.fx.symbolic_trace(_FailsAfterWriting())
+    error = _record_on(engine, gm, torch.arange(3.0))
+    assert isinstance(error, fxviz.NodeError)
+    rec = error.recording
+    assert rec["_write_then_fail"].mutates == ("add",)
+    assert rec["add"].outputs[0].max == 5.0  # measured before the call (unknown code)
+    warned = _record_on.warned  # type: ignore[attr-defined]
+    assert any("_write_then_fail" in m and "add" in m for m in warned), warned
