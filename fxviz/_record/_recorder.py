@@ -29,6 +29,7 @@ from fxviz._record._stats import (
     check_stats,
     deferred_summary,
     note_versions,
+    same_elements,
     view_summary,
 )
 from fxviz._record._summary import TensorSummary, iter_tensors, summarize, summarize_many
@@ -355,9 +356,12 @@ class Recorder:
             base = self._entry_of(node)
             if base is None or node.name not in entry.aliases or not base.kept:
                 continue
-            if isinstance(base.value, torch.Tensor) and not base.value.is_inference():
+            held = base.value
+            if not isinstance(held, torch.Tensor) or held.is_inference():
+                continue
+            if same_elements(value, held, held._version):  # else it lends nothing: not measured
                 (summary,) = self.outputs(base, derive=False)
-                bases.append((base.value, summary, base.value._version))
+                bases.append((held, summary, held._version))
         return view_summary(value, bases) if bases else None
 
     def _append(self, entry: _Entry) -> None:

@@ -38,6 +38,7 @@ __all__ = [
     "check_stats",
     "deferred_summary",
     "note_versions",
+    "same_elements",
     "view_summary",
 ]
 
@@ -146,15 +147,15 @@ def view_summary(
     """
     found = []
     for path, t in iter_tensors(value):
-        match = next((s for b, s, v in bases if _same_elements(t, b, v)), None)
+        match = next((s for b, s, v in bases if same_elements(t, b, v)), None)
         if match is None or match.min is None:
             return None
-        # a plain strided tensor (as ``_same_elements`` found it): its own layout
+        # a plain strided tensor (as ``same_elements`` found it): its own layout
         found.append(match.relaid(path, tuple(t.shape), t.stride(), t.requires_grad))
     return tuple(found)
 
 
-def _same_elements(t: torch.Tensor, base: torch.Tensor, version: int) -> bool:
+def same_elements(t: torch.Tensor, base: torch.Tensor, version: int) -> bool:
     """Whether ``t`` holds exactly ``base``'s elements, unchanged since ``version``:
     same memory span, each element once."""
     if t is base:  # a node that gave back its input (a no-op ``.to``, ``.contiguous()``)
