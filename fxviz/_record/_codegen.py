@@ -206,7 +206,10 @@ class Compiled:
             for key, value in node.kwargs.items()
         ]
         if op == "call_function":
-            return f"{self._global(f'_fx_f{i}', target)}({', '.join(args)})"
+            # an ATen overload's ``__call__`` is ``return self._op(*args, **kwargs)``: the
+            # operator itself, called directly, saves a Python frame a node of an export graph
+            call = target._op if type(target) is torch._ops.OpOverload else target
+            return f"{self._global(f'_fx_f{i}', call)}({', '.join(args)})"
         if op == "call_module":
             return f"_fx_fetch({self._fetch_args(target)})({', '.join(args)})"
         # call_method: the first argument is the object (as Interpreter.call_method)
