@@ -4,6 +4,7 @@ was written against. Every test here runs on both engines (``recording_engine``)
 from __future__ import annotations
 
 import gc
+import operator
 import warnings
 import weakref
 
@@ -97,3 +98,17 @@ def test_a_dropped_partial_recording_frees_its_values_at_once():
         assert [r() for r in refs] == [None, None]
     finally:
         gc.enable()
+
+
+def test_a_setitem_nodes_value_is_what_the_graph_module_gives():
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    y = graph.call_function(operator.mul, (x, 2))
+    graph.output(graph.call_function(operator.setitem, (y, 0, 7.0)))
+    gm = torch.fx.GraphModule(nn.Module(), graph)
+    # GraphModule's code gives the tensor written (``mul[0] = 7.0; setitem = mul``);
+    # torch.fx.Interpreter, and so both engines, give operator.setitem's None
+    assert torch.equal(gm(torch.ones(2)), torch.tensor([7.0, 2.0]))
+    rec = fxviz.record(gm, torch.ones(2))
+    assert isinstance(rec.output, torch.Tensor)
+    assert torch.equal(rec.output, torch.tensor([7.0, 2.0]))
