@@ -224,7 +224,9 @@ class _Run:
             if base is not None and base.outputs:
                 t = inputs[j]
                 try:
-                    if base.stamp == t._version:
+                    if base.stamp == t._version and (
+                        not recorder._written or recorder.unwritten(base, t)
+                    ):
                         bases.append((t, base.outputs[0], base.stamp))
                 except RuntimeError:  # an inference tensor: the general way
                     return False

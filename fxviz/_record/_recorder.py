@@ -75,6 +75,7 @@ class _Entry(StoredValue):
     outputs: tuple[TensorSummary, ...] | None = None  # None: summarise the kept value
     versions: tuple[int, ...] | None = None  # statistics pending: its versions then
     stamp: int | None = None  # a bare tensor summarised as it ran: its version then
+    stamped_after = 0  # how many foreseen writes had run when it was stamped
     mutates: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
     produced: tuple[str, ...] = ()
@@ -135,6 +136,11 @@ class Recorder:
         # node -> its entry, for entries summarised as they ran (``stamp`` set): the only
         # ones another node's statistics can be taken from (a view of a parameter)
         self._stamped: dict[torch.fx.Node, _Entry] = {}
+        # memory a node wrote in place (foreseen), and how many such writes had run then:
+        # a write through ``.data`` changes values without moving their version counter,
+        # so a summary stamped before it is not lent to a view made after it
+        self._written: dict[_Key, int] = {}
+        self._writes = 0
         self.output: Any = None
         self.complete = False
         self.error: BaseException | None = None
@@ -319,7 +325,15 @@ class Recorder:
     def stamp(self, entry: _Entry, version: int) -> None:
         """Note that ``entry`` was summarised as it ran, at ``version`` of its value."""
         entry.stamp = version
+        entry.stamped_after = self._writes
         self._stamped[entry.node] = entry
+
+    def unwritten(self, base: _Entry, t: torch.Tensor) -> bool:
+        """Whether no foreseen write reached the memory of ``t`` (the value of the stamped
+        ``base``) since ``base`` was stamped: its version counter alone does not tell, a
+        write through ``t.data`` leaves it as it was."""
+        key = storage_key(t)  # None: memory fxviz cannot follow, nor its writes
+        return key is None or self._written.get(key, 0) <= base.stamped_after
 
     def _derive(self, value: Any, before: list[Any]) -> tuple[TensorSummary, ...] | None:
         """Statistics of a view from those of the input it views, when both are whole."""
@@ -328,7 +342,12 @@ class Recorder:
         bases = []
         for node, t, version in before:
             base = self._stamped.get(node)
-            if base is not None and base.stamp == version and base.outputs:
+            if (
+                base is not None
+                and base.stamp == version
+                and base.outputs
+                and (not self._written or self.unwritten(base, t))
+            ):
                 bases.append((t, base.outputs[0], version))
         return view_summary(value, bases) if bases else None
 
@@ -588,7 +607,13 @@ class Recorder:
                 self.outputs(entry)
 
     def _snapshot(self, tensors: Sequence[torch.Tensor]) -> None:
-        """Copy the kept values that the next node is about to overwrite, before it does."""
+        """Copy the kept values that the next node is about to overwrite, before it does,
+        and note the memory it writes (see :meth:`unwritten`)."""
+        self._writes += 1
+        for t in tensors:
+            key = storage_key(t)
+            if key is not None:
+                self._written[key] = self._writes
         for key, entry in self._kept_on(tensors):
             if key in entry.snapshotted or not entry.kept:
                 continue

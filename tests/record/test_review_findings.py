@@ -163,3 +163,18 @@ def test_a_byte_budget_keeps_the_same_values_on_both_engines():
     # the interpreter's env lets permute go after its last use (setitem), so to_1 pays
     # again for memory getitem keeps; the generated code holds it longer
     assert kept["compiled"] == kept["interpreted"]
+
+
+class _InputWrittenThroughData(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x.data.add_(1)  # x's version counter does not move
+        return x.detach()  # a view of x, made after the write
+
+
+@pytest.mark.parametrize("stats", [True, "eager"])
+def test_a_view_of_an_input_written_through_data_is_measured_as_it_is(stats):
+    # inputs are summarised as the run starts, so every mode lends their statistics
+    gm = torch.fx.symbolic_trace(_InputWrittenThroughData())
+    rec = fxviz.record(gm, torch.zeros(2), stats=stats)
+    assert rec["x"].outputs[0].max == 0.0  # as it ran
+    assert rec["detach"].outputs[0].max == 1.0
