@@ -11,6 +11,8 @@ Every error is an :class:`FxvizError` and also subclasses the matching builtin, 
 from __future__ import annotations
 
 import threading
+import weakref
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 __all__ = [
@@ -105,6 +107,31 @@ class NodeError(FxvizError, RuntimeError):
         self.node = node
         self.recording = recording
 
+    @property
+    def recording(self) -> Any:
+        """Everything recorded up to and including the failing node (``None``: unknown)."""
+        found = self.__dict__.get("_recording")
+        make = self.__dict__.get("_make_recording")
+        if found is None and make is not None:
+            made = self.__dict__.get("_made_recording")
+            found = None if made is None else made()
+            if found is None:
+                found = make(error=self)
+                self.__dict__["_made_recording"] = weakref.ref(found)
+        return found
+
+    @recording.setter
+    def recording(self, recording: Any) -> None:
+        self.__dict__.update(_recording=recording, _make_recording=None, _made_recording=None)
+
+    def recording_made_by(self, make: Callable[..., Any]) -> None:
+        """Make ``.recording`` with ``make(error=self)`` when it is read (the same object
+        while anyone holds it) instead of holding it: that recording holds this error as
+        its ``.error``, and the two holding each other would keep every value recorded
+        alive until the garbage collector's next pass, where dropping them frees the
+        values at once."""
+        self.__dict__.update(_recording=None, _make_recording=make, _made_recording=None)
+
     def __str__(self) -> str:  # a NodeError[KeyError] would show its message quoted
         return str(self.args[0]) if self.args else ""
 
@@ -112,11 +139,12 @@ class NodeError(FxvizError, RuntimeError):
         """Pickle by the classes it was made from (``NodeError[TypeError]`` is made at run
         time), without the recording (it holds the model)."""
         origin = type(self).__dict__.get("_fxviz_origin") or (type(self), None)
-        state = {k: v for k, v in vars(self).items() if k not in _HOLDS_MODEL}
+        state = {k: v for k, v in vars(self).items() if k not in _LEFT_OUT}
         return (_remake, (*origin, str(self)), state)
 
 
-_HOLDS_MODEL = ("recording", "report")  # left out when pickled
+_HOLDS_MODEL = ("recording", "report")  # left out when pickled, stored as:
+_LEFT_OUT = frozenset({"report", "_recording", "_make_recording", "_made_recording"})
 _TYPED: dict[tuple[type, type], type] = {}
 _TYPED_LOCK = threading.Lock()
 

@@ -304,6 +304,7 @@ class _Run:
             output, frame_locals = self.compiled.function(self)
         except KeyboardInterrupt as interrupt:
             self._failed(interrupt)
+            self.recorder.release()
             raise RecordingInterrupted(
                 f"interrupted after {len(self.recorder.entries)} nodes; the partial "
                 "recording is on this exception's .recording",
@@ -311,6 +312,7 @@ class _Run:
             ) from interrupt
         except Exception as error:
             node_failed = self._failed(error)
+            self.recorder.release()
             if not node_failed:
                 raise  # fxviz's own recording code failed: never disguise it
             wrapped = wrap_node_failure(self.recorder, error, self.module)

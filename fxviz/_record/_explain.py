@@ -84,6 +84,6 @@ def wrap_node_failure(
     # attributes the original carries (an OSError's errno, a custom error's fields)
     vars(wrapped).update(getattr(original, "__dict__", {}))
     NodeError.__init__(wrapped, describe_failure(failed, module), node=failed.name)
-    recorder.error = wrapped
-    wrapped.recording = recorder.recording()
+    # made when read: the recording holds the error, which must not hold it in turn
+    wrapped.recording_made_by(recorder.recording)
     return wrapped

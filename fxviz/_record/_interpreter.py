@@ -80,6 +80,7 @@ class RecordingMixin:
     """
 
     _fxviz_recorder: Recorder | None = None
+    _fxviz_error: BaseException | None = None  # the NodeError that stopped the latest run
     fxviz_progress: Any = None  # a tqdm bar to advance once a node, when set
     _fxviz_options: dict[str, Any] = {"keep": None, "stats": True}  # noqa: RUF012 (read-only default)
     _fxviz_gradients = False  # hook the outputs for record(..., backward=...)
@@ -108,7 +109,7 @@ class RecordingMixin:
         if self._fxviz_gradients:
             recorder.grads = GradientWatcher(recorder, stats=recorder.stats != "off")
             recorder.grads.watch_parameters(self.module)  # type: ignore[attr-defined]
-        self._fxviz_recorder = recorder
+        self._fxviz_recorder, self._fxviz_error = recorder, None
         return recorder
 
     @property
@@ -116,22 +117,25 @@ class RecordingMixin:
         """The recording of the latest run (possibly partial)."""
         if self._fxviz_recorder is None:
             raise AttributeError("nothing recorded yet: call run() first")
-        return self._fxviz_recorder.recording()
+        return self._fxviz_recorder.recording(error=self._fxviz_error)
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
         recorder = self.fxviz_start()
         try:
             output = super().run(*args, **kwargs)  # type: ignore[misc]
         except KeyboardInterrupt as interrupt:
+            recorder.release()  # the run is over: see Recorder.release
             raise RecordingInterrupted(
                 f"interrupted after {len(recorder.entries)} nodes; the partial recording "
                 "is on this exception's .recording",
                 recording=recorder.recording(),
             ) from interrupt
         except Exception as error:
+            recorder.release()
             wrapped = wrap_node_failure(recorder, error, self.module)  # type: ignore[attr-defined]
             if wrapped is None:
                 raise  # not a node's failure (bad inputs, the user's own run())
+            self._fxviz_error = wrapped
             raise wrapped from error
         recorder.finish(output)
         return output

@@ -143,7 +143,6 @@ class Recorder:
         self._writes = 0
         self.output: Any = None
         self.complete = False
-        self.error: BaseException | None = None
         self._position: dict[torch.fx.Node, int] = {}
         self._plans = _plans_of(self.interpreter.graph)
         self._texts = _plans_of(self.interpreter.graph, "_fxviz_texts")
@@ -417,15 +416,11 @@ class Recorder:
 
     # -- results -------------------------------------------------------------------------
     def finish(self, output: Any) -> None:
-        """Mark the run complete; warn once if the memory budget dropped values.
-
-        The recorder lets go of its interpreter (keeping the module and env it left),
-        which holds the recorder in turn: a recording dropped is then freed at once, its
-        values with it, not at the garbage collector's next pass."""
+        """Mark the run complete (letting go of the interpreter: see :meth:`release`);
+        warn once if the memory budget dropped values."""
         self.output = output
         self.complete = True
-        self._module, self._env = self.interpreter.module, self.interpreter.env
-        self.interpreter = self.next_run_node = None  # type: ignore[assignment]
+        self.release()
         if self._dropped:
             kept = len(self.entries) - self._dropped
             warnings.warn(
@@ -435,6 +430,16 @@ class Recorder:
                 FxvizWarning,
                 stacklevel=3,
             )
+
+    def release(self) -> None:
+        """Let go of the interpreter, keeping the module and env its run left (by
+        ``finish``, and by a run that failed): it holds the recorder in turn, and a
+        recording dropped is then freed at once, its values with it, not at the garbage
+        collector's next pass."""
+        interpreter = self.interpreter
+        if interpreter is not None:
+            self._module, self._env = interpreter.module, interpreter.env
+            self.interpreter = self.next_run_node = None  # type: ignore[assignment]
 
     @property
     def records(self) -> Sequence[NodeRecord]:
@@ -462,7 +467,7 @@ class Recorder:
             env=self.interpreter.env if running else self._env,
             output=self.output if done else None,
             complete=done,
-            error=error if error is not None else self.error,
+            error=error,
             gradients=None if self.grads is None else self.grads.gradients,
         )
 

@@ -82,22 +82,67 @@ def test_a_dropped_partial_recording_frees_its_values_at_once():
             fxviz.record(gm, torch.randn(2, 2))
         return info.value.recording
 
-    rec = partial()
-    refs = [weakref.ref(rec[name].value) for name in ("mul", "add")]
-    error = rec.error
-    while error is not None:  # tracebacks hold frames: not what this is about
+    held = [partial()]  # the only reference
+    refs = [weakref.ref(held[0][name].value) for name in ("mul", "add")]
+    _drop_tracebacks(held[0].error)
+    # held by two cycles: Recording.error.recording is the Recording, and the
+    # recorder keeps ``interpreter`` and ``next_run_node`` (which hold the recorder)
+    # when ``finish`` never ran; breaking both frees them
+    assert _freed_when_dropped(held, refs)
+
+
+def _drop_tracebacks(error: BaseException | None) -> None:
+    """Tracebacks hold frames, and frames values: not what these tests are about."""
+    while error is not None:
         error.__traceback__ = None
         error = error.__cause__ or error.__context__
+
+
+def _freed_when_dropped(held: list, refs: list) -> bool:
+    """Whether dropping what ``held`` holds (its only references) frees what ``refs`` refer to,
+    without the garbage collector."""
     gc.collect()
     gc.disable()
     try:
-        del rec
-        # held by two cycles: Recording.error.recording is the Recording, and the
-        # recorder keeps ``interpreter`` and ``next_run_node`` (which hold the recorder)
-        # when ``finish`` never ran; breaking both frees them
-        assert [r() for r in refs] == [None, None]
+        held.clear()
+        return [r() for r in refs] == [None] * len(refs)
     finally:
         gc.enable()
+
+
+def _interrupt(t: torch.Tensor) -> torch.Tensor:
+    raise KeyboardInterrupt  # Ctrl-C while this node runs
+
+
+torch.fx.wrap("_interrupt")
+
+
+class _Interrupted(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a = x * 2
+        b = a + 1
+        return _interrupt(b)
+
+
+def test_an_interrupted_partial_recording_frees_its_values_at_once():
+    gm = torch.fx.symbolic_trace(_Interrupted())
+    with pytest.raises(fxviz.RecordingInterrupted) as info:
+        fxviz.record(gm, torch.randn(2, 2))
+    held = [info.value]
+    del info
+    refs = [weakref.ref(held[0].recording[name].value) for name in ("mul", "add")]
+    _drop_tracebacks(held[0])
+    assert _freed_when_dropped(held, refs)
+
+
+def test_a_node_errors_recording_is_one_object_while_held_and_holds_the_error():
+    gm = torch.fx.symbolic_trace(_Fails())
+    with pytest.raises(fxviz.NodeError) as info:
+        fxviz.record(gm, torch.randn(2, 2))
+    rec = info.value.recording
+    assert info.value.recording is rec
+    assert rec.error is info.value
+    assert list(rec) == ["x", "mul", "add", "_tensor_constant0", "matmul"]
 
 
 def test_a_setitem_nodes_value_is_what_the_graph_module_gives():
