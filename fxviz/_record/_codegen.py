@@ -56,7 +56,7 @@ import torch.fx
 
 from fxviz._capture._segments import PythonSegment
 from fxviz._nodes import target_text
-from fxviz._record._writes import runs_unknown_code, written_locations
+from fxviz._record._writes import graph_module_target, runs_unknown_code, written_locations
 
 __all__ = ["Compiled", "compiled_for"]
 
@@ -190,7 +190,8 @@ class Compiled:
         return names
 
     def _call(self, i: int, node: torch.fx.Node, names: dict[torch.fx.Node, str]) -> str:
-        """The expression that runs ``node`` as ``torch.fx.Interpreter`` runs it."""
+        """The expression that runs ``node`` as ``torch.fx.Interpreter`` runs it, giving
+        the value ``GraphModule``'s code gives (see ``graph_module_target``)."""
         op, target = node.op, node.target
         if op == "placeholder":
             return f"_fx_ph({self._const(target)}, {self._const(node.args)})"
@@ -208,7 +209,10 @@ class Compiled:
         if op == "call_function":
             # an ATen overload's ``__call__`` is ``return self._op(*args, **kwargs)``: the
             # operator itself, called directly, saves a Python frame a node of an export graph
-            call = target._op if type(target) is torch._ops.OpOverload else target
+            if type(target) is torch._ops.OpOverload:
+                call = target._op
+            else:
+                call = graph_module_target(target)  # setitem gives what GraphModule gives
             return f"{self._global(f'_fx_f{i}', call)}({', '.join(args)})"
         if op == "call_module":
             return f"_fx_fetch({self._fetch_args(target)})({', '.join(args)})"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
+import operator
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,6 +22,7 @@ from fxviz._record._joint import JointRecording, output_gradients
 from fxviz._record._recorder import Keep, Recorder, check_keep
 from fxviz._record._records import Recording
 from fxviz._record._stats import StatsOption, check_stats
+from fxviz._record._writes import graph_module_target
 from fxviz._torch_compat import has_plain_codegen, input_spec_mismatch
 from fxviz.capture import trace
 from fxviz.errors import InputError, RecordingInterrupted, TraceError
@@ -200,6 +202,15 @@ class RecordingInterpreter(RecordingMixin, torch.fx.Interpreter):
     ) -> None:
         super().__init__(module, garbage_collect_values=garbage_collect_values, graph=graph)
         self.fxviz_configure(keep=keep, stats=stats)
+
+    def call_function(self, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """``torch.fx.Interpreter.call_function``, giving the value ``GraphModule``'s code
+        gives (``obj[key] = value`` gives ``obj``: see ``graph_module_target``); a class of
+        the user's (``interpreter=``) keeps its own."""
+        if target is operator.setitem:  # else torch's, inlined (no extra frame a node)
+            target = graph_module_target(target)
+        assert not isinstance(target, str)
+        return target(*args, **kwargs)
 
 
 @functools.cache

@@ -42,6 +42,7 @@ from fxviz.errors import FxvizWarning
 __all__ = [
     "aliased_inputs",
     "flat_tensors",
+    "graph_module_target",
     "runs_unknown_code",
     "storage_key",
     "tensor_inputs",
@@ -108,6 +109,24 @@ def written_locations(node: torch.fx.Node, submodules: Mapping[str, Any]) -> tup
 
 
 _KNOWN_MODULES = ("builtins", "_operator", "operator", "math")
+
+
+def _setitem(obj: Any, key: Any, value: Any) -> Any:
+    obj[key] = value
+    return obj
+
+
+def graph_module_target(target: Any) -> Any:
+    """What a ``call_function`` node with ``target`` calls, for its value to be the one
+    ``GraphModule``'s code gives it: ``operator.setitem`` runs as ``obj[key] = value;
+    node = obj`` there (torch.fx's ``Interpreter`` gives setitem's ``None``); every other
+    target as itself.
+
+        >>> x = torch.zeros(2)
+        >>> graph_module_target(operator.setitem)(x, 0, 7.0) is x, x
+        (True, tensor([7., 0.]))
+    """
+    return _setitem if target is operator.setitem else target
 
 
 def runs_unknown_code(node: torch.fx.Node, submodules: Mapping[str, Any]) -> bool:

@@ -159,6 +159,28 @@ def test_a_setitem_nodes_value_is_what_the_graph_module_gives():
     assert torch.equal(rec.output, torch.tensor([7.0, 2.0]))
 
 
+def test_a_setitem_node_in_a_graph_shows_the_tensor_it_wrote_everywhere():
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    y = graph.call_function(operator.mul, (x, 2))
+    s = graph.call_function(operator.setitem, (y, 0, 7.0))
+    graph.output(graph.call_function(torch.relu, (s,)))
+    gm = torch.fx.GraphModule(nn.Module(), graph)
+    rec = fxviz.record(gm, torch.ones(2))
+    assert torch.equal(rec.output, gm(torch.ones(2)))
+    assert torch.equal(rec["setitem"].value, torch.tensor([7.0, 2.0]))
+    assert torch.equal(rec["mul"].value, torch.tensor([2.0, 2.0]))  # as it ran
+    assert (rec["setitem"].outputs[0].max, rec["setitem"].mutates) == (7.0, ("mul",))
+    row = rec.table().loc["setitem"]
+    assert (row["max"], row["shape"]) == (7.0, (2,))
+    drawn = fxviz.to_dot(rec).source.split("<B>setitem</B>", 1)[1].split("\n", 1)[0]
+    assert "output: 2 f32" in drawn
+    assert "max 7" in drawn
+    other = fxviz.record(gm, torch.full((2,), 2.0))
+    pairs = {p.name: p for p in fxviz.compare(rec, other).pairs}  # [7, 2] and [7, 4]
+    assert (pairs["setitem"].measured_on, pairs["setitem"].diverged) == ("values", True)
+
+
 def _writes_through_data(t: torch.Tensor) -> torch.Tensor:
     t.data.mul_(5)  # t's version counter does not move
     return t.sum()
