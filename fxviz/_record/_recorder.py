@@ -13,7 +13,6 @@ import itertools
 import threading
 import time
 import warnings
-import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal, Protocol, overload
 
@@ -149,10 +148,13 @@ class Recorder:
         self._owners: dict[_Key, list[int]] = {}  # memory -> positions of kept values on it
         self._indexed = 0  # nodes run before this position are in _owners
         self._measured_blocks: set[int] = set()  # see _measure_block
-        # memory the kept values live on, each with a weak reference to a tensor on it: a
-        # storage freed later (its value swapped for a copy before a write) may have its
-        # address, and so its key, reused by a new tensor, which must then be paid for
-        self._kept_storages: dict[_Key, weakref.ref[torch.Tensor]] = {}
+        # memory the kept values live on (budget only), each with how many kept values
+        # hold a tensor on it: paid for once, by the first; let go (and its bytes given
+        # back) when the last is dropped or swapped for a copy before a write. Counted
+        # from the recording's own values, never from what the run still holds (which
+        # differs between the engines); a storage let go may have its key reused by a new
+        # tensor, which is then paid for
+        self._kept_storages: dict[_Key, int] = {}
         self._kept_bytes = 0
         self._storage_bytes: dict[_Key, int] = {}
         self._dropped = 0
@@ -551,25 +553,36 @@ class Recorder:
             return False
         if op in _FREE_OPS:
             return True
-        cost, keys = 0, {}
+        held = self._kept_storages
+        cost, keys, paid = 0, set(), {}
         for _, t in iter_tensors(value):
             key = storage_key(t)
-            if key is None or key in keys or self._still_kept(key):
+            if key is None or key in keys:
                 continue
-            keys[key] = weakref.ref(t)
-            nbytes = t.untyped_storage().nbytes()
-            self._storage_bytes[key] = nbytes
-            cost += nbytes
+            keys.add(key)
+            if key not in held:  # else a kept value holds it: paid for already
+                paid[key] = nbytes = t.untyped_storage().nbytes()
+                cost += nbytes
         if self._kept_bytes + cost > self.keep:  # type: ignore[operator]
             self._dropped += 1
             return False
         self._kept_bytes += cost
-        self._kept_storages.update(keys)
+        self._storage_bytes.update(paid)
+        for key in keys:
+            held[key] = held.get(key, 0) + 1
         return True
 
-    def _still_kept(self, key: _Key) -> bool:
-        held = self._kept_storages.get(key)
-        return held is not None and held() is not None
+    def _let_go(self, key: _Key | None) -> None:
+        """A kept value no longer holds memory ``key`` (budget only): when none does, its
+        bytes are given back."""
+        held = self._kept_storages
+        if key is None or key not in held:
+            return
+        if held[key] > 1:
+            held[key] -= 1
+        else:
+            del held[key]
+            self._kept_bytes -= self._storage_bytes.pop(key, 0)
 
     def _index_kept(self) -> None:
         """Note which memory the kept values of the nodes run so far live on (making no
@@ -639,6 +652,7 @@ class Recorder:
                     self._release(entry)
                     continue
                 self._kept_bytes += cost
+                self._let_go(key)
             entry.value = copy
 
     def _copy_measures_alike(self, entry: _Entry, key: _Key) -> bool:
@@ -657,11 +671,8 @@ class Recorder:
 
     def _release(self, entry: _Entry) -> None:
         """Drop a kept value that no longer fits the budget, and give its bytes back."""
-        keys = {storage_key(t) for _, t in iter_tensors(entry.value)}
-        for key in keys:
-            if key in self._kept_storages and len(self._owners.get(key, ())) <= 1:
-                del self._kept_storages[key]
-                self._kept_bytes -= self._storage_bytes.pop(key, 0)
+        for key in {storage_key(t) for _, t in iter_tensors(entry.value)}:
+            self._let_go(key)
         entry.value, entry.kept = None, False
         self._dropped += 1
 
