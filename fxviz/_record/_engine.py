@@ -265,8 +265,8 @@ class _Run:
         if self._foreseen:
             recorder._snapshot(self._foreseen)
         before = tensor_inputs(self.compiled.inputs[i], inputs)
-        if self.compiled.unknown[i] and before and recorder.stats == "lazy":
-            recorder.settle([t for _, t, _ in before])
+        if self.compiled.unknown[i] and before and recorder.stats != "off":
+            recorder.settle([t for _, t, _ in before], self.compiled.nodes[i])
         return before
 
     def post(

@@ -30,6 +30,7 @@ from fxviz._record._stats import (
     note_versions,
     same_elements,
     view_summary,
+    warn_if_changed,
 )
 from fxviz._record._summary import TensorSummary, iter_tensors, summarize, summarize_many
 from fxviz._record._writes import (
@@ -79,12 +80,21 @@ class _Entry(StoredValue):
     aliases: tuple[str, ...] = ()
     produced: tuple[str, ...] = ()
     snapshotted: frozenset[_Key] = frozenset()  # storages already copied before a write
+    exposed: str | None = None  # a node running unknown code got its memory (see settle)
 
     def __init__(self, node: torch.fx.Node, value: Any, kept: bool, elapsed: float) -> None:
         self.node = node
         self.value = value if kept else None
         self.kept = kept
         self.elapsed = elapsed
+
+    def read(self) -> Any:
+        """The value; the first read of one that unknown code got checks it against its
+        statistics (see :meth:`Recorder.settle`)."""
+        if self.exposed is not None:
+            exposed, self.exposed = self.exposed, None
+            warn_if_changed(self.node.name, exposed, self.value, self.outputs)
+        return self.value
 
 
 class Deferred(Protocol):
@@ -212,8 +222,8 @@ class Recorder:
                 self.before_write(written)
             self._snapshot(written)
         before = tensor_inputs(inputs, [env.get(n) for n in inputs])
-        if plan[4] and before and self.stats == "lazy":
-            self.settle([t for _, t, _ in before])
+        if plan[4] and before and self.stats != "off":
+            self.settle([t for _, t, _ in before], node)
         tail = self._graph_tail() if self._transformer else None
         start = time.perf_counter()
         try:
@@ -617,12 +627,17 @@ class Recorder:
             for position in self._owners.get(key, ()):
                 yield key, self._entry_at(position)
 
-    def settle(self, tensors: Sequence[torch.Tensor]) -> None:
+    def settle(self, tensors: Sequence[torch.Tensor], node: torch.fx.Node) -> None:
         """Take the pending statistics of kept values that share memory with ``tensors``:
-        the next node runs code fxviz does not know, which could write into them."""
+        ``node`` runs code fxviz does not know next, which could write into them. A write
+        its version counters show is warned of after it; one through ``.data`` moves none,
+        so each such value is checked against its statistics when first read instead
+        (during the run it would cost a copy or a measure of each, every run)."""
         for _, entry in self._kept_on(tensors):
             if entry.outputs is None and entry.versions is not None:
                 self.outputs(entry)
+            if entry.exposed is None:
+                entry.exposed = node.name
 
     def _snapshot(self, tensors: Sequence[torch.Tensor]) -> None:
         """Copy the kept values that the next node is about to overwrite, before it does,

@@ -43,6 +43,10 @@ class StoredValue:
         self.value = value if kept else None
         self.kept = kept
 
+    def read(self) -> Any:
+        """The value, as a record's ``value`` reads it (a subclass may check it first)."""
+        return self.value
+
 
 # The targets (as records write them) of ops that return memory they did not write.
 _UNINITIALIZED = re.compile(
@@ -124,7 +128,7 @@ class NodeRecord:
     @property
     def value(self) -> Any:
         """The output as it was when the node ran, or ``None`` when it was not kept."""
-        return self.stored.value
+        return self.stored.read()
 
     @property
     def kept(self) -> bool:

@@ -20,6 +20,7 @@ tensor and version so that unchanged weights are measured once for every run.
 from __future__ import annotations
 
 import functools
+import math
 import warnings
 import weakref
 from typing import Any, Literal
@@ -40,6 +41,7 @@ __all__ = [
     "note_versions",
     "same_elements",
     "view_summary",
+    "warn_if_changed",
 ]
 
 Stats = Literal["lazy", "eager", "off"]
@@ -182,3 +184,50 @@ def same_elements(t: torch.Tensor, base: torch.Tensor, version: int) -> bool:
             return False
         expected *= size
     return True
+
+
+def warn_if_changed(
+    name: str, exposed: str, value: Any, outputs: tuple[TensorSummary, ...] | None
+) -> None:
+    """Warn when the kept ``value`` of node ``name`` no longer gives the statistics it
+    gave as it ran (``outputs``): code fxviz does not know (node ``exposed``) got its
+    memory and may have written into it where no version counter sees it (through
+    ``.data``). A change that keeps every statistic goes unseen.
+
+    >>> x = torch.ones(2)
+    >>> before = summarize(x)
+    >>> x.data.mul_(5)
+    tensor([5., 5.])
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     warn_if_changed("x", "f", x, before)
+    >>> len(caught)
+    1
+    """
+    if not outputs or value is None:
+        return
+    now = summarize(value, True)
+    if len(now) == len(outputs) and all(map(_alike, now, outputs)):
+        return
+    warnings.warn(
+        f"the value of node {name!r} changed after it ran, where no version counter saw "
+        f"it: node {exposed!r} runs code fxviz does not know and got its memory (a write "
+        "through .data?). Its statistics are from when it ran; its value is what it holds "
+        "now.",
+        FxvizWarning,
+        stacklevel=4,
+    )
+
+
+def _alike(a: TensorSummary, b: TensorSummary) -> bool:
+    """Whether two summaries of one tensor say the same (mean and std to rounding)."""
+    exact = ("shape", "dtype", "min", "max", "nan", "posinf", "neginf", "zeros")
+    if any(getattr(a, f) != getattr(b, f) for f in exact):
+        return False
+    return all(_close(getattr(a, f), getattr(b, f)) for f in ("mean", "std"))
+
+
+def _close(a: float | None, b: float | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-12) or (math.isnan(a) and math.isnan(b))

@@ -207,6 +207,38 @@ def test_an_unforeseen_write_through_data_leaves_the_value_as_it_ran_or_warns():
     assert torch.equal(value, torch.tensor([1.0, 3.0, 5.0])) or warned
 
 
+@pytest.mark.parametrize("stats", [True, "eager"])
+def test_a_write_through_data_by_unknown_code_is_told_when_the_value_is_read(stats):
+    gm = torch.fx.symbolic_trace(_UnknownWriteThroughData())
+    rec = fxviz.record(gm, torch.arange(3.0), stats=stats)
+    assert rec["add"].outputs[0].max == 5.0  # as it ran
+    with pytest.warns(fxviz.FxvizWarning, match=r"'add' changed after it ran.*'_writes_"):
+        _ = rec["add"].value  # the read is what warns
+    assert torch.equal(rec["add"].value, torch.tensor([5.0, 15.0, 25.0]))  # warned once
+
+
+def _reads(t: torch.Tensor) -> torch.Tensor:
+    return t.sum()
+
+
+torch.fx.wrap("_reads")
+
+
+class _UnknownReaders(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        e = (x * 2 + 1).reshape(3, 4)
+        return _reads(e) + _reads(e.t()) + _reads(x)
+
+
+@pytest.mark.parametrize("stats", [True, "eager"])
+def test_values_unknown_code_only_read_are_read_without_a_warning(stats):
+    gm = torch.fx.symbolic_trace(_UnknownReaders())
+    x = torch.randn(12)
+    rec = fxviz.record(gm, x, stats=stats)  # FxvizWarning is an error in the tests
+    values = [rec[name].value for name in ("x", "add", "reshape", "t")]
+    assert torch.equal(values[1], x * 2 + 1)
+
+
 # the last write to z: its value is z (as in gm(*inputs)), which the budget keeps, or None
 # (as in gm(*inputs) too), which lets the tensor that permute and zero_ gave die
 @pytest.mark.parametrize("write", ["setitem", "__setitem__"])
