@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import html
+import weakref
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -245,7 +247,15 @@ class Debugger(DebuggerState, BreakpointCommands, RestoreCommands):
         )
         self._interp.extra_traceback = False
         self._recorder = self._interp.fxviz_start()
-        self._recorder.before_write = self._save_parameters_before_write
+        # the recorder and its interpreter hold each other (and the recorder a hook of
+        # ours): the hook is weak, and the recorder lets go of the interpreter when this
+        # debugger goes (or restarts), so no cycle keeps their values past it
+        self._recorder.before_write = _weakly(self._save_parameters_before_write)
+        released = vars(self).get("_release")
+        if released is not None:
+            released()
+        # (weakly: the recorder can hold this debugger, in a failed node's traceback)
+        self._release = weakref.finalize(self, _release, weakref.ref(self._recorder))
         self._parameter_versions = {n: p._version for n, p in self.graph_module.named_parameters()}
         self._interp.env = {}
         self._interp.args_iter = iter(self.graph.process_inputs(*self._inputs))
@@ -408,3 +418,21 @@ def _is_transformer(interpreter: Any) -> bool:
 def _class_name(interpreter: Any) -> str:
     cls = interpreter if isinstance(interpreter, type) else type(interpreter)
     return cls.__name__
+
+
+def _release(recorder: weakref.ref[Any]) -> None:
+    found = recorder()
+    if found is not None:
+        found.release()
+
+
+def _weakly(method: Callable[[Any], None]) -> Callable[[Any], None]:
+    """``method`` called through a weak reference to its object (a no-op once it died)."""
+    ref = weakref.WeakMethod(method)
+
+    def call(arg: Any) -> None:
+        found = ref()
+        if found is not None:
+            found(arg)
+
+    return call

@@ -283,3 +283,15 @@ def test_a_view_of_an_input_written_through_data_is_measured_as_it_is(stats):
     rec = fxviz.record(gm, torch.zeros(2), stats=stats)
     assert rec["x"].outputs[0].max == 0.0  # as it ran
     assert rec["detach"].outputs[0].max == 1.0
+
+
+def test_a_dropped_debugger_frees_its_values_at_once():
+    model = nn.Sequential(nn.Linear(3, 3), nn.ReLU())
+    held = [fxviz.Debugger(model, torch.randn(2, 3))]
+    held[0].step(2)
+    refs = [weakref.ref(held[0].recording[name].value) for name in ("_0", "_1")]
+    held[0].restart()  # a restart lets go of the first run's values
+    assert [r() for r in refs] == [None, None]
+    held[0].step(2)
+    refs = [weakref.ref(held[0].recording[name].value) for name in ("_0", "_1")]
+    assert _freed_when_dropped(held, refs)
