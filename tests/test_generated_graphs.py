@@ -385,6 +385,8 @@ class CloneEach(torch.fx.Interpreter):
 
     def run_node(self, n: torch.fx.Node) -> Any:
         result = super().run_node(n)
+        if n.op == "call_function" and n.target is operator.setitem:
+            result = self.env[n.args[0]]  # what GraphModule's code gives (and fxviz records)
         self.seen[n.name] = snapshot(result)
         return result
 
