@@ -3,6 +3,7 @@ and each call of a reused module as its own group."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -15,6 +16,7 @@ from fxviz.render._collapse import real_path
 
 __all__ = [
     "FOLDED_KINDS",
+    "ModuleStacks",
     "Params",
     "call_paths",
     "fetched_tensor",
@@ -49,16 +51,36 @@ def foldable(node: torch.fx.Node) -> bool:
     return all(u.op != "output" for u in node.users)
 
 
-def call_paths(graph: torch.fx.Graph) -> dict[str, str]:
+@dataclasses.dataclass
+class ModuleStacks:
+    """What a graph's ``nn_module_stack`` entries say, read in one pass (see
+    :func:`call_paths`): ``paths``, ``{node name: module path}``, and ``types``,
+    ``{module path: class name}`` (a traced GraphModule replaces container modules with
+    plain ``nn.Module`` objects, so their classes live only there)."""
+
+    paths: dict[str, str]
+    types: dict[str, str]
+
+
+def call_paths(graph: torch.fx.Graph) -> ModuleStacks:
     """``{node name: module path}`` where a module's second and later calls get their own
     path (``pool``, ``pool@2``; inside them ``blk@2.0``), read from ``nn_module_stack``,
-    whose keys ``symbolic_trace`` and ``torch.export`` number per call (``pool@1``).
+    whose keys ``symbolic_trace`` and ``torch.export`` number per call (``pool@1``); and
+    each module's class name, from the same entries.
 
     Nodes outside any module are left out.
+
+    Example:
+        >>> import torch, fxviz
+        >>> model = torch.nn.Sequential(torch.nn.Sequential(torch.nn.ReLU()))
+        >>> stacks = call_paths(fxviz.trace(model).graph)
+        >>> stacks.paths, stacks.types
+        ({'_0_0': '0.0'}, {'0': 'Sequential', '0.0': 'ReLU'})
     """
     calls: dict[tuple[str, str], list[str]] = {}  # (drawn parent, path) -> call keys in order
     steps: dict[tuple[str, str, Any, Any], tuple[str, str]] = {}  # made once, never changes
     found: dict[str, str] = {}
+    types: dict[str, str] = {}
     for node in graph.nodes:
         stack = node.meta.get("nn_module_stack")
         if not stack:
@@ -69,6 +91,13 @@ def call_paths(graph: torch.fx.Graph) -> dict[str, str]:
             if known is not None:  # most nodes: the steps of a node before them
                 drawn, parent = known
                 continue
+            # a step never met: the first node in this module call (each module's first
+            # node among them, which is where its class name is read)
+            if isinstance(entry[0], str) and entry[0] and entry[0] not in types:
+                kind = entry[1]
+                types[entry[0]] = (
+                    kind.__name__ if isinstance(kind, type) else str(kind).rsplit(".", 1)[-1]
+                )
             path = entry[0] if isinstance(entry[0], str) else str(entry[0])
             if not path:
                 continue
@@ -83,4 +112,4 @@ def call_paths(graph: torch.fx.Graph) -> dict[str, str]:
             drawn, parent = made, path
         if drawn:
             found[node.name] = drawn
-    return found
+    return ModuleStacks(found, types)

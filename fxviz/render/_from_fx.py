@@ -57,7 +57,8 @@ def draw_fx(
     kinds = kinds or {}
     targets = targets or {}
     modules = dict(gm.named_modules())
-    paths = call_paths(graph)
+    stacks = call_paths(graph)  # call paths and class names, one pass
+    paths = stacks.paths
     folded = {
         node
         for node in graph.nodes
@@ -98,7 +99,7 @@ def draw_fx(
         for source in node.all_input_nodes:
             if source not in folded:
                 edges.append(DrawEdge(ids[source], node_id))
-    labels = _stack_types(graph)
+    labels = stacks.types
     labels |= {path: module_label(m) for path, m in modules.items() if path and _is_real(m)}
     counts = _param_counts(modules)
     called = {n.module for n in nodes if "@" in n.module}  # modules called more than once
@@ -222,19 +223,6 @@ def _fetched_line(fetched: tuple[tuple[str, str], ...]) -> str:
     return "+ " + " · ".join(
         f"{name.rsplit('.', 1)[-1]} {shape.split(' ')[0]}".strip() for name, shape in fetched
     )
-
-
-def _stack_types(graph: torch.fx.Graph) -> dict[str, str]:
-    """Module class names by path, from ``nn_module_stack`` (a traced GraphModule replaces
-    container modules with plain ``nn.Module`` objects, so their classes live only there)."""
-    found: dict[str, str] = {}
-    for node in graph.nodes:
-        for path, kind in (node.meta.get("nn_module_stack") or {}).values():
-            if isinstance(path, str) and path and path not in found:  # once per module
-                found[path] = (
-                    kind.__name__ if isinstance(kind, type) else str(kind).rsplit(".", 1)[-1]
-                )
-    return found
 
 
 def _is_real(module: torch.nn.Module) -> bool:
