@@ -133,30 +133,37 @@ class ModuleTree:
             for i, n in enumerate(draw.nodes):
                 direct.setdefault(n.module, []).append(i)
         count = self.count
-        known = {""}
+        kids, by_real = self.kids, self.by_real
+        new: list[str] = []
         for module, members in direct.items():  # once per module: its chain of parents
-            for path in [*_prefixes(module), ""] if module else [""]:
-                count[path] = count.get(path, 0) + len(members)
-            if module in known:
-                continue
-            parts = module.split(".")
-            for cut in range(1, len(parts) + 1):
-                path = ".".join(parts[:cut])
-                if path in known:
-                    continue
-                known.add(path)
-                self.kids[".".join(parts[: cut - 1])].append(path)
-                if "@" in path:  # only a later call's path differs from its real one
-                    self.by_real[real_path(path)].append(path)
+            path = module
+            while path not in count:  # a path not met yet: listed under its parent
+                count[path] = 0
+                new.append(path)
+                if not path:
+                    break
+                path = path.rpartition(".")[0]
+            # listed from the outermost: a parent's kids are in the order of their first nodes
+            for path in reversed(new):
+                if path:
+                    kids[path.rpartition(".")[0]].append(path)
+                    if "@" in path:  # only a later call's path differs from its real one
+                        by_real[real_path(path)].append(path)
+            new.clear()
+            path, size = module, len(members)
+            while path:
+                count[path] += size
+                path = path.rpartition(".")[0]
+            count[""] += size
         self.meet: dict[str, list[int]] = collections.defaultdict(list)  # path -> edge numbers
-        meets: dict[tuple[str, str], list[int]] = {}
+        meet = self.meet
         get = module_of.get
+        into, at = None, ""  # an edge's head: a node's inputs are listed one after another
         for k, e in enumerate(draw.edges):
-            pair = (get(e.src, ""), get(e.dst, ""))
-            numbers = meets.get(pair)
-            if numbers is None:
-                numbers = meets[pair] = self.meet[_common(*pair)]
-            numbers.append(k)
+            tail = get(e.src, "")
+            if e.dst is not into:
+                into, at = e.dst, get(e.dst, "")
+            meet[tail if tail == at else _common(tail, at)].append(k)
 
     def opening_depth(self, limit: int = BIG_GRAPH) -> int | None:
         """What :func:`fxviz.render._collapse.opening_depth` finds, from the modules
