@@ -251,7 +251,8 @@ def group_wide(
     renamed: dict[str, str] = {}
     moved = {n.module: parts for n, parts in zip(draw.nodes, paths, strict=True) if n.module}
     for module, parts in moved.items():  # once per module, not per node
-        _rename_prefixes(module.split("."), parts, renamed)
+        if module not in renamed:  # else a longer path mapped it and every prefix of it
+            _rename_prefixes(module.split("."), parts, renamed)
     modules = {renamed.get(k, k): v for k, v in draw.modules.items()}
     params = {renamed.get(k, k): v for k, v in draw.params.items()}
     for path in made:

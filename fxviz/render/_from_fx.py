@@ -62,7 +62,11 @@ def draw_fx(
     folded = {
         node
         for node in graph.nodes
-        if params == "fold" and is_parameter_fetch(gm, node, kinds) and foldable(node)
+        # only a get_attr or a node ``kinds`` names can be a fetch (the rest: no call)
+        if (node.op == "get_attr" or node.name in kinds)
+        and params == "fold"
+        and is_parameter_fetch(gm, node, kinds)
+        and foldable(node)
     }
     nodes, edges = [], []
     ids: dict[torch.fx.Node, str] = {}  # dot_id per node, made once (edges name them again)
@@ -203,9 +207,9 @@ def _param_counts(modules: Mapping[str, torch.nn.Module]) -> dict[str, int]:
             if p is not None and id(p) not in seen:
                 seen.add(id(p))
                 own = (own or 0) + p.numel()
-        if own is not None and path:
-            for prefix in _prefixes(path):
-                counts[prefix] = counts.get(prefix, 0) + own
+        while own is not None and path:  # the module and each module it sits in
+            counts[path] = counts.get(path, 0) + own
+            path = path.rpartition(".")[0]
     return counts
 
 
