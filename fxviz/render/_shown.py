@@ -208,7 +208,10 @@ class ModuleTree:
         """What ``overlays`` leave on the box of ``path`` (:func:`box_marks` of its nodes),
         made from its sub-modules' marks and kept, per overlays object: each node meets
         the overlays once per drawing, so opening a module (whose boxes were parts of the
-        box it was) calls no overlay at all."""
+        box it was) calls no overlay at all. No overlays (a bare graph's drawing) mark
+        nothing: then no node nor sub-module is looked at."""
+        if not overlays:
+            return box_marks((), overlays)
         kept = self._for(overlays)[0]
         found = kept.get(path)
         if found is None:

@@ -175,3 +175,15 @@ def test_opening_a_module_makes_statements_only_for_what_it_adds(monkeypatch):
     assert "trunk_5_a" in view.dot
     assert view.dot.count("fx-module") >= 199  # still drawn, from the kept statements
     assert made["labels"] <= 20  # the opened block's few nodes, not 199 boxes again
+
+
+def test_a_box_drawn_without_overlays_reads_none_of_its_nodes():
+    # a bare graph's drawing has no overlays: nothing can mark its boxes, so opening a
+    # 50,000-node graph need not walk every module under its hundred boxes for marks
+    gm = fxviz.trace(Model(50))
+    view = fxviz.show(gm, depth=1)
+    tree = view._drawing.tree
+    assert view._drawing.defaults == []  # what the widget draws a GraphModule with
+    touched = tree.touched
+    assert not tree.marks("trunk", view._drawing.defaults).classes
+    assert tree.touched == touched  # none of the trunk's 450 nodes
