@@ -245,9 +245,9 @@ def group_wide(
     made: set[str] = set()
     names = [n.name for n in draw.nodes]
     _group_level(paths, names, list(range(len(paths))), 0, limit, groups, made)
-    new = [".".join(p) for p in paths]
-    if all(a == n.module for a, n in zip(new, draw.nodes, strict=True)):
+    if not made:  # no level was split: every path is as it was
         return draw
+    new = [".".join(p) for p in paths]
     renamed: dict[str, str] = {}
     moved = {n.module: parts for n, parts in zip(draw.nodes, paths, strict=True) if n.module}
     for module, parts in moved.items():  # once per module, not per node
@@ -304,6 +304,7 @@ def _group_level(
         return
     keys = [paths[i][level] if len(paths[i]) > level else "\0" + names[i] for i in members]
     order = list(dict.fromkeys(keys))
+    children: dict[str, list[int]] = collections.defaultdict(list)
     if len(order) > limit:
         size = math.ceil(len(order) / groups)
         label: dict[str, str] = {}
@@ -312,13 +313,16 @@ def _group_level(
             name = f"{_shown(chunk[0])} … {_shown(chunk[-1])}"
             for key in chunk:
                 label[key] = name
+        prefix = paths[members[0]][:level]  # the members' path so far (one group's)
+        made.update(".".join([*prefix, name]) for name in set(label.values()))
         for i, key in zip(members, keys, strict=True):
-            paths[i].insert(level, label[key])
-            made.add(".".join(paths[i][: level + 1]))
-    children: dict[str, list[int]] = collections.defaultdict(list)
-    for i in members:
-        if len(paths[i]) > level:
-            children[paths[i][level]].append(i)
+            name = label[key]
+            paths[i].insert(level, name)
+            children[name].append(i)
+    else:
+        for i in members:
+            if len(paths[i]) > level:
+                children[paths[i][level]].append(i)
     for sub in children.values():
         _group_level(paths, names, sub, level + 1, limit, groups, made)
 
