@@ -8,13 +8,10 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import re
 from collections.abc import Callable
 from typing import Any
 
 __all__ = ["DEFERRED", "DrawEdge", "DrawGraph", "DrawNode", "defer", "deferred_node", "dot_id"]
-
-_PLAIN_ID = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 def dot_id(name: str, prefix: str = "") -> str:
@@ -23,9 +20,12 @@ def dot_id(name: str, prefix: str = "") -> str:
 
     >>> dot_id("linear1"), dot_id('<b>"x":y')
     ('linear1', '_h7b5565f073e4')
+    >>> [dot_id(name) == name for name in ("_1", "1a", "é", "a-b", "")]
+    [True, False, False, False, False]
     """
     text = prefix + name
-    if _PLAIN_ID.match(text):
+    # [A-Za-z_][A-Za-z0-9_]*, without a regular expression run per node
+    if text.isascii() and text.isidentifier():
         return text
     return "_h" + hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
 
