@@ -21,7 +21,9 @@ emptied before each timed draw: every draw is laid out anew.) A second table say
 each draw's time went, from the page's own measures (js/graph.js): the wait for the
 kernel's message, the worker's layout, the SVG put in, the view opened, the painting frame.
 After a group is opened from the kernel, another is opened as a person does: a click on its
-box in the page, timed from the click (its wait: the message to the kernel and back).
+box in the page, timed from the click (its wait: the message to the kernel and back). Last,
+the status line is changed from the kernel: a message with no drawing behind it, the floor
+under every wait.
 
 Run from the repository root (--quick: small graphs, one view each, 3 steps); the kernel
 imports this checkout's fxviz (a PYTHONPATH given is searched first):
@@ -104,6 +106,14 @@ CLICK = """() => {
   const at = Date.now();
   box.querySelector('text').dispatchEvent(new MouseEvent('click', { bubbles: true }));
   return at; }"""
+# Waits for the status line to read `text` (a trait change with no drawing behind it):
+# the time a message takes from the kernel to the page, whatever the graph.
+STATUS = """(text) => { window.__status = new Promise((resolve) => {
+  const q = () => document.querySelector('.fxviz-status');
+  const mo = new MutationObserver(() => {
+    if (q().textContent === text) { mo.disconnect(); resolve(Date.now()); } });
+  mo.observe(document.querySelector('.fxviz'), { subtree: 1, childList: 1, characterData: 1 });
+  setTimeout(() => { mo.disconnect(); resolve(null); }, 30000); }); }"""
 STEP = """async () => {
   const q = (s) => document.querySelector(s);
   const cur = () => q('.fxviz-graph g.fxviz-current title')?.textContent;
@@ -270,6 +280,18 @@ def draw(page, code: str | None) -> dict[str, float]:
             "main cpu": main1 - main0, "page cpu": proc1 - proc0}  # fmt: skip
 
 
+def status_trip(page) -> dict[str, float]:
+    """From a change of the status line in the kernel to its text in the page: the
+    floor under every draw's wait (the kernel, the Jupyter server, the page's widget
+    manager), with no drawing behind it."""
+    text = f"trip {time.time()}"
+    page.evaluate(STATUS, text)
+    (t0,) = kernel(page, f"__t0 = time.time(); view.status = {text!r}", "(__t0,)")
+    seen = page.evaluate("() => window.__status")
+    kernel(page, "view.status = ''")
+    return {"dom": seen - t0 * 1e3, "paint": seen - t0 * 1e3} if seen else {}
+
+
 def graphs(page, repeats: int, only: list[str] | None = None) -> tuple[dict, dict]:
     """Each case (of ``only`` when given): open a fresh view collapsed, then draw it in
     full or open one group; ``repeats`` times."""
@@ -284,6 +306,7 @@ def graphs(page, repeats: int, only: list[str] | None = None) -> tuple[dict, dic
             "full" if then == "full" else "open a group"
         )
         labels[name, "click"] = f"{name}, click another group"
+        labels[name, "trip"] = f"{name}, status line (message)"
         show = f"out.outputs = (); view = fxviz.show(gm, depth={depth})"
         for _ in range(repeats):  # no layout time limit: the benchmark wants the time it takes
             rows[name, "open"].append(
@@ -302,6 +325,7 @@ def graphs(page, repeats: int, only: list[str] | None = None) -> tuple[dict, dic
             if then == "expand":  # as a person opens one: a click, a message to the kernel
                 kernel(page, "view.render_ms = 0.0")
                 rows[name, "click"].append(draw(page, None))
+                rows[name, "trip"].append(status_trip(page))
                 print(f"  {labels[name, 'click']}: {rows[name, 'click'][-1]['paint']:.0f} ms")
     return rows, labels
 
