@@ -39,16 +39,21 @@ function finishedTitle(ctx) {
   return output?.textContent ?? null;
 }
 
-export async function draw(ctx) {
+// Draw the kernel's DOT, or `peek` ({ dot, svg }: a view laid out before it was asked
+// for, js/peek.js), which needs no layout.
+export async function draw(ctx, peek = null) {
   const { model, state, els } = ctx;
-  const dot = model.get(T.dot);
+  const dot = peek?.dot ?? model.get(T.dot);
   if (!dot) return;
   const run = startLayout(state);
   const started = performance.now();
+  state.drawnDot = dot;
+  state.peeks.clear(); // they open boxes of the view drawn before
+  els.root.dataset.drawn = peek ? "peeked" : "sent"; // how the latest view came
   els.graph.querySelector(".fxviz-message")?.replaceChildren("laying out…");
   let text;
   try {
-    text = await layout(dot, { timeoutMs: 1000 * (model.get(T.layoutTimeout) || 30) });
+    text = peek?.svg ?? await layout(dot, { timeoutMs: 1000 * (model.get(T.layoutTimeout) || 30) });
   } catch (error) {
     if (!isLatest(state, run)) return;
     ctx.showError(`${error.message}. Collapse modules (a smaller depth) to draw this graph.`);

@@ -34,6 +34,29 @@ export function createLayoutCache(limit = CACHE_CHARS) {
   };
 }
 
+// Layouts made before a click (js/peek.js): what opening a box of the view shown would
+// show, laid out while the pointer rested on it. Kept by the exact DOT shown and the box:
+// asked for another view, nothing is found, and keeping one for another view first
+// forgets the old ones (a layout is never shown over a view it was not made from). At
+// most `limit` boxes, the one peeked at least recently going first.
+export const PEEKS_KEPT = 4;
+
+export function createPeeks(limit = PEEKS_KEPT) {
+  let shown = null; // the DOT the entries were peeked from
+  const entries = new Map(); // box title -> { dot, svg }, oldest first
+  return {
+    get(dotShown, unit) { return dotShown === shown ? entries.get(unit) : undefined; },
+    put(dotShown, unit, dot, svg) {
+      if (dotShown !== shown) { entries.clear(); shown = dotShown; }
+      entries.delete(unit);
+      entries.set(unit, { dot, svg });
+      while (entries.size > limit) entries.delete(entries.keys().next().value);
+    },
+    clear() { entries.clear(); shown = null; },
+    get count() { return entries.size; },
+  };
+}
+
 // Where to put the view after a module was opened so the graph seems to open in place:
 // the pan that shows `after` (the opened module's frame, in graph units) with its top
 // centre where `before` (the clicked box's top centre, in panel pixels) was, at `zoom`.

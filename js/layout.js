@@ -53,11 +53,19 @@ globalThis.document?.addEventListener?.("securitypolicyviolation", (event) => {
   if (/^(worker|child|script)-src/.test(event.effectiveDirective ?? "") && String(event.blockedURI).startsWith("blob")) shared().noWorker = true;
 });
 
+// A DOT already being laid out (peeked at, then sent by the kernel) is laid out once.
 export function layout(dot, options = {}) {
   const state = shared();
   const kept = state.cache.get(dot);
   if (kept !== undefined) return Promise.resolve(kept);
-  return layoutNew(state, dot, options).then((svg) => { state.cache.put(dot, svg); return svg; });
+  state.running ??= new Map(); // dot -> its layout's promise, while the worker makes it
+  const running = state.running.get(dot);
+  if (running) return running;
+  const job = layoutNew(state, dot, options)
+    .then((svg) => { state.cache.put(dot, svg); return svg; })
+    .finally(() => state.running.delete(dot));
+  state.running.set(dot, job);
+  return job;
 }
 
 function layoutNew(state, dot, { timeoutMs = 30000 } = {}) {

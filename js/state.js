@@ -1,6 +1,7 @@
 // The widget's mutable state, in one place, and the pure rules that read and change it.
 // Nothing here touches the DOM (the laid-out SVG's groups are opaque values in `byTitle`),
 // so `node --test js/test/` exercises it without a browser.
+import { createPeeks } from "./layout-cache.js";
 import { STATE_PREFIX } from "./names.js";
 
 export function createState() {
@@ -15,6 +16,8 @@ export function createState() {
     matches: [], // node names matching the query, in graph order
     matchIndex: -1, // the match jumped to last
     layoutRun: 0, // bumped per layout: an older one finishing late is dropped
+    drawnDot: null, // the DOT of the view drawn (or being drawn)
+    peeks: createPeeks(), // boxes of that view opened ahead, while hovered (js/peek.js)
     painted: false, // the first view is on screen (the kernel then sends the units)
     anchor: null, // a module box just clicked: where it was, to open the module in place
     indexAsked: false, // search's index was asked of the kernel

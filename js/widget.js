@@ -9,6 +9,7 @@ import { renderInspector } from "./inspector.js";
 import { handleKeys, takeFocusOnClick } from "./keys.js";
 import { overview } from "./minimap.js";
 import { T } from "./names.js";
+import { peeked, peekOnHover } from "./peek.js";
 import { findNodes, searchIndex } from "./search.js";
 import { createState, jumpMatch, nameOf, setMatches } from "./state.js";
 import { markTableSelection, renderTable } from "./table.js";
@@ -88,7 +89,13 @@ function render({ model, el }) {
     const g = event.target.closest?.("g.node");
     const title = g?.querySelector("title")?.textContent;
     if (!title) return;
-    if (g.classList.contains("fx-module")) { rememberAnchor(ctx, title); send({ type: "toggle_module", unit: title }); return; }
+    if (g.classList.contains("fx-module")) {
+      rememberAnchor(ctx, title);
+      const peek = peeked(ctx, title); // laid out already while the pointer rested on it
+      send({ type: "toggle_module", unit: title }); // the kernel's view state follows
+      if (peek) draw(ctx, peek);
+      return;
+    }
     select(nameOf(model.get(T.units), model.get(T.unitsDelta), title));
   });
   els.graph.addEventListener("dblclick", (event) => {
@@ -140,7 +147,9 @@ function render({ model, el }) {
   takeFocusOnClick(els.root);
   handleKeys(els.root, { search: els.search, keys: keyMap(actions), enabled: debuggerMode, onAction: (type) => send({ type }), onSearch: () => els.search.focus() });
 
-  model.on(`change:${T.dot}`, () => draw(ctx));
+  // a DOT drawn already (a module opened from a peek, js/peek.js) is not drawn again
+  model.on(`change:${T.dot}`, () => { if (model.get(T.dot) !== state.drawnDot) draw(ctx); });
+  peekOnHover(ctx);
   for (const trait of [T.states, T.selected, T.inspector, T.status, T.pressed]) model.on(`change:${trait}`, queueStates);
   for (const trait of [T.rows, T.rowsTotal]) model.on(`change:${trait}`, showTable);
   model.on(`change:${T.error}`, () => ctx.showError(model.get(T.error)));

@@ -117,15 +117,19 @@ class GraphView(anywidget.AnyWidget):
         with collector_paused():  # tens of thousands of small objects: see collector_paused
             self._draw_view(change)
 
+    def _view(self, expand: frozenset[str], collapse: frozenset[str]) -> Any:
+        """The view the widget shows for these opened and closed modules."""
+        return self._drawing.shown_view(
+            depth=self.depth,
+            expand=expand,
+            collapse=collapse,
+            legend=False,  # the widget draws its legend in HTML, beside the graph
+        )
+
     def _draw_view(self, change: Any = None) -> None:
         expand, collapse = frozenset(self.expanded), frozenset(self.collapsed)
         try:
-            view = self._drawing.shown_view(
-                depth=self.depth,
-                expand=expand,
-                collapse=collapse,
-                legend=False,  # the widget draws its legend in HTML, beside the graph
-            )
+            view = self._view(expand, collapse)
             tree = self._drawing.tree
             moved: dict[str, str] | None = None
             if change is not None and change["name"] in ("expanded", "collapsed"):
@@ -229,6 +233,8 @@ class GraphView(anywidget.AnyWidget):
             self._on_painted()
         elif kind == "toggle_module":
             self._toggle(content.get("unit", ""))
+        elif kind == "peek_module":
+            self._peek(content.get("unit", ""), content.get("id"))
         elif kind == "collapse_cluster":
             self._collapse(content.get("cluster", ""))
         elif kind == "layout_failed":
@@ -239,29 +245,45 @@ class GraphView(anywidget.AnyWidget):
             else:
                 self.error = f"{message}, even with every module collapsed"
 
-    def _unit(self, module: str) -> str | None:
-        return unit_path(module, self.depth, frozenset(self.expanded), frozenset(self.collapsed))
-
     def expand(self, path: str) -> None:
         """Open a collapsed module."""
-        self.collapsed = [p for p in self.collapsed if p != path]
-        if self._unit_of_path(path) == path:
-            self.expanded = [*self.expanded, path]
+        expanded, collapsed = self._expanded_lists(path)
+        self.collapsed = collapsed
+        self.expanded = expanded
+
+    def _expanded_lists(self, path: str) -> tuple[list[str], list[str]]:
+        """``expanded`` and ``collapsed`` once ``path`` is opened (nothing changed yet)."""
+        collapsed = [p for p in self.collapsed if p != path]
+        # what the module's nodes fold into once it is no longer closed: itself, or it opens
+        unit = unit_path(path, self.depth, frozenset(self.expanded), frozenset(collapsed))
+        opens = path in self._drawing.tree.count and unit == path
+        return ([*self.expanded, path] if opens else list(self.expanded)), collapsed
 
     def collapse(self, path: str) -> None:
         """Draw a module as one box."""
         self.expanded = [p for p in self.expanded if p != path and not p.startswith(path + ".")]
         self.collapsed = [*self.collapsed, path]
 
-    def _unit_of_path(self, path: str) -> str | None:
-        if path not in self._drawing.tree.count:
-            return None
-        return self._unit(path)  # what a module's nodes fold into, the module's own too
-
     def _toggle(self, unit: str) -> None:
         path = self._boxes.get(unit)  # a collapsed box's DOT id: its module opens
         if path:
             self.expand(path)
+
+    def _peek(self, unit: str, request: Any) -> None:
+        """The DOT that opening box ``unit`` would show, sent to the browser alone (a
+        ``peeked`` message with the request's ``id``): the view state stays as it is. The
+        browser lays it out while the pointer rests on the box, so a click shows it at
+        once. A ``unit`` that is no box of the view shown gets ``dot: null``."""
+        path = self._boxes.get(unit)
+        dot = None
+        if path:
+            expanded, collapsed = self._expanded_lists(path)
+            with collector_paused():
+                view = self._view(frozenset(expanded), frozenset(collapsed))
+                dot = graph_payload(self._drawing, view, include_rows=False, include_index=False)[
+                    "dot"
+                ]
+        self.send({"type": "peeked", "id": request, "unit": unit, "dot": dot})
 
     def _collapse(self, cluster: str) -> None:
         path = self._drawing.tree.cluster_path(cluster)  # a split frame's parts too

@@ -2,7 +2,7 @@
 // `npm test` (node --test).
 import assert from "node:assert/strict";
 import test from "node:test";
-import { anchoredPan, createLayoutCache, frameOf } from "../layout-cache.js";
+import { anchoredPan, createLayoutCache, createPeeks, frameOf } from "../layout-cache.js";
 
 test("a layout made once is found again by its DOT, and a changed DOT is not", () => {
   const cache = createLayoutCache(1000);
@@ -43,4 +43,22 @@ test("an opened module's frame lands where its box was, at the same zoom", () =>
   assert.equal(frameOf(new Set(["fx-module", "opens-cluster__h4234e21f80c8"])), "cluster__h4234e21f80c8");
   assert.equal(frameOf(["node", "fx-node", "kind-call_function"]), null);
   assert.equal(frameOf(undefined), null);
+});
+
+test("peeks are found for the view they were peeked from only, a few at most", () => {
+  const peeks = createPeeks(2);
+  peeks.put("X", "module__1", "X+1", "<svg 1>");
+  assert.deepEqual(peeks.get("X", "module__1"), { dot: "X+1", svg: "<svg 1>" });
+  assert.equal(peeks.get("Y", "module__1"), undefined); // another view shown: never stale
+  assert.equal(peeks.get("X", "module__2"), undefined);
+  peeks.put("X", "module__2", "X+2", "<svg 2>");
+  peeks.get("X", "module__1"); // does not reorder: the oldest peek goes first
+  peeks.put("X", "module__3", "X+3", "<svg 3>");
+  assert.equal(peeks.count, 2);
+  assert.equal(peeks.get("X", "module__1"), undefined);
+  peeks.put("Y", "module__1", "Y+1", "<svg>"); // a new view forgets the old one's
+  assert.equal(peeks.count, 1);
+  assert.equal(peeks.get("X", "module__3"), undefined);
+  peeks.clear();
+  assert.equal(peeks.get("Y", "module__1"), undefined);
 });

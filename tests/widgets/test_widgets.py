@@ -108,6 +108,32 @@ def test_big_graphs_open_collapsed_and_modules_toggle():
     assert "showing a collapsed view instead" in full.error
 
 
+def test_peeking_at_a_module_gives_the_dot_its_toggle_shows_and_changes_nothing():
+    """The page asks, while the pointer rests on a box, what opening it would show: the
+    kernel answers with that DOT alone, and a click then shows exactly it."""
+    model = nn.Sequential(
+        *[nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 4), nn.ReLU()) for _ in range(100)]
+    )
+    view = fxviz.show(fxviz.trace(model))
+    sent: list[dict] = []
+    view.send = lambda content, buffers=None: sent.append(content)  # what reaches the page
+    before = (view.dot, list(view.expanded), list(view.collapsed), dict(view.units))
+    view.handle({"type": "peek_module", "unit": "module__3", "id": 7})
+    assert (view.dot, view.expanded, view.collapsed, view.units) == before  # nothing changed
+    (reply,) = sent
+    assert (reply["type"], reply["id"], reply["unit"]) == ("peeked", 7, "module__3")
+    assert reply["dot"] != view.dot
+    assert "\tmodule__3 [" not in reply["dot"]  # the box is open in it
+    view.handle({"type": "toggle_module", "unit": "module__3"})
+    assert view.dot == reply["dot"]  # the click's echo is the DOT peeked: no new layout
+    view.handle({"type": "collapse_cluster", "cluster": "cluster_m_3"})  # closed again
+    view.handle({"type": "peek_module", "unit": "module__3", "id": 8})
+    view.handle({"type": "toggle_module", "unit": "module__3"})
+    assert view.dot == sent[-1]["dot"]  # a module closed before opens the same way
+    view.handle({"type": "peek_module", "unit": "no_such_box", "id": 9})
+    assert sent[-1] == {"type": "peeked", "id": 9, "unit": "no_such_box", "dot": None}
+
+
 def test_show_picks_the_view():
     gm = fxviz.trace(TwoLayerNet())
     dbg = fxviz.Debugger(gm, torch.randn(2, 1000))

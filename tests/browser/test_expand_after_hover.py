@@ -1,0 +1,91 @@
+"""A module box the pointer rests on is laid out open before the click (js/peek.js): the
+click shows the module opened at once, in place, and the kernel's DOT for it, when it
+comes, is not laid out or drawn again."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.browser.conftest import LABELS_OUTSIDE, open_and_run, run_in_kernel, write_notebook
+
+pytestmark = pytest.mark.browser
+
+BUILD = """import torch, fxviz
+from torch import nn
+model = nn.Sequential(
+    *[nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 4), nn.ReLU()) for _ in range(60)])
+view = fxviz.show(fxviz.trace(model), depth=1)
+view"""
+
+# The topmost module box whose whole box is inside the graph panel: its title.
+TOP_BOX = """() => {
+  const panel = document.querySelector('.fxviz-graph').getBoundingClientRect();
+  const inside = [...document.querySelectorAll('.fxviz-graph g.node.fx-module')].map((g) =>
+    [g, g.getBoundingClientRect()]).filter(([, r]) => r.width > 0 && r.top >= panel.top
+    && r.bottom <= panel.bottom && r.left >= panel.left && r.right <= panel.right);
+  inside.sort((a, b) => a[1].top - b[1].top);
+  return inside[0]?.[0].querySelector('title').textContent ?? null; }"""
+TITLES = (
+    "() => [...document.querySelectorAll('.fxviz-graph g.node > title')].map(t => t.textContent)"
+)
+# Each of `titles`: shown, wholly inside the graph panel, its label's height in px.
+SEEN = """(titles) => {
+  const panel = document.querySelector('.fxviz-graph').getBoundingClientRect();
+  const want = new Set(titles);
+  return [...document.querySelectorAll('.fxviz-graph g.node')]
+    .filter((g) => want.has(g.querySelector('title').textContent)).map((g) => {
+      const r = g.getBoundingClientRect();
+      const text = g.querySelector('text');
+      return { title: g.querySelector('title').textContent,
+        shown: g.checkVisibility({ opacityProperty: true, visibilityProperty: true })
+          && r.width > 0 && r.height > 0,
+        inside: r.left >= panel.left - 1 && r.right <= panel.right + 1
+          && r.top >= panel.top - 1 && r.bottom <= panel.bottom + 1,
+        px: text ? text.getBoundingClientRect().height : 0 }; }); }"""
+# Layouts asked of the worker so far (js/layout.js numbers its jobs).
+JOBS = "() => globalThis.__fxviz_layout_v3.nextId"
+STATUS = "document.querySelector('.fxviz-status')?.textContent"
+
+
+def test_a_hovered_module_opens_at_once_and_is_not_laid_out_again(browser, lab):
+    write_notebook(lab["root"], "hover.ipynb", [BUILD])
+    page = open_and_run(browser, lab, "hover.ipynb")
+    page.wait_for_function("document.querySelector('.fxviz')?.dataset.opening", timeout=120_000)
+    title = page.evaluate(TOP_BOX)
+    assert title is not None
+    before = set(page.evaluate(TITLES))
+    cached = page.evaluate("() => globalThis.__fxviz_layout_v3.cache.count")
+    box = page.locator(".fxviz-graph g.node.fx-module").filter(
+        has=page.locator(f"title:text-is('{title}')")
+    )
+    box.hover()  # the pointer rests on the box: the page peeks at it and lays it out
+    page.wait_for_function(
+        f"() => globalThis.__fxviz_layout_v3.cache.count > {cached}", timeout=30_000
+    )
+    jobs = page.evaluate(JOBS)
+    old = page.evaluate_handle("document.querySelector('.fxviz-graph svg')")
+    box.click()
+    page.wait_for_function(
+        "(old) => { const s = document.querySelector('.fxviz-graph svg');"
+        " return s && s !== old && document.querySelector('.fxviz').dataset.opening; }",
+        arg=old,
+    )
+    assert page.evaluate("document.querySelector('.fxviz').dataset.drawn") == "peeked"
+    drawn = page.evaluate_handle("document.querySelector('.fxviz-graph svg')")
+    # the kernel answers the click with the same DOT, then (in order) this status line
+    run_in_kernel(page, "view.status = 'after the click'")
+    page.wait_for_function(f"{STATUS} === 'after the click'")
+    page.wait_for_timeout(500)  # a draw the echo would start has run by now
+    assert page.evaluate("(s) => document.querySelector('.fxviz-graph svg') === s", drawn)
+    assert page.evaluate(JOBS) == jobs  # no layout for the echo
+    assert page.evaluate("document.querySelector('.fxviz').dataset.opening") == "in place"
+    # what a person sees: the module's own nodes, on screen, inside the panel, readable
+    inner = [t for t in page.evaluate(TITLES) if t not in before]
+    assert len(inner) >= 4, inner
+    seen = page.evaluate(SEEN, inner)
+    assert all(s["shown"] and s["inside"] for s in seen), seen
+    assert all(s["px"] >= 10 for s in seen if s["px"]), seen
+    assert page.evaluate(LABELS_OUTSIDE) == []
+    assert page.evaluate(STATUS) == "after the click"  # the widget did not fail
+    assert page.locator(".fxviz-error-box").evaluate("e => e.textContent") == ""
+    page.close()
