@@ -21,7 +21,9 @@ emptied before each timed draw: every draw is laid out anew.) A second table say
 each draw's time went, from the page's own measures (js/graph.js): the wait for the
 kernel's message, the worker's layout, the SVG put in, the view opened, the painting frame.
 After a group is opened from the kernel, another is opened as a person does: a click on its
-box in the page, timed from the click (its wait: the message to the kernel and back). Last,
+box in the page, timed from the click (its wait: the message to the kernel and back); then,
+the click undone, the same box is opened again after the pointer rested on it until the
+page had laid its opening out (no wait for the kernel: js/peek.js). Last,
 the status line is changed from the kernel: a message with no drawing behind it, the floor
 under every wait.
 
@@ -52,6 +54,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import nbformat
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import sync_playwright
 
 CHROMIUM = "/usr/bin/chromium"
@@ -95,17 +98,29 @@ WATCH = WATCH.replace("STAGES", json.dumps(STAGES))
 READ_STAGES = """(stages) => Object.fromEntries(stages.map((name) => {
   const m = performance.getEntriesByName(`fxviz:${name}`, 'measure').at(-1);
   return [name, m ? [performance.timeOrigin + m.startTime, m.duration] : null]; }))"""
-# Clicks a module box on screen in the graph panel (as a person opens one); returns when.
-CLICK = """() => {
+# The first module box wholly on screen in the graph panel: its title and its centre.
+BOX = """() => {
   const panel = document.querySelector('.fxviz-graph').getBoundingClientRect();
   const box = [...document.querySelectorAll('.fxviz-graph g.node.fx-module')].find((g) => {
     const r = g.getBoundingClientRect();
     return r.width > 0 && r.top >= panel.top && r.bottom <= panel.bottom
       && r.left >= panel.left && r.right <= panel.right; });
   if (!box) throw new Error('no module box on screen to click');
+  const r = box.getBoundingClientRect();
+  return [box.querySelector('title').textContent, r.x + r.width / 2, r.y + r.height / 2]; }"""
+# Clicks the module box of that title (as a person opens one); returns when.
+CLICK = """(title) => {
+  const box = [...document.querySelectorAll('.fxviz-graph g.node.fx-module')]
+    .find((g) => g.querySelector('title').textContent === title);
   const at = Date.now();
   box.querySelector('text').dispatchEvent(new MouseEvent('click', { bubbles: true }));
   return at; }"""
+# What the kernel opens and closes, kept before a click and put back after it (untimed).
+KEEP_VIEW = "__kept = (list(view.expanded), list(view.collapsed))"
+BACK_VIEW = ("with view.hold_trait_notifications():\n"
+             "    view.expanded, view.collapsed = __kept")  # fmt: skip
+LAYOUTS_KEPT = "() => globalThis.__fxviz_layout_v3?.cache.count ?? 0"
+PEEK_WAIT_MS = 3000  # the most a hover waits for the page to lay the box's opening out
 # Waits for the status line to read `text` (a trait change with no drawing behind it):
 # the time a message takes from the kernel to the page, whatever the graph.
 STATUS = """(text) => { window.__status = new Promise((resolve) => {
@@ -153,7 +168,7 @@ LIMITS = (("mid stack", "full", 1000), ("GPT", "open", 1000), ("GPT", "full", 50
           ("big stack", "full", 5000), ("flat 20k", "open", 5000), ("modular 20k", "open", 2000),
           ("modular 50k", "open", 1000), ("modular 100k", "open", 2000), ("flat 20k", "expand", 300),
           ("modular 20k", "expand", 300), ("modular 50k", "expand", 100),
-          ("modular 100k", "expand", 300))  # fmt: skip
+          ("modular 100k", "expand", 300), ("modular 50k", "hover", 100))  # fmt: skip
 TARGETS = (*((name, kind, what, ms) for name, kind, ms in LIMITS for what in ("render", "paint")),
            ("qwen3", "first", "paint", 1500),
            ("GPT", "full", "gap", 1500), ("big stack", "full", "gap", 1500),
@@ -246,13 +261,16 @@ def page_cpu(page) -> tuple[float, float]:
     return metrics["ThreadTime"] * 1e3, metrics["ProcessTime"] * 1e3
 
 
-def draw(page, code: str | None) -> dict[str, float]:
+def draw(page, code: str | None, box: str | None = None) -> dict[str, float]:
     """Time one draw caused by ``code`` (run in the kernel, which defines ``view`` by then),
-    or by a click on a module box in the page (``code`` None: from the click)."""
+    or by a click on a module box in the page (``code`` None: from the click; on ``box``,
+    the title of one, else the first on screen)."""
+    if code is None and box is None:
+        box = page.evaluate(BOX)[0]
     page.evaluate(WATCH)
     main0, proc0 = page_cpu(page)
     if code is None:
-        t0 = t1 = page.evaluate(CLICK) / 1e3
+        t0 = t1 = page.evaluate(CLICK, box) / 1e3
         cpu = 0.0
     else:
         t0, t1, cpu = kernel(
@@ -278,6 +296,24 @@ def draw(page, code: str | None) -> dict[str, float]:
     return {**where, "nodes": m["nodes"], "render": render_ms, **kernel_side, "dom": m["dom"] - t0,
             "paint": m["paint"] - t0, "gap": m["gap"],
             "main cpu": main1 - main0, "page cpu": proc1 - proc0}  # fmt: skip
+
+
+def hover_click(page) -> dict[str, float]:
+    """A module box the pointer rests on (a real pointer move onto it) until the page has
+    laid its opening out (js/peek.js; at most :data:`PEEK_WAIT_MS`), then clicked: timed
+    from the click. The pointer then leaves the graph (no peek during the next draws)."""
+    kernel(page, "view.render_ms = 0.0")
+    title, x, y = page.evaluate(BOX)
+    kept = page.evaluate(LAYOUTS_KEPT)
+    page.mouse.move(x, y)
+    try:
+        page.wait_for_function(f"() => ({LAYOUTS_KEPT})() > {kept}", timeout=PEEK_WAIT_MS)
+    except PlaywrightTimeout:
+        print("  (no layout made while hovering: the click waits for the kernel)")
+    try:
+        return draw(page, None, title)
+    finally:
+        page.mouse.move(0, 0)
 
 
 def status_trip(page) -> dict[str, float]:
@@ -306,6 +342,7 @@ def graphs(page, repeats: int, only: list[str] | None = None) -> tuple[dict, dic
             "full" if then == "full" else "open a group"
         )
         labels[name, "click"] = f"{name}, click another group"
+        labels[name, "hover"] = f"{name}, the same after a hover"
         labels[name, "trip"] = f"{name}, status line (message)"
         show = f"out.outputs = (); view = fxviz.show(gm, depth={depth})"
         for _ in range(repeats):  # no layout time limit: the benchmark wants the time it takes
@@ -323,10 +360,13 @@ def graphs(page, repeats: int, only: list[str] | None = None) -> tuple[dict, dic
                 rows[name, then].append(draw(page, "view.render_ms = 0.0; view.expand(__path)"))
             print(f"  {labels[name, then]}: {rows[name, then][-1]['paint']:.0f} ms", flush=True)
             if then == "expand":  # as a person opens one: a click, a message to the kernel
-                kernel(page, "view.render_ms = 0.0")
+                kernel(page, f"view.render_ms = 0.0; {KEEP_VIEW}")
                 rows[name, "click"].append(draw(page, None))
-                rows[name, "trip"].append(status_trip(page))
                 print(f"  {labels[name, 'click']}: {rows[name, 'click'][-1]['paint']:.0f} ms")
+                draw(page, BACK_VIEW)  # the click undone: the same box, opened after a hover
+                rows[name, "hover"].append(hover_click(page))
+                print(f"  {labels[name, 'hover']}: {rows[name, 'hover'][-1]['paint']:.0f} ms")
+                rows[name, "trip"].append(status_trip(page))
     return rows, labels
 
 
