@@ -38,7 +38,8 @@ export function peekOnHover(ctx) {
     const request = asked.get(message.id);
     asked.delete(message.id);
     // the kernel answers from the view it last sent: the one shown, if no other came since
-    if (!request || !message.dot || request.shown !== current()) return;
+    // (another view of the same widget numbers its requests too: the box must match)
+    if (!request || request.unit !== message.unit || !message.dot || request.shown !== current()) return;
     layout(message.dot).then((svg) => {
       if (request.shown === current()) state.peeks.put(request.shown, request.unit, message.dot, svg);
     }, () => {}); // a peek that fails to lay out: the click goes the usual way

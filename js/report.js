@@ -124,6 +124,7 @@ export function mountReport(el, data) {
     },
     (message) => {
       if (message.type === "toggle_module") openBox(message.unit);
+      else if (message.type === "peek_module") return; // no kernel: its boxes open at once
       else if (replay) replay.act(message.type);
     },
   );
