@@ -25,6 +25,7 @@ export function peekOnHover(ctx) {
     if (g) timer = setTimeout(() => ask(g), PEEK_DELAY_MS);
   });
   els.graph.addEventListener("pointerleave", () => { clearTimeout(timer); hovered = null; });
+  els.graph.addEventListener("pointerdown", () => clearTimeout(timer)); // clicked first: no peek
   function ask(g) {
     const unit = g.querySelector("title")?.textContent;
     const shown = current(); // none while a new view is on its way or being drawn
