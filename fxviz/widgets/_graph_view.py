@@ -35,7 +35,9 @@ class GraphView(anywidget.AnyWidget):
             nodes only, and its DOT comes from the modules the view opens
             (:meth:`fxviz.render._api.Drawing.shown_view`): no pass over every node.
         depth / expanded / collapsed: how modules are collapsed; clicking a box expands
-            it, double-clicking a module's frame collapses it.
+            it, double-clicking a module's frame collapses it. While the pointer rests on
+            a box the browser asks what opening it would show (``{"type": "peek_module"}``,
+            answered by a ``peeked`` message; nothing changes) and lays that out ahead.
         inspector, rows, status, error: what the side panel, table, status line and error
             area show (the table: the first :data:`TABLE_ROWS` rows; ``rows_total``: how
             many there are). render_ms: the browser's last layout + paint time.
