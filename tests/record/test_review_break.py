@@ -3,8 +3,11 @@ docstring gives. Every test here runs on both engines (``recording_engine``)."""
 
 from __future__ import annotations
 
+import gc
 import operator
 import warnings
+import weakref
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -54,3 +57,37 @@ def test_a_byte_budget_gives_back_a_copy_of_a_value_it_drops_later():
     assert held == 1600  # getitem's copy, add_ (values) and add__1 (indices)
     assert held + rec["mul"].outputs[0].nbytes <= 2000
     assert rec["mul"].value is not None  # fits in what the recording holds
+
+
+class _Fails(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a = x * 2
+        b = a + 1
+        return b @ torch.ones(3, 3)  # a shape error
+
+
+def _freed_at_once(drop: Callable[[], None], refs: list[weakref.ref]) -> list[bool]:
+    """Which of ``refs`` are dead right after ``drop()``, the garbage collector off."""
+    gc.collect()
+    gc.disable()
+    try:
+        drop()
+        return [r() is None for r in refs]
+    finally:
+        gc.enable()
+
+
+def test_a_debugger_that_stopped_at_a_failed_node_frees_its_values_when_restarted_or_dropped():
+    """A restarted (or dropped) debugger frees its run's values at once (commit 0408980),
+    but not once a node failed, which is where a person restarts most: the failed node's
+    entry keeps the exception, whose traceback holds the frames of the run (``run_node``
+    of the old interpreter, which holds its recorder and its env), so the old run's
+    values live in a cycle until the garbage collector's next pass."""
+    held = [fxviz.Debugger(_Fails(), torch.randn(2, 2))]
+    held[0].continue_()  # stops at matmul, which failed
+    assert held[0].recording["matmul"].error is not None
+    refs = [weakref.ref(held[0].recording[name].value) for name in ("mul", "add")]
+    assert _freed_at_once(held[0].restart, refs) == [True, True]
+    held[0].continue_()
+    refs = [weakref.ref(held[0].recording[name].value) for name in ("mul", "add")]
+    assert _freed_at_once(held.clear, refs) == [True, True]
