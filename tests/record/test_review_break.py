@@ -91,3 +91,35 @@ def test_a_debugger_that_stopped_at_a_failed_node_frees_its_values_when_restarte
     held[0].continue_()
     refs = [weakref.ref(held[0].recording[name].value) for name in ("mul", "add")]
     assert _freed_at_once(held.clear, refs) == [True, True]
+
+
+def _partial_values(gm: torch.fx.GraphModule) -> list[weakref.ref]:
+    """What a person does: catch the NodeError, look at its recording, move on (no local
+    of this frame, which the error's traceback holds, holds the recording)."""
+    refs: list[weakref.ref] = []
+    try:
+        fxviz.record(gm, torch.randn(2, 2))
+    except fxviz.NodeError as error:
+        refs.extend(weakref.ref(error.recording[name].value) for name in ("mul", "add"))
+    assert refs, "the graph ran"
+    return refs
+
+
+def test_a_partial_recording_dropped_as_a_person_drops_it_frees_its_values_at_once():
+    """Commit ba3fd1d frees partial recordings at once only once every
+    traceback is cleared by hand (``_drop_tracebacks`` in test_review_findings.py): the
+    NodeError's traceback holds the frame that raised it (``_Run._run`` of the generated
+    code, ``RecordingMixin.run`` of the interpreter), whose locals hold the error itself
+    (``wrapped``) and the recorder, and the failed node's own exception (its
+    ``__cause__``, kept in its entry too) holds the same frames, so the error, the
+    recorder and every value recorded live in cycles until the collector's next pass
+    after an ``except NodeError as error:`` block that read ``error.recording``."""
+    gm = torch.fx.symbolic_trace(_Fails())
+    gc.collect()
+    gc.disable()
+    try:
+        refs = _partial_values(gm)
+        freed = [r() is None for r in refs]
+    finally:
+        gc.enable()
+    assert freed == [True, True]
