@@ -198,18 +198,23 @@ def collector_paused() -> Iterator[None]:
     What the pause made then joins the oldest generation unexamined: re-enabled as it
     was, the collector would first walk all of it as young objects (~80 ms for a
     50,000-node view) and soon after count it towards a full collection (~0.5 s, landing
-    on whatever the notebook does next). Cycles made meanwhile are collected by the next
-    full collection. Objects someone froze (``gc.freeze()``) stay frozen: the pause then
-    ends as before.
+    on whatever the notebook does next). ``gc.freeze()`` moves every tracked object, so
+    the young generations are collected first (the caller's garbage, a dropped partial
+    recording, is freed then, not held until a full collection). Cycles made meanwhile
+    are collected by the next full collection. Objects someone froze (``gc.freeze()``)
+    stay frozen: the pause then ends as before.
     """
     if not gc.isenabled():
         yield
         return
+    promote = not gc.get_freeze_count()  # the permanent generation is ours to use
+    if promote:
+        gc.collect(1)  # what is young now is not the pause's: left to a young collection
     gc.disable()
     try:
         yield
     finally:
-        if not gc.get_freeze_count():  # the permanent generation is ours to use
+        if promote and not gc.get_freeze_count():
             gc.freeze()  # every tracked object: the young ones are the pause's
             gc.unfreeze()  # ... back, into the oldest generation
         gc.enable()
