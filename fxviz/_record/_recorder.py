@@ -662,12 +662,21 @@ class Recorder:
             self.outputs(entry)  # summarise it as it is, before the write
             if isinstance(self.keep, int):
                 pairs = zip(iter_tensors(copy), iter_tensors(entry.value), strict=True)
-                cost = sum(new.nbytes for (_, new), (_, old) in pairs if new is not old)
+                copies = {  # the copies' own memory: paid for, and given back when dropped
+                    storage_key(new): new.untyped_storage().nbytes()
+                    for (_, new), (_, old) in pairs
+                    if new is not old
+                }
+                cost = sum(copies.values())
                 if self._kept_bytes + cost > self.keep:
                     self._release(entry)
                     continue
                 self._kept_bytes += cost
                 self._let_go(key)
+                for copied, nbytes in copies.items():
+                    if copied is not None:
+                        self._kept_storages[copied] = self._kept_storages.get(copied, 0) + 1
+                        self._storage_bytes[copied] = nbytes
             entry.value = copy
 
     def _copy_measures_alike(self, entry: _Entry, key: _Key) -> bool:
