@@ -20,7 +20,7 @@ from fxviz._record._breakpoints import (
 )
 from fxviz._record._debugger_breaks import BreakpointCommands
 from fxviz._record._debugger_state import DebuggerState, node_state, status_line
-from fxviz._record._explain import describe_failure
+from fxviz._record._explain import describe_failure, drop_own_frames
 from fxviz._record._interpreter import as_recording_interpreter, check_inputs, reject_specs
 from fxviz._record._joint import joint_backward_inputs
 from fxviz._record._random import RandomStream, may_draw_random
@@ -293,7 +293,8 @@ class Debugger(DebuggerState, BreakpointCommands, RestoreCommands):
                 recording=self.recording,
             ) from interrupt
         except Exception:
-            if len(recorder.entries) > index and recorder.entries[index].error is not None:
+            if len(recorder.entries) > index and (failed := recorder.entries[index].error):
+                drop_own_frames(failed)  # the run stops here: see drop_own_frames
                 return index  # the node failed and is recorded: the cursor stays on it
             raise  # a failure outside the node (fxviz itself): never hide it
 

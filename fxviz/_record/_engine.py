@@ -23,7 +23,7 @@ import torch.fx
 
 from fxviz._record._attrs import module_attr
 from fxviz._record._codegen import Compiled, compiled_for
-from fxviz._record._explain import wrap_node_failure
+from fxviz._record._explain import drop_own_frames, wrap_node_failure
 from fxviz._record._recorder import Keep, Recorder, _Entry
 from fxviz._record._records import Recording
 from fxviz._record._stats import cached_summary, view_summary
@@ -318,11 +318,24 @@ class _Run:
             wrapped = wrap_node_failure(self.recorder, error, self.module)
             if wrapped is None:
                 raise
-            raise wrapped from error
+            drop_own_frames(error)  # the run stops here: see drop_own_frames
+            self._let_go()
+            try:
+                raise wrapped from error
+            finally:
+                wrapped = None  # this frame is on its traceback: no cycle through it
         self.env = self._env(frame_locals)
         self.tick(self.recorder.count - self._ticked)
         self.recorder.finish(self.graph.process_outputs(output))
         return output
+
+    def _let_go(self) -> None:
+        """The run stopped at a node: the frames of its code live on in the tracebacks of
+        the node's error (each frame holds its caller's, and this run's holds this object),
+        so this object lets go of the recorder and of every value it holds, which the
+        recording keeps: dropped, they are freed at once, not by the garbage collector."""
+        del self.recorder
+        self.env, self._foreseen, self._owners = {}, [], {}
 
     def _failed(self, error: BaseException) -> bool:
         """Record the node that raised ``error`` (``True``), or ``False`` when the error

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from typing import TYPE_CHECKING, Any
 
 import torch
+from torch.fx import interpreter as fx_interpreter
 
 from fxviz._record._records import NodeRecord
 from fxviz._record._summary import dtype_name
@@ -14,7 +16,48 @@ from fxviz.errors import NodeError, first_line, node_error_type
 if TYPE_CHECKING:
     from fxviz._record._recorder import Recorder
 
-__all__ = ["describe_failure", "describe_input", "wrap_node_failure"]
+__all__ = ["describe_failure", "describe_input", "drop_own_frames", "wrap_node_failure"]
+
+
+# fxviz's own frames and the interpreter's: a node's error keeps only the frames of the
+# code it called (their locals are what a post-mortem looks at), and the generated code's
+_OWN = (
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,
+    os.path.abspath(fx_interpreter.__file__),
+)
+_GENERATED = "<fxviz-record-"  # the recording code's file name (fxviz/_record/_codegen.py)
+
+
+def drop_own_frames(error: BaseException) -> None:
+    """Drop the leading frames of fxviz and of ``torch.fx.Interpreter`` from the traceback
+    of ``error``, a node's exception where the run stopped, and the locals of those of
+    its frames that returned (the generated code's line, which shows the node's call,
+    stays): they hold the recorder, which holds the error, so the run's values would wait
+    for the garbage collector (a dropped partial recording, a restarted debugger). The
+    frames of what the node called stay as they were.
+
+    >>> try:
+    ...     raise ValueError("boom")
+    ... except ValueError as e:
+    ...     drop_own_frames(e)  # a doctest's frame is not fxviz's: kept
+    ...     e.__traceback__ is not None
+    True
+    """
+    tb = error.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_OWN):
+        tb = tb.tb_next
+    error.__traceback__ = tb
+    # each frame kept holds its caller's (``f_back``): fxviz's and the interpreter's
+    # frames under the one where the run stopped have returned, and let go of their locals
+    frame = tb.tb_frame if tb is not None else None
+    while frame is not None:
+        if frame.f_code.co_filename.startswith((*_OWN, _GENERATED)):
+            with contextlib.suppress(RuntimeError):  # a frame still running is left alone
+                frame.clear()  # its locals: the recorder, the run, every node's value
+                # before Python 3.13 a frame keeps the dict its f_locals made (the engine
+                # read one): read again, it is synced with the cleared locals, so emptied
+                _ = frame.f_locals
+        frame = frame.f_back
 
 
 def describe_input(name: str, shape: Any, dtype: torch.dtype | None) -> str:

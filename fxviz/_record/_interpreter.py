@@ -6,6 +6,7 @@ import contextlib
 import copy
 import functools
 import operator
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,7 +17,7 @@ from fxviz._capture import JointGraph, bind_inputs
 from fxviz._capture._cache import capture_once
 from fxviz._capture._dynamo import gradients_differ
 from fxviz._record._engine import Engine, check_engine, record_compiled
-from fxviz._record._explain import wrap_node_failure
+from fxviz._record._explain import drop_own_frames, wrap_node_failure
 from fxviz._record._grads import Backward, GradientWatcher
 from fxviz._record._joint import JointRecording, output_gradients
 from fxviz._record._recorder import Keep, Recorder, check_keep
@@ -25,7 +26,7 @@ from fxviz._record._stats import StatsOption, check_stats
 from fxviz._record._writes import graph_module_target
 from fxviz._torch_compat import has_plain_codegen, input_spec_mismatch
 from fxviz.capture import trace
-from fxviz.errors import InputError, RecordingInterrupted, TraceError
+from fxviz.errors import InputError, NodeError, RecordingInterrupted, TraceError
 
 __all__ = [
     "RecordingInterpreter",
@@ -82,7 +83,9 @@ class RecordingMixin:
     """
 
     _fxviz_recorder: Recorder | None = None
-    _fxviz_error: BaseException | None = None  # the NodeError that stopped the latest run
+    # the NodeError that stopped the latest run, held weakly: its traceback holds run()'s
+    # frame, and so this interpreter (its values with it) until the collector's next pass
+    _fxviz_error: weakref.ref[BaseException] | None = None
     fxviz_progress: Any = None  # a tqdm bar to advance once a node, when set
     _fxviz_options: dict[str, Any] = {"keep": None, "stats": True}  # noqa: RUF012 (read-only default)
     _fxviz_gradients = False  # hook the outputs for record(..., backward=...)
@@ -117,9 +120,16 @@ class RecordingMixin:
     @property
     def recording(self) -> Recording:
         """The recording of the latest run (possibly partial)."""
-        if self._fxviz_recorder is None:
+        recorder = self._fxviz_recorder
+        if recorder is None:
             raise AttributeError("nothing recorded yet: call run() first")
-        return self._fxviz_recorder.recording(error=self._fxviz_error)
+        error = None if self._fxviz_error is None else self._fxviz_error()
+        if error is None and self._fxviz_error is not None:  # the one raised is gone: its like
+            original = recorder.entries[-1].error
+            error = wrap_node_failure(recorder, original, self.module)  # type: ignore[attr-defined]
+            if error is not None:
+                error.__cause__ = original
+        return recorder.recording(error=error)
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
         recorder = self.fxviz_start()
@@ -137,8 +147,13 @@ class RecordingMixin:
             wrapped = wrap_node_failure(recorder, error, self.module)  # type: ignore[attr-defined]
             if wrapped is None:
                 raise  # not a node's failure (bad inputs, the user's own run())
-            self._fxviz_error = wrapped
-            raise wrapped from error
+            self._fxviz_error = weakref.ref(wrapped)
+            drop_own_frames(error)  # the run stops here: see drop_own_frames
+            recorder = None  # this frame lives on in the error's frames (their f_back)
+            try:
+                raise wrapped from error
+            finally:
+                wrapped = None  # this frame is on its traceback: no cycle through it
         recorder.finish(output)
         return output
 
@@ -371,7 +386,14 @@ def record(
     if backward is not None and backward is not False:
         return _record_with_backward(instance, inputs, backward, progress)
     with progress_bar(instance, progress, "fxviz record"):
-        instance.run(*inputs)
+        try:
+            instance.run(*inputs)
+        except NodeError:
+            # frames of the failed node's call live on in the error's traceback and hold
+            # this interpreter (record's own): it lets go of the recorder and the values,
+            # which the error's recording keeps, so that one dropped is freed at once
+            instance._fxviz_recorder, instance.env = None, {}
+            raise
     return instance.recording
 
 

@@ -1,14 +1,16 @@
-"""Review findings (wt-break, 2026-11-27): each test fails on main for the reason its
-docstring gives. Every test here runs on both engines (``recording_engine``)."""
+"""Review findings (wt-break, 2026-11-27), fixed since: each test failed for the reason
+its docstring gives. Every test here runs on both engines (``recording_engine``)."""
 
 from __future__ import annotations
 
 import gc
 import operator
+import traceback
 import warnings
 import weakref
 from collections.abc import Callable
 
+import pytest
 import torch
 from torch import nn
 
@@ -53,10 +55,9 @@ def test_a_byte_budget_gives_back_a_copy_of_a_value_it_drops_later():
         warnings.simplefilter("ignore", fxviz.FxvizWarning)  # "kept the values of ..."
         rec = fxviz.record(gm, torch.randn(100), keep=2000)
     assert rec["sort"].value is None  # dropped: its indices' copy did not fit
-    held = _held_bytes(rec)
-    assert held == 1600  # getitem's copy, add_ (values) and add__1 (indices)
-    assert held + rec["mul"].outputs[0].nbytes <= 2000
     assert rec["mul"].value is not None  # fits in what the recording holds
+    # getitem's copy, add_ (values) and add__1 (indices): 1,600 bytes; and mul's 400
+    assert _held_bytes(rec) == 1600 + rec["mul"].outputs[0].nbytes <= 2000
 
 
 class _Fails(nn.Module):
@@ -123,3 +124,61 @@ def test_a_partial_recording_dropped_as_a_person_drops_it_frees_its_values_at_on
     finally:
         gc.enable()
     assert freed == [True, True]
+
+
+class _Recording(fxviz.RecordingMixin, torch.fx.Interpreter):
+    """A user's recording interpreter, as the README shows it."""
+
+
+def test_an_interpreters_recording_still_names_the_error_once_the_raised_one_is_gone():
+    """``RecordingMixin`` holds the NodeError of its latest run weakly (its traceback holds
+    the run's frame, and so the interpreter): once the one raised is dropped, the
+    recording's ``error`` is a NodeError like it, of the same node and cause."""
+    gm = torch.fx.symbolic_trace(_Fails())
+    interp = _Recording(gm)
+    with pytest.raises(fxviz.NodeError) as info:
+        interp.run(torch.randn(2, 2))
+    raised_text, raised_node = str(info.value), info.value.node
+    held = interp.recording.error
+    assert held is info.value
+    del info, held
+    gc.collect()
+    again = interp.recording.error
+    assert isinstance(again, fxviz.NodeError)
+    assert isinstance(again, RuntimeError)
+    assert (str(again), again.node) == (raised_text, raised_node)
+    assert again.__cause__ is interp.recording[raised_node].error
+
+
+def _python_fails(t: torch.Tensor) -> torch.Tensor:
+    return t @ torch.ones(3, 3)  # a shape error, raised below a Python frame of its own
+
+
+torch.fx.wrap("_python_fails")
+
+
+class _FailsInPython(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _python_fails(x * 2 + 1)
+
+
+def test_a_partial_recording_is_freed_at_once_when_the_node_failed_in_python_code():
+    """The node's error keeps the frames of the Python code it called (what a post-mortem
+    looks at), and each frame holds its caller's: the run's frames, which must not lead
+    back to the recorder or the values. The traceback still shows the node's call."""
+    gm = torch.fx.symbolic_trace(_FailsInPython())
+    gc.collect()
+    gc.disable()
+    try:
+        refs: list[weakref.ref] = []
+        try:
+            fxviz.record(gm, torch.randn(2, 2))
+        except fxviz.NodeError as error:
+            refs.extend(weakref.ref(error.recording[name].value) for name in ("mul", "add"))
+            text = "".join(traceback.format_exception(error.__cause__))
+        freed = [r() is None for r in refs]
+    finally:
+        gc.enable()
+    assert freed == [True, True]
+    assert "_python_fails" in text
+    assert "return t @ torch.ones(3, 3)" in text
