@@ -229,6 +229,7 @@ class Debugger(DebuggerState, BreakpointCommands, RestoreCommands):
 
     # -- internals -----------------------------------------------------------------------
     def _start(self) -> None:
+        before = vars(self).get("_recorder")  # the run restarted, if any
         self._nodes = list(self.graph.nodes)
         # what each node looked like: torch.fx replaces args/kwargs tuples on every edit
         self._shapes = [_shape(n) for n in self._nodes]
@@ -253,6 +254,9 @@ class Debugger(DebuggerState, BreakpointCommands, RestoreCommands):
         self._recorder.before_write = _weakly(self._save_parameters_before_write)
         released = vars(self).get("_release")
         if released is not None:
+            failed = before.entries[-1].error if before is not None and before.entries else None
+            if failed is not None:  # the frames that ran it have all returned by now
+                drop_own_frames(failed)
             released()
         # (weakly: the recorder can hold this debugger, in a failed node's traceback)
         self._release = weakref.finalize(self, _release, weakref.ref(self._recorder))

@@ -182,3 +182,27 @@ def test_a_partial_recording_is_freed_at_once_when_the_node_failed_in_python_cod
     assert freed == [True, True]
     assert "_python_fails" in text
     assert "return t @ torch.ones(3, 3)" in text
+
+
+def test_a_debugger_restarted_after_a_failure_in_python_code_frees_its_values():
+    """The failed node's error keeps the frames of the Python code it called, and they
+    hold the debugger's own (returned) frames: a restart lets go of their locals."""
+    gm = torch.fx.symbolic_trace(_FailsInPython())
+
+    def failed_run_values(dbg: fxviz.Debugger) -> list[weakref.ref]:
+        dbg.step(10)
+        assert dbg.error is not None
+        return [weakref.ref(dbg.recording[name].value) for name in ("mul", "add")]
+
+    dbg = fxviz.Debugger(gm, torch.randn(2, 2))
+    failed_run_values(dbg)  # a first run in this process may import what torch loads lazily
+    dbg.restart()
+    gc.collect()
+    gc.disable()
+    try:
+        refs = failed_run_values(dbg)
+        dbg.restart()
+        freed = [r() is None for r in refs]
+    finally:
+        gc.enable()
+    assert freed == [True, True]
