@@ -149,15 +149,34 @@ export function rememberAnchor(ctx, title) {
   state.anchor = { frame: frameOf(g.classList), zoom: s.realZoom, x: pan.x + (box.x + box.width / 2) * s.realZoom, y: pan.y + box.y * s.realZoom };
 }
 
-// The opened module's frame where its box was, at the same zoom: true when done.
+// Before a module closes (its frame double-clicked): where the frame is on screen and the
+// zoom, so the box it closes into takes the frame's place instead of the view starting over.
+export function rememberFrame(ctx, title) {
+  const { state } = ctx;
+  const g = clusterTitled(state.svg, title);
+  const panZoom = state.panZoom;
+  if (!g || !panZoom) return;
+  const s = panZoom.getSizes();
+  const pan = panZoom.getPan();
+  const box = nodeBox(state.svg, g);
+  state.anchor = { box: title, zoom: s.realZoom, x: pan.x + (box.x + box.width / 2) * s.realZoom, y: pan.y + box.y * s.realZoom };
+}
+
+function clusterTitled(svg, title) {
+  return [...svg.querySelectorAll("g.cluster")].find((g) => g.querySelector("title")?.textContent === title) ?? null;
+}
+
+// The opened module's frame where its box was (or the box of a closed module where its
+// frame was), at the same zoom: true when done.
 function openInPlace(ctx, anchor) {
   const { state } = ctx;
-  const frame = anchor && [...state.svg.querySelectorAll("g.cluster")].find((g) => g.querySelector("title")?.textContent === anchor.frame);
-  if (!frame) return false;
+  const target = !anchor ? null : anchor.frame ? clusterTitled(state.svg, anchor.frame)
+    : [...state.svg.querySelectorAll("g.node.fx-module")].find((g) => frameOf(g.classList) === anchor.box) ?? null;
+  if (!target) return false;
   const panZoom = state.panZoom;
   panZoom.zoom((anchor.zoom / panZoom.getSizes().realZoom) * panZoom.getZoom());
   const zoom = panZoom.getSizes().realZoom;
-  panZoom.pan(anchoredPan(anchor, nodeBox(state.svg, frame), zoom));
+  panZoom.pan(anchoredPan(anchor, nodeBox(state.svg, target), zoom));
   return true;
 }
 

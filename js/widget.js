@@ -4,7 +4,7 @@
 // is read from the `contract` trait (fxviz/render/_payload.py page_contract).
 import { h } from "./dom.js";
 import { fitHost } from "./fit.js";
-import { applyStates, draw, focusOn, followTitle, markMatches, READABLE_ZOOM, rememberAnchor, unit } from "./graph.js";
+import { applyStates, draw, focusOn, followTitle, markMatches, READABLE_ZOOM, rememberAnchor, rememberFrame, unit } from "./graph.js";
 import { renderInspector } from "./inspector.js";
 import { handleKeys, takeFocusOnClick } from "./keys.js";
 import { overview } from "./minimap.js";
@@ -100,7 +100,9 @@ function render({ model, el }) {
   });
   els.graph.addEventListener("dblclick", (event) => {
     const title = event.target.closest?.("g.cluster")?.querySelector("title")?.textContent;
-    if (title) send({ type: "collapse_cluster", cluster: title });
+    if (!title) return;
+    rememberFrame(ctx, title); // the box it closes into takes its place
+    send({ type: "collapse_cluster", cluster: title });
   });
 
   function jump(direction) {

@@ -89,3 +89,57 @@ def test_a_hovered_module_opens_at_once_and_is_not_laid_out_again(browser, lab):
     assert page.evaluate(STATUS) == "after the click"  # the widget did not fail
     assert page.locator(".fxviz-error-box").evaluate("e => e.textContent") == ""
     page.close()
+
+
+# The top centre of the frame titled `title`, on the page.
+FRAME_TOP = """(title) => {
+  const g = [...document.querySelectorAll('.fxviz-graph g.cluster')]
+    .find((c) => c.querySelector('title').textContent === title);
+  const r = g.querySelector('polygon, path').getBoundingClientRect();
+  return [r.left + r.width / 2, r.top]; }"""
+# The top centre of the module box that opens into frame `title`, on the page.
+BOX_TOP = """(title) => {
+  const g = [...document.querySelectorAll('.fxviz-graph g.node.fx-module')]
+    .find((n) => n.classList.contains('opens-' + title));
+  const r = g.querySelector('polygon, path').getBoundingClientRect();
+  return [r.left + r.width / 2, r.top]; }"""
+
+
+def test_a_closed_module_leaves_its_box_where_its_frame_was(browser, lab):
+    write_notebook(lab["root"], "close.ipynb", [BUILD])
+    page = open_and_run(browser, lab, "close.ipynb")
+    page.wait_for_function("document.querySelector('.fxviz')?.dataset.opening", timeout=120_000)
+    title = page.evaluate(TOP_BOX)
+    box = page.locator(".fxviz-graph g.node.fx-module").filter(
+        has=page.locator(f"title:text-is('{title}')")
+    )
+    frame = next(c[6:] for c in box.get_attribute("class").split() if c.startswith("opens-"))
+    old = page.evaluate_handle("document.querySelector('.fxviz-graph svg')")
+    box.click()
+    page.wait_for_function(
+        "(old) => { const s = document.querySelector('.fxviz-graph svg');"
+        " return s && s !== old && document.querySelector('.fxviz').dataset.opening; }",
+        arg=old,
+    )
+    page.wait_for_timeout(500)  # the kernel's echo of the click, if any, has come
+    top = page.evaluate(FRAME_TOP, frame)  # where the person looks: not the graph's top
+    opened = page.evaluate_handle("document.querySelector('.fxviz-graph svg')")
+    label = (
+        page.locator(".fxviz-graph g.cluster")
+        .filter(has=page.locator(f"title:text-is('{frame}')"))
+        .locator("text")
+        .first
+    )
+    label.dblclick()
+    page.wait_for_function(
+        "(old) => { const s = document.querySelector('.fxviz-graph svg');"
+        " return s && s !== old && document.querySelector('.fxviz').dataset.opening; }",
+        arg=opened,
+    )
+    assert page.evaluate("document.querySelector('.fxviz').dataset.opening") == "in place"
+    x, y = page.evaluate(BOX_TOP, frame)
+    assert abs(x - top[0]) <= 3, (top, (x, y))
+    assert abs(y - top[1]) <= 3, (top, (x, y))
+    seen = page.evaluate(SEEN, [title])
+    assert all(s["shown"] and s["inside"] and s["px"] >= 10 for s in seen), seen
+    page.close()
