@@ -175,9 +175,22 @@ function openInPlace(ctx, anchor) {
   if (!target) return false;
   const panZoom = state.panZoom;
   panZoom.zoom((anchor.zoom / panZoom.getSizes().realZoom) * panZoom.getZoom());
-  const zoom = panZoom.getSizes().realZoom;
-  panZoom.pan(anchoredPan(anchor, nodeBox(state.svg, target), zoom));
+  const sizes = panZoom.getSizes();
+  const box = nodeBox(state.svg, target);
+  panZoom.pan(keptInside(anchoredPan(anchor, box, sizes.realZoom), box, sizes));
   return true;
+}
+
+// `pan`, moved across as little as needed for `box` (graph units) to be wholly inside the
+// panel when it fits in its width: a frame wider than the box it opened from would else
+// run off the panel's side.
+function keptInside(pan, box, { realZoom: zoom, width }) {
+  const left = pan.x + box.x * zoom;
+  const right = left + box.width * zoom;
+  if (right - left > width) return pan;
+  if (left < 0) return { x: pan.x - left, y: pan.y };
+  if (right > width) return { x: pan.x - (right - width), y: pan.y };
+  return pan;
 }
 
 // The first drawn node an edge from `title` goes into (edge titles read "tail->head").

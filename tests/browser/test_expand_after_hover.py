@@ -143,3 +143,69 @@ def test_a_closed_module_leaves_its_box_where_its_frame_was(browser, lab):
     seen = page.evaluate(SEEN, [title])
     assert all(s["shown"] and s["inside"] and s["px"] >= 10 for s in seen), seen
     page.close()
+
+
+WIDE = """import torch, fxviz
+from torch import nn
+
+class Wide(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b, self.c, self.d = (nn.Linear(4, 4) for _ in range(4))
+    def forward(self, x):
+        return self.a(x) + self.b(x) + self.c(x) + self.d(x)
+
+model = nn.Sequential(*[Wide() for _ in range(60)])
+view = fxviz.show(fxviz.trace(model), depth=1)
+view"""
+RECT = "(g) => { const r = g.getBoundingClientRect(); return [r.left, r.right, r.top, r.bottom]; }"
+PANEL = (
+    "() => { const r = document.querySelector('.fxviz-graph').getBoundingClientRect();"
+    " return [r.left, r.right, r.top, r.bottom]; }"
+)
+
+
+def test_a_module_opened_at_the_panels_edge_is_drawn_inside_it(browser, lab):
+    write_notebook(lab["root"], "edge.ipynb", [WIDE])
+    page = open_and_run(browser, lab, "edge.ipynb")
+    page.wait_for_function("document.querySelector('.fxviz')?.dataset.opening", timeout=120_000)
+    title = page.evaluate(TOP_BOX)
+    box = page.locator(".fxviz-graph g.node.fx-module").filter(
+        has=page.locator(f"title:text-is('{title}')")
+    )
+    frame = next(c[6:] for c in box.get_attribute("class").split() if c.startswith("opens-"))
+    left = page.evaluate(PANEL)[0]
+    _, _, box_top, box_bottom = box.evaluate(RECT)
+    # drag the graph (from empty space beside the box) until the box touches the left side
+    y = (box_top + box_bottom) / 2
+    for _ in range(6):
+        shift = box.evaluate(RECT)[0] - (left + 2)
+        if abs(shift) <= 6:
+            break
+        start = box.evaluate(RECT)[0] - 5
+        page.mouse.move(start, y)
+        page.mouse.down()
+        page.mouse.move(start - shift, y, steps=8)
+        page.mouse.up()
+    assert abs(box.evaluate(RECT)[0] - (left + 2)) <= 6
+    old = page.evaluate_handle("document.querySelector('.fxviz-graph svg')")
+    box.click()
+    page.wait_for_function(
+        "(old) => { const s = document.querySelector('.fxviz-graph svg');"
+        " return s && s !== old && document.querySelector('.fxviz').dataset.opening; }",
+        arg=old,
+    )
+    assert page.evaluate("document.querySelector('.fxviz').dataset.opening") == "in place"
+    cluster = (
+        page.locator(".fxviz-graph g.cluster")
+        .filter(has=page.locator(f"title:text-is('{frame}')"))
+        .locator("polygon, path")
+        .first
+    )
+    f_left, f_right, f_top, _ = cluster.evaluate(RECT)
+    p_left, p_right, _, _ = page.evaluate(PANEL)
+    assert f_right - f_left <= p_right - p_left  # it fits: then all of it is shown
+    assert f_left >= p_left - 1, (f_left, p_left)
+    assert f_right <= p_right + 1, (f_right, p_right)
+    assert abs(f_top - box_top) <= 3  # at the height the box was
+    page.close()
