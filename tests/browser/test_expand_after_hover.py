@@ -47,29 +47,43 @@ JOBS = "() => globalThis.__fxviz_layout_v3.nextId"
 STATUS = "document.querySelector('.fxviz-status')?.textContent"
 
 
-def test_a_hovered_module_opens_at_once_and_is_not_laid_out_again(browser, lab):
-    write_notebook(lab["root"], "hover.ipynb", [BUILD])
-    page = open_and_run(browser, lab, "hover.ipynb")
+def _opened_view(browser, lab, name: str, cells: list[str]):
+    """The page of a notebook running ``cells``, once the widget has drawn its first view;
+    the topmost module box wholly inside the panel (a locator), its title and the frame
+    it opens into."""
+    write_notebook(lab["root"], name, cells)
+    page = open_and_run(browser, lab, name)
     page.wait_for_function("document.querySelector('.fxviz')?.dataset.opening", timeout=120_000)
     title = page.evaluate(TOP_BOX)
     assert title is not None
-    before = set(page.evaluate(TITLES))
-    cached = page.evaluate("() => globalThis.__fxviz_layout_v3.cache.count")
     box = page.locator(".fxviz-graph g.node.fx-module").filter(
         has=page.locator(f"title:text-is('{title}')")
     )
-    box.hover()  # the pointer rests on the box: the page peeks at it and lays it out
-    page.wait_for_function(
-        f"() => globalThis.__fxviz_layout_v3.cache.count > {cached}", timeout=30_000
-    )
-    jobs = page.evaluate(JOBS)
+    frame = next(c[6:] for c in box.get_attribute("class").split() if c.startswith("opens-"))
+    return page, box, title, frame
+
+
+def _redrawn(page, act) -> None:
+    """Do ``act()`` and wait until the widget shows a new SVG, opened."""
     old = page.evaluate_handle("document.querySelector('.fxviz-graph svg')")
-    box.click()
+    act()
     page.wait_for_function(
         "(old) => { const s = document.querySelector('.fxviz-graph svg');"
         " return s && s !== old && document.querySelector('.fxviz').dataset.opening; }",
         arg=old,
     )
+
+
+def test_a_hovered_module_opens_at_once_and_is_not_laid_out_again(browser, lab):
+    page, box, _, _ = _opened_view(browser, lab, "hover.ipynb", [BUILD])
+    before = set(page.evaluate(TITLES))
+    cached = page.evaluate("() => globalThis.__fxviz_layout_v3.cache.count")
+    box.hover()  # the pointer rests on the box: the page peeks at it and lays it out
+    page.wait_for_function(
+        f"() => globalThis.__fxviz_layout_v3.cache.count > {cached}", timeout=30_000
+    )
+    jobs = page.evaluate(JOBS)
+    _redrawn(page, box.click)
     assert page.evaluate("document.querySelector('.fxviz').dataset.drawn") == "peeked"
     drawn = page.evaluate_handle("document.querySelector('.fxviz-graph svg')")
     # the kernel answers the click with the same DOT, then (in order) this status line
@@ -106,36 +120,17 @@ BOX_TOP = """(title) => {
 
 
 def test_a_closed_module_leaves_its_box_where_its_frame_was(browser, lab):
-    write_notebook(lab["root"], "close.ipynb", [BUILD])
-    page = open_and_run(browser, lab, "close.ipynb")
-    page.wait_for_function("document.querySelector('.fxviz')?.dataset.opening", timeout=120_000)
-    title = page.evaluate(TOP_BOX)
-    box = page.locator(".fxviz-graph g.node.fx-module").filter(
-        has=page.locator(f"title:text-is('{title}')")
-    )
-    frame = next(c[6:] for c in box.get_attribute("class").split() if c.startswith("opens-"))
-    old = page.evaluate_handle("document.querySelector('.fxviz-graph svg')")
-    box.click()
-    page.wait_for_function(
-        "(old) => { const s = document.querySelector('.fxviz-graph svg');"
-        " return s && s !== old && document.querySelector('.fxviz').dataset.opening; }",
-        arg=old,
-    )
+    page, box, title, frame = _opened_view(browser, lab, "close.ipynb", [BUILD])
+    _redrawn(page, box.click)
     page.wait_for_timeout(500)  # the kernel's echo of the click, if any, has come
     top = page.evaluate(FRAME_TOP, frame)  # where the person looks: not the graph's top
-    opened = page.evaluate_handle("document.querySelector('.fxviz-graph svg')")
     label = (
         page.locator(".fxviz-graph g.cluster")
         .filter(has=page.locator(f"title:text-is('{frame}')"))
         .locator("text")
         .first
     )
-    label.dblclick()
-    page.wait_for_function(
-        "(old) => { const s = document.querySelector('.fxviz-graph svg');"
-        " return s && s !== old && document.querySelector('.fxviz').dataset.opening; }",
-        arg=opened,
-    )
+    _redrawn(page, label.dblclick)
     assert page.evaluate("document.querySelector('.fxviz').dataset.opening") == "in place"
     x, y = page.evaluate(BOX_TOP, frame)
     assert abs(x - top[0]) <= 3, (top, (x, y))
@@ -166,14 +161,7 @@ PANEL = (
 
 
 def test_a_module_opened_at_the_panels_edge_is_drawn_inside_it(browser, lab):
-    write_notebook(lab["root"], "edge.ipynb", [WIDE])
-    page = open_and_run(browser, lab, "edge.ipynb")
-    page.wait_for_function("document.querySelector('.fxviz')?.dataset.opening", timeout=120_000)
-    title = page.evaluate(TOP_BOX)
-    box = page.locator(".fxviz-graph g.node.fx-module").filter(
-        has=page.locator(f"title:text-is('{title}')")
-    )
-    frame = next(c[6:] for c in box.get_attribute("class").split() if c.startswith("opens-"))
+    page, box, _, frame = _opened_view(browser, lab, "edge.ipynb", [WIDE])
     left = page.evaluate(PANEL)[0]
     _, _, box_top, box_bottom = box.evaluate(RECT)
     # drag the graph (from empty space beside the box) until the box touches the left side
@@ -188,13 +176,7 @@ def test_a_module_opened_at_the_panels_edge_is_drawn_inside_it(browser, lab):
         page.mouse.move(start - shift, y, steps=8)
         page.mouse.up()
     assert abs(box.evaluate(RECT)[0] - (left + 2)) <= 6
-    old = page.evaluate_handle("document.querySelector('.fxviz-graph svg')")
-    box.click()
-    page.wait_for_function(
-        "(old) => { const s = document.querySelector('.fxviz-graph svg');"
-        " return s && s !== old && document.querySelector('.fxviz').dataset.opening; }",
-        arg=old,
-    )
+    _redrawn(page, box.click)
     assert page.evaluate("document.querySelector('.fxviz').dataset.opening") == "in place"
     cluster = (
         page.locator(".fxviz-graph g.cluster")
