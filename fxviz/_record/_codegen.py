@@ -58,12 +58,13 @@ from fxviz._capture._segments import PythonSegment
 from fxviz._nodes import target_text
 from fxviz._record._writes import graph_module_target, runs_unknown_code, written_locations
 
-__all__ = ["Compiled", "compiled_for"]
+__all__ = ["GENERATED", "Compiled", "compiled_for"]
 
 _OPS = ("placeholder", "get_attr", "call_function", "call_method", "call_module", "output")
 _LITERALS = (int, str, bool, type(None))
 _serial = itertools.count()
 _TICK = 64  # nodes between updates of the progress bar
+GENERATED = "<fxviz-record-"  # how the file name of every generated function starts
 
 
 class Compiled:
@@ -86,7 +87,7 @@ class Compiled:
         self.locals = [self.names[n] for n in self.nodes]  # in node order
         self.namespace: dict[str, Any] = {"_fx_clock": time.perf_counter}
         self.source = self._generate()
-        self.filename = f"<fxviz-record-{next(_serial)}>"
+        self.filename = f"{GENERATED}{next(_serial)}>"
         code = compile(self.source, self.filename, "exec")
         exec(code, self.namespace)
         self.function: Callable[..., Any] = self.namespace["fxviz_record"]

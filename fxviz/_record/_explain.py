@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.fx import interpreter as fx_interpreter
 
+from fxviz._record._codegen import GENERATED
 from fxviz._record._records import NodeRecord
 from fxviz._record._summary import dtype_name
 from fxviz.errors import NodeError, first_line, node_error_type
@@ -25,7 +26,6 @@ _OWN = (
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,
     os.path.abspath(fx_interpreter.__file__),
 )
-_GENERATED = "<fxviz-record-"  # the recording code's file name (fxviz/_record/_codegen.py)
 
 
 def drop_own_frames(error: BaseException) -> None:
@@ -51,7 +51,7 @@ def drop_own_frames(error: BaseException) -> None:
     # frames under the one where the run stopped have returned, and let go of their locals
     frame = tb.tb_frame if tb is not None else None
     while frame is not None:
-        if frame.f_code.co_filename.startswith((*_OWN, _GENERATED)):
+        if frame.f_code.co_filename.startswith((*_OWN, GENERATED)):
             with contextlib.suppress(RuntimeError):  # a frame still running is left alone
                 frame.clear()  # its locals: the recorder, the run, every node's value
                 # before Python 3.13 a frame keeps the dict its f_locals made (the engine

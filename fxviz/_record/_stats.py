@@ -4,8 +4,9 @@ from the record of the value it is a view of.
 Statistics of a kept value can wait until someone reads them: before a later in-place
 write in the graph, the values on the memory it writes are copied (a view's statistics,
 or a value's under a byte budget, are taken then; a dense value's are taken from its
-copy, laid out alike), so nothing changes the value under them. Two things could: the user, after the run (an optimizer step, ``x.add_(1)`` on
-an input or on ``rec.output``), and a write fxviz did not foresee. Each tensor's version
+copy, laid out alike), so nothing changes the value under them. Two things could: the
+user, after the run (an optimizer step, ``x.add_(1)`` on an input or on
+``rec.output``), and a write fxviz did not foresee. Each tensor's version
 counter, noted when its node ran, tells: a value whose counter moved is not summarised
 from what it holds now (its record says so, with a warning). Inputs, parameters and
 buffers, which live on after the run, are summarised during it, from a cache keyed by
