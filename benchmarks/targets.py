@@ -20,6 +20,9 @@ The widget's figures (first paint, expanding a module, slowest main-thread step)
 Run from the repository root:
 
     .venv/bin/python benchmarks/targets.py [--repeats N] [--models a,b,...|none] [--quick]
+
+``--device cuda`` measures the GPT decoder, the deep MLP and the zoo on a GPU (wall time,
+each call waited for with ``torch.cuda.synchronize()``); the first record stays on the CPU.
 """
 
 from __future__ import annotations
@@ -33,7 +36,9 @@ import subprocess
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -41,6 +46,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import torch  # noqa: E402
 import torch.fx  # noqa: E402
+import torch.utils._pytree as pytree  # noqa: E402
 from _harness import add_threads_option, set_threads, time_interleaved  # noqa: E402
 
 import fxviz  # noqa: E402
@@ -63,6 +69,31 @@ def row(figure: str, limit: str, measured: str, ok: bool | None) -> None:
 
 CLOCKS = {"cpu": time.process_time, "wall": time.perf_counter}
 CLOCK = CLOCKS["cpu"]
+DEVICE = torch.device("cpu")
+
+
+def on_device(value: Any) -> Any:
+    """``value`` (a module, or tensors in containers) on :data:`DEVICE`."""
+    if isinstance(value, torch.nn.Module):
+        return value.to(DEVICE)
+    return pytree.tree_map_only(torch.Tensor, lambda t: t.to(DEVICE), value)
+
+
+def synced(fns: dict[str, Callable[[], object]]) -> dict[str, Callable[[], object]]:
+    """Each function, waiting for the device's queue to empty before it returns (on the
+    CPU: as it is)."""
+    if DEVICE.type != "cuda":
+        return fns
+
+    def wait(fn: Callable[[], object]) -> Callable[[], object]:
+        def run() -> object:
+            result = fn()
+            torch.cuda.synchronize()
+            return result
+
+        return run
+
+    return {name: wait(fn) for name, fn in fns.items()}
 
 
 def fx_figures(repeats: int, quick: bool) -> None:
@@ -71,12 +102,13 @@ def fx_figures(repeats: int, quick: bool) -> None:
 
     for title, build in (("GPT decoder", models.gpt), ("deep MLP", models.mlp)):
         model, x = build(quick=quick)
+        model, x = on_device(model), on_device(x)
         gm = torch.fx.symbolic_trace(model)
         timed = variants(gm, x)
         del timed["Debugger to the end"], timed["record, interpreted"]
         for name in ("record", "record, stats off", "record + table()", "record, stats read"):
             timed[name] = _quiet(timed[name])
-        times = time_interleaved(timed, repeats, clock=CLOCK)
+        times = time_interleaved(synced(timed), repeats, clock=CLOCK)
         med = {k: statistics.median(v) for k, v in times.items()}
         interp = med["Interpreter"]
         for figure, variant, limit in FX_TARGETS:
@@ -106,6 +138,7 @@ def hf_figures(names: list[str], repeats: int) -> None:
     for name in names:
         try:
             model, args, kwargs = build(name)
+            model, args, kwargs = on_device(model), on_device(args), on_device(kwargs)
         except ImportError as missing:
             row(f"{name}: record (2nd) / forward", "", f"skipped ({missing.name})", None)
             continue
@@ -113,7 +146,7 @@ def hf_figures(names: list[str], repeats: int) -> None:
             warnings.simplefilter("ignore")
             record = functools.partial(fxviz.record, model, *args, progress=False, **kwargs)
             times = time_interleaved(
-                {"forward": functools.partial(model, *args, **kwargs), "record": record},
+                synced({"forward": functools.partial(model, *args, **kwargs), "record": record}),
                 repeats,
                 clock=CLOCK,
             )
@@ -187,11 +220,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--quick", action="store_true", help="tiny models, 3 runs, llama only")
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="cpu", help="what is timed")
+    parser.add_argument(
+        "--device", default="cpu", help="where the models run (cuda: wall time, synchronized)"
+    )
     add_threads_option(parser, default=1)
     parser.add_argument("--first-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     set_threads(args.threads)
-    global CLOCK
+    global CLOCK, DEVICE
+    DEVICE = torch.device(args.device)
+    args.clock = "wall" if DEVICE.type != "cpu" else args.clock
     CLOCK = CLOCKS[args.clock]
     if args.first_child:
         first_record_child()
@@ -214,6 +252,8 @@ def main(argv: list[str] | None = None) -> int:
         f"thread(s), {repeats} interleaved runs each (medians, {args.clock} time; the first "
         f"record: wall time); load average "
         f"{start_load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end, {os.cpu_count()} CPUs"
+        f"; models on {DEVICE}"
+        + (f" ({torch.cuda.get_device_name(DEVICE)})" if DEVICE.type == "cuda" else "")
     )
     width = max(len(r[0]) for r in ROWS) + 2
     print(f"{'figure':<{width}}{'targets':<20}{'measured':>10}")

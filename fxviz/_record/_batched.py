@@ -1,5 +1,7 @@
-"""The statistics of many small float32 CPU tensors at once: for each, the very numbers
-:func:`~fxviz._record._moments._statistics` gives it alone.
+"""The statistics of many tensors at once: for each, the very numbers
+:func:`~fxviz._record._moments._statistics` gives it alone. Small float32 CPU tensors
+share their reductions (:func:`batched_statistics`); tensors on an accelerator are read in
+one transfer (:func:`device_batch_statistics`).
 
 Reading the records of a whole run (a table, the widget, a report) measures every node's
 output, and many outputs of a model are small: there the six or seven reductions a tensor
@@ -32,7 +34,10 @@ import numpy as np
 import torch
 
 from fxviz._record._moments import (
+    device_reductions,
+    device_statistics,
     finite_statistics,
+    flat_measured,
     rows_pick_own_zeros,
     shared_sum_dtypes,
     small_range,
@@ -40,7 +45,7 @@ from fxviz._record._moments import (
 )
 from fxviz._torch_compat import functorch_unwrapped
 
-__all__ = ["GRAIN", "batchable", "batched_statistics"]
+__all__ = ["GRAIN", "batchable", "batched_statistics", "device_batch_statistics"]
 
 # at::internal::GRAIN_SIZE: torch reduces a tensor of at most this many values on one
 # thread, so its sums are a row's, whatever the number of threads
@@ -142,3 +147,29 @@ def _rows_statistics(
             nonzero = int(np.count_nonzero(counts[i]))
         out[i] = finite_statistics(values[i], n, mn, mx, totals[i], norm * norm, nonzero)
     return out
+
+
+def device_batch_statistics(tensors: Sequence[torch.Tensor]) -> list[tuple[Any, ...] | None]:
+    """``_statistics(t)`` of each tensor on an accelerator, every tensor's reductions
+    started on the device and read in one transfer a device: one host sync for them all,
+    where one each would stall the device's queue once a tensor. ``None`` for a tensor
+    whose dtype the reductions refuse (``summarize_tensor`` widens it).
+
+    >>> xs = [torch.tensor([1.0, -2.0]), torch.arange(4)]
+    >>> [s[:2] for s in device_batch_statistics(xs)]  # any device: here the CPU
+    [(-2.0, 1.0), (0.0, 3.0)]
+    """
+    started: dict[torch.device, list[tuple[int, torch.Tensor, torch.Tensor]]] = {}
+    for i, t in enumerate(tensors):
+        x = flat_measured(t)
+        try:
+            reductions = device_reductions(x)
+        except (RuntimeError, NotImplementedError, TypeError):  # float8, uint16...
+            continue
+        started.setdefault(x.device, []).append((i, x, reductions))
+    found: list[tuple[Any, ...] | None] = [None] * len(tensors)
+    for group in started.values():
+        read = torch.cat([reductions for _, _, reductions in group]).tolist()
+        for k, (i, x, _) in enumerate(group):
+            found[i] = device_statistics(x, read[5 * k : 5 * k + 5], True)
+    return found

@@ -52,9 +52,7 @@ _BRANCHY_MAX = 1 << 10
 def _statistics(t: torch.Tensor, zeros: bool = True) -> tuple[Any, ...]:
     """``(min, max, mean, std, absmax, nan, posinf, neginf, zeros)`` of a tensor (``zeros``
     ``None`` when not asked for: on the CPU, not counted)."""
-    x = flat_dense(t.detach())  # detached: no autograd graph is built, no no_grad() needed
-    if x.dtype == torch.bool:
-        x = x.view(torch.uint8)  # the same bytes, 0 and 1: no copy
+    x = flat_measured(t)
     if not x.is_cpu:
         return _device_statistics(x, zeros)
     numel = x.numel()
@@ -320,23 +318,55 @@ def _nonfinite_chunk(x: torch.Tensor, lo: float, hi: float) -> tuple[Any, ...]:
 def _device_statistics(x: torch.Tensor, zeros: bool) -> tuple[Any, ...]:
     """:func:`_statistics` on an accelerator: whole-tensor reductions, read in one
     transfer (no chunks: each would be a kernel launch, and nothing is cached between)."""
-    numel = x.numel()
-    exact = torch.float32 if x.device.type == "mps" else torch.float64
+    return device_statistics(x, device_reductions(x).tolist(), zeros)
+
+
+def device_reductions(x: torch.Tensor) -> torch.Tensor:
+    """The reductions :func:`device_statistics` starts from, of a flat dense tensor on an
+    accelerator (``flat_measured``): its min, max, sum, norm and nonzero count, in one
+    tensor of :func:`exact_dtype` left on the device (nothing is read: no host sync, so
+    many tensors' can be read in one transfer).
+
+    >>> device_reductions(torch.tensor([0.0, 3.0, 4.0])).tolist()
+    [0.0, 4.0, 7.0, 5.0, 2.0]
+    """
+    exact = exact_dtype(x)
     wide = _wide(x, exact)
     lo, hi = torch.aminmax(x)
-    mn, mx, total, norm, nonzero = _read(
-        exact, lo, hi, wide.sum(), torch.linalg.vector_norm(wide), torch.count_nonzero(x)
-    )
+    found = (lo, hi, wide.sum(), torch.linalg.vector_norm(wide), torch.count_nonzero(x))
+    return torch.stack([s.to(exact) for s in found])
+
+
+def exact_dtype(x: torch.Tensor) -> torch.dtype:
+    """The dtype an accelerator's statistics are summed and read in (MPS has no float64)."""
+    return torch.float32 if x.device.type == "mps" else torch.float64
+
+
+def device_statistics(x: torch.Tensor, read: list[Any], zeros: bool) -> tuple[Any, ...]:
+    """:func:`_statistics` of ``x`` on an accelerator from its :func:`device_reductions`,
+    ``read`` (as Python numbers); NaN/Inf, and sums that overflow or cancel, are measured
+    again on the device."""
+    numel = x.numel()
+    exact = exact_dtype(x)
+    mn, mx, total, norm, nonzero = read
     n_zeros = numel - int(nonzero) if zeros else None
     if not (math.isfinite(mn) and math.isfinite(mx)):
-        return (*_nonfinite_statistics(wide, exact), n_zeros)
+        return (*_nonfinite_statistics(_wide(x, exact), exact), n_zeros)
     mean, std = _mean_std(total, norm * norm, numel)
     absmax = max(abs(mn), abs(mx))
     if not (math.isfinite(mean) and math.isfinite(std or 0.0)):
-        mean, std = _scaled_mean_std(wide, absmax, exact)  # the sums overflowed
+        mean, std = _scaled_mean_std(_wide(x, exact), absmax, exact)  # the sums overflowed
     elif std is not None and mean * mean > 1e3 * std * std:
-        mean, std = _centered_mean_std(wide, mean, exact)  # the sum of squares cancels
+        mean, std = _centered_mean_std(_wide(x, exact), mean, exact)  # squares cancel
     return (mn, mx, mean, std, absmax, *_NO_NONFINITE, n_zeros)
+
+
+def flat_measured(t: torch.Tensor) -> torch.Tensor:
+    """``t`` as the statistics read it: detached (no autograd graph is built, no
+    ``no_grad()`` needed), flat where its layout allows (:func:`flat_dense`), a bool
+    tensor as its bytes (0 and 1: no copy)."""
+    x = flat_dense(t.detach())
+    return x.view(torch.uint8) if x.dtype == torch.bool else x
 
 
 def flat_dense(x: torch.Tensor) -> torch.Tensor:

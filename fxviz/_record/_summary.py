@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from fxviz._record._batched import batched_statistics
+from fxviz._record._batched import batched_statistics, device_batch_statistics
 from fxviz._record._frozen import positional_constructor
 from fxviz._record._moments import _statistics
 from fxviz._torch_compat import functorch_unwrapped
@@ -142,30 +142,37 @@ def summarize_tensor(path: str, t: torch.Tensor, stats: bool) -> TensorSummary:
     plain = type(t) in _STATS_TYPES
     strided = t.layout == torch.strided
     numel = t.numel()
-    known = isinstance(numel, int)
-    measured = (
-        stats
-        and plain
-        and strided
-        and known
+    measured = stats and plain and _measurable(t, strided, numel)
+    return _described(path, t, plain, strided, numel, _measure(t) if measured else ())
+
+
+def _measurable(t: torch.Tensor, strided: bool, numel: Any) -> bool:
+    """Whether the values of a plain tensor (``strided``, of ``numel`` values) can be
+    measured: of known, nonzero size, real, with memory."""
+    return (
+        strided
+        and isinstance(numel, int)
         and numel != 0
         and not (t.is_meta or t.is_complex() or t.is_quantized)
     )
-    return _described(path, t, plain, strided, numel, _measure(t) if measured else ())
 
 
 def summarize_many(tensors: Sequence[torch.Tensor]) -> list[TensorSummary | None]:
     """``summarize_tensor("", t, True)`` of each tensor, the small float32 ones of one size
-    measured together (:mod:`fxviz._record._batched`: the same numbers); ``None`` for those
-    left to :func:`summarize_tensor`."""
+    measured together, those on an accelerator read in one transfer
+    (:mod:`fxviz._record._batched`: the same numbers); ``None`` for those left to
+    :func:`summarize_tensor`."""
     out: list[TensorSummary | None] = []
     # what batched_statistics measures is contiguous float32 on the CPU: its layout
     # fields are those of its shape and strides (a contiguous tensor with a dim of size 1
     # may have any stride there: a (1, 1) view of a (1, 2) tensor has (2, 1)), taken once
     layouts: dict[tuple[torch.Size, tuple[int, ...]], tuple[Any, ...]] = {}
-    for t, found in zip(tensors, batched_statistics(tensors), strict=True):
+    for t, found in zip(tensors, _statistics_many(tensors), strict=True):
         if found is None:
             out.append(None)
+            continue
+        if not t.is_cpu:
+            out.append(_described("", t, True, True, t.numel(), found))
             continue
         key = (t.shape, t.stride())
         layout = layouts.get(key)
@@ -178,6 +185,25 @@ def summarize_many(tensors: Sequence[torch.Tensor]) -> list[TensorSummary | None
             _new_summary("", shape, dtype, device, stride, t.requires_grad, numel, nbytes, *found)
         )
     return out
+
+
+def _statistics_many(tensors: Sequence[torch.Tensor]) -> list[tuple[Any, ...] | None]:
+    """The statistics of each tensor that can be measured with others: small float32 CPU
+    tensors of one shape together, those on an accelerator read in one transfer."""
+    found = batched_statistics(tensors)
+    on_device = [
+        i
+        for i, t in enumerate(tensors)
+        if not t.is_cpu
+        and type(t) in _STATS_TYPES
+        and functorch_unwrapped(t) is t
+        and _measurable(t, t.layout == torch.strided, t.numel())
+    ]
+    if on_device:
+        measured = device_batch_statistics([tensors[i] for i in on_device])
+        for i, stats in zip(on_device, measured, strict=True):
+            found[i] = stats
+    return found
 
 
 def _described(
