@@ -656,7 +656,7 @@ class Recorder:
                 copy = _copy_if_on(value, key)
             else:
                 copy = tree_map_only_tensors(lambda t, key=key: _copy_if_on(t, key), value)
-            if self._copy_measures_alike(entry, key):  # its statistics wait, for the copy's
+            if self._copy_measures_alike(entry, key, copy):  # statistics wait, the copy's
                 entry.value, entry.versions = copy, note_versions(copy)
                 continue
             self.outputs(entry)  # summarise it as it is, before the write
@@ -679,19 +679,26 @@ class Recorder:
                         self._storage_bytes[copied] = nbytes
             entry.value = copy
 
-    def _copy_measures_alike(self, entry: _Entry, key: _Key) -> bool:
-        """Whether a copy of the tensors of ``entry``'s value on memory ``key`` gives the
-        statistics they would give now, so they may wait for the first read: the value
-        unchanged since its node ran, measured on its own (a view's are taken from what it
-        views), each tensor copied laid out as its copy will be (``clone`` keeps the
-        strides of a dense tensor, so its reductions run in the same order), and every
-        value kept (a budget may drop it)."""
+    def _copy_measures_alike(self, entry: _Entry, key: _Key, copy: Any) -> bool:
+        """Whether ``copy`` (of the tensors of ``entry``'s value on memory ``key``) gives
+        the statistics the value would give now, so they may wait for the first read: the
+        value unchanged since its node ran, each tensor copied read in the same order
+        (``clone`` keeps the strides of a dense tensor; a gapped one is measured on a
+        contiguous copy of itself anyway), and every value kept (a budget may drop it).
+        A view (an in-place node's value too) is then measured on its copy, which shares
+        no memory with what it viewed: nothing is derived from that."""
         value = entry.value
-        if self.keep != "all" or entry.outputs is not None or entry.aliases:
+        if self.keep != "all" or entry.outputs is not None:
             return False
         if entry.versions is None or entry.versions != note_versions(value):
             return False
-        return all(permuted_dense(t) for _, t in iter_tensors(value) if storage_key(t) == key)
+        if type(value) is torch.Tensor:  # most values: one plain tensor
+            return permuted_dense(value) or copy.is_contiguous()
+        return all(
+            permuted_dense(old) or new.is_contiguous()
+            for (_, old), (_, new) in zip(iter_tensors(value), iter_tensors(copy), strict=True)
+            if storage_key(old) == key
+        )
 
     def _release(self, entry: _Entry) -> None:
         """Drop a kept value that no longer fits the budget, and give its bytes back."""

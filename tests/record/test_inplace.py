@@ -200,3 +200,32 @@ def test_operator_words_with_a_trailing_underscore_write_nothing():
     assert torch.equal(rec["or_"].value, (x & y) | y)  # as it was before iand wrote it
     assert rec["iand"].mutates == ("or_",)
     assert torch.equal(rec.output, ((x & y) | y) & x)
+
+
+@pytest.mark.parametrize("layout", [torch.contiguous_format, torch.channels_last])
+def test_views_written_later_show_the_statistics_they_had_measured_alone(layout):
+    """A gapped slice, a permuted view and in-place results, all written into after
+    their nodes ran: each record's statistics are, bit for bit, those its value had when
+    its node ran (copied before the write and measured when read, or measured then)."""
+    from fxviz._record._moments import _statistics
+
+    def f(x):
+        y = x * 2
+        s = y[:, :3]  # gapped (channels_last: its copy is not contiguous)
+        p = y.permute(0, 2, 3, 1)
+        u = y.add_(1)  # writes y, s, p
+        w = u.mul_(-3)  # writes them again
+        return s.sum() + p.amax() + w.mean()
+
+    x = torch.randn(2, 6, 5, 5, generator=torch.Generator().manual_seed(0))
+    x = x.contiguous(memory_format=layout)
+    y = x * 2
+    want = {"mul": _statistics(y), "getitem": _statistics(y[:, :3])}
+    want["permute"] = _statistics(y.permute(0, 2, 3, 1))
+    want["add_"] = _statistics(y.add_(1))
+    want["mul_"] = _statistics(y.mul_(-3))
+    rec = fxviz.record(f, x)
+    for name, stats in want.items():
+        o = rec[name].outputs[0]
+        got = (o.min, o.max, o.mean, o.std, o.absmax, o.nan, o.posinf, o.neginf, o.zeros)
+        assert got == stats, name
