@@ -202,6 +202,11 @@ function firstUser(state, title) {
   return null;
 }
 
+// The input nodes drawn, each with the node it flows into first (found when asked).
+function inputsOf(state) {
+  return [...state.byTitle].filter(([, g]) => isInput(g)).map(([title, g]) => ({ g, user: () => firstUser(state, title) }));
+}
+
 function open(ctx, text, elongated) {
   const { model, state, els } = ctx;
   state.panZoom = svgPanZoom(state.svg, {
@@ -215,7 +220,7 @@ function open(ctx, text, elongated) {
   const cursorTitle = currentTitle(model);
   const cursor = cursorTitle && state.byTitle.get(cursorTitle);
   const pair = cursor ? [cursor, isInput(cursor) ? firstUser(state, cursorTitle) : null] : null;
-  const opening = openInPlace(ctx, anchor) ? "in place" : openingView(state.panZoom, state.svg, top, pair);
+  const opening = openInPlace(ctx, anchor) ? "in place" : openingView(state.panZoom, state.svg, top, { cursor: pair, inputs: inputsOf(state) });
   els.root.dataset.opening = opening;
   // an overview only where the graph does not fit: over a fitted graph it hides nodes.
   // Made once the graph is on screen: it is the whole SVG again, parsed, laid out and

@@ -16,12 +16,13 @@ export function smallestNodeFont(svg) {
 }
 
 // Open readable: the whole graph if its text is then >= READABLE_PX, else top-anchored at
-// a readable zoom: the graph's width fitted when that is readable, else on the first node.
-// `cursor` ([the debugger's cursor, its first user when the cursor is an input, else null])
-// is kept in view beside the top node, else beside that user, when the pair fits the
-// top-anchored view. The view then shows the model's first node and the node the status
-// and the inspector name.
-export function openingView(panZoom, svg, topNode, cursor = null) {
+// a readable zoom (a little above the minimum when the width allows it), across on the
+// graph's start (see `openingSpan`): `inputs` ([{ g, user() }]: the input nodes, `user()`
+// the node each flows into first) and the top node, or the debugger's `cursor` ([the
+// cursor, its first user when the cursor is an input, else null]). The view then shows
+// where the data enters, the model's first node and the node the status and the
+// inspector name, as much of it as fits.
+export function openingView(panZoom, svg, topNode, { cursor = null, inputs = [] } = {}) {
   const sizes = panZoom.getSizes();
   const box = sizes.viewBox;
   if (!box.width || !box.height) return "fit";
@@ -35,26 +36,48 @@ export function openingView(panZoom, svg, topNode, cursor = null) {
     panZoom.center();
     return "fit";
   }
-  // a little above the readable minimum when the width allows it, never beyond the width
-  const zoom = Math.max(readable, Math.min(width, readable * 1.25));
+  let zoom = Math.max(readable, Math.min(width, readable * 1.25)); // never beyond the width
+  let x = box.x + box.width / 2; // centred when the graph fits the panel's width
+  if (box.width * zoom > sizes.width && topNode) {
+    const boxOf = (g) => (g ? nodeBox(svg, g) : null);
+    const [at, atUser] = (cursor ?? []).map(boxOf);
+    const near = nearest(inputs.map(({ g, user }) => ({ box: boxOf(g), user })), boxOf(topNode));
+    const start = { top: boxOf(topNode), cursor: at, cursorUser: atUser, inputs: near.map(({ box: b }) => b), inputUser: near.length ? boxOf(near[0].user()) : null };
+    // every box within the panel, across and down (top-anchored), at `z` px per unit
+    const fitsAt = (z) => (boxes) =>
+      (Math.max(...boxes.map((b) => b.x + b.width)) - Math.min(...boxes.map((b) => b.x))) * z <= sizes.width - 16 &&
+      (Math.max(...boxes.map((b) => b.y + b.height)) - box.y) * z <= sizes.height - 16;
+    let span = openingSpan(start, fitsAt(zoom));
+    const closer = openingSpan(start, fitsAt(readable)); // the readable minimum, if it shows more
+    if (closer.rank < span.rank) [span, zoom] = [closer, readable];
+    x = (Math.min(...span.boxes.map((b) => b.x)) + Math.max(...span.boxes.map((b) => b.x + b.width))) / 2;
+  }
   panZoom.zoom((zoom / sizes.realZoom) * panZoom.getZoom());
   const real = panZoom.getSizes().realZoom;
-  let x = box.x + box.width / 2; // centred when the graph fits the panel's width
-  if (box.width * real > sizes.width && topNode) {
-    const b = nodeBox(svg, topNode);
-    if (b) x = b.x + b.width / 2;
-    // the cursor beside the top node, else beside its first user, when the pair fits the
-    // top-anchored view (across and down)
-    const [at, user] = (cursor ?? []).map((g) => (g ? nodeBox(svg, g) : null));
-    const fits = (p, q) =>
-      (Math.max(p.x + p.width, q.x + q.width) - Math.min(p.x, q.x)) * real <= sizes.width - 16 &&
-      (Math.max(p.y + p.height, q.y + q.height) - box.y) * real <= sizes.height - 16;
-    const pair = at && [b, user].find((q) => q && fits(at, q));
-    if (pair) x = (Math.min(at.x, pair.x) + Math.max(at.x + at.width, pair.x + pair.width)) / 2;
-  }
-  const y = 8 - box.y * real;
-  panZoom.pan({ x: sizes.width / 2 - x * real, y });
+  panZoom.pan({ x: sizes.width / 2 - x * real, y: 8 - box.y * real });
   return zoom === width ? "width" : "top";
+}
+
+// `inputs` ([{ box, user }]) nearest `to` first, across (the view is top-anchored).
+function nearest(inputs, to) {
+  const centre = (b) => b.x + b.width / 2;
+  return inputs.filter(({ box }) => box).sort((a, b) => Math.abs(centre(a.box) - centre(to)) - Math.abs(centre(b.box) - centre(to)));
+}
+
+// What the first view of a graph too wide for the panel shows across: the first group
+// that fits (`fits(boxes)`), in this order: the debugger's cursor beside the top node,
+// else beside its first user; the top node beside the input drawn nearest it; that input
+// beside the node it flows into; the top node alone. Then, while they fit too, the
+// inputs not shown yet, nearest first. Boxes in graph units: `top`, `cursor`,
+// `cursorUser`, `inputs` (nearest the top node first), `inputUser` (the first's user);
+// any may be null. Returns { boxes, rank } (rank: the group's place in that order).
+export function openingSpan({ top, cursor = null, cursorUser = null, inputs = [], inputUser = null }, fits) {
+  const input = inputs[0] ?? null;
+  const groups = [[cursor, top], [cursor, cursorUser], [top, input], [input, inputUser], [top]];
+  const rank = groups.findIndex((group) => group.every(Boolean) && fits(group));
+  const boxes = rank < 0 ? [top ?? input].filter(Boolean) : [...groups[rank]];
+  for (const other of inputs) if (!boxes.includes(other) && fits([...boxes, other])) boxes.push(other);
+  return { boxes, rank: rank < 0 ? groups.length : rank };
 }
 
 // A node's box in the graph's own (untransformed) coordinates.

@@ -1,7 +1,7 @@
 // Unit tests of the opening view's anchor (js/view.js): `npm test` (node --test).
 import assert from "node:assert/strict";
 import test from "node:test";
-import { drawnBox, fitLabels, shapeBox, topmostNode } from "../view.js";
+import { drawnBox, fitLabels, openingSpan, shapeBox, topmostNode } from "../view.js";
 
 const node = (name, y, kind) => ({
   name,
@@ -14,6 +14,37 @@ test("the view opens on the model's own first node, not an input beside it", () 
   assert.equal(topmostNode(nodes).name, "embed");
   assert.equal(topmostNode([node("x", 10, "placeholder"), node("y", 5, "placeholder")]).name, "y"); // only inputs
   assert.equal(topmostNode([]), null);
+});
+
+// The opening view's span across (graph units): a panel 300 units wide, top-anchored at 0.
+const at = (x, y = 0, width = 40, height = 20) => ({ x, y, width, height });
+const fits = (boxes) =>
+  Math.max(...boxes.map((b) => b.x + b.width)) - Math.min(...boxes.map((b) => b.x)) <= 300 &&
+  Math.max(...boxes.map((b) => b.y + b.height)) <= 200;
+
+test("the first view shows the graph's start: the top node with the input nearest it", () => {
+  const top = at(500), input = at(300, 40), far = at(900);
+  const span = openingSpan({ top, inputs: [input, far], inputUser: at(300, 80) }, fits);
+  assert.deepEqual(span, { boxes: [top, input], rank: 2 }); // the far input does not fit too
+  // twelve inputs in a row, the model's first node under the last: both, and those beside
+  const row = Array.from({ length: 12 }, (_, i) => at(1000 - 60 * i));
+  const under = at(1000, 60);
+  assert.deepEqual(openingSpan({ top: under, inputs: row }, fits).boxes, [under, ...row.slice(0, 5)]);
+});
+
+test("an input too far from the top node is shown with the node it flows into", () => {
+  const top = at(900), input = at(0, 100), user = at(60, 160);
+  assert.deepEqual(openingSpan({ top, inputs: [input], inputUser: user }, fits), { boxes: [input, user], rank: 3 });
+  // an input with no drawn user, or none at all: the top node
+  assert.deepEqual(openingSpan({ top, inputs: [input] }, fits), { boxes: [top], rank: 4 });
+  assert.deepEqual(openingSpan({ top }, fits), { boxes: [top], rank: 4 });
+});
+
+test("the debugger's cursor comes first: beside the top node, else beside its user", () => {
+  const top = at(0), cursor = at(200), input = at(-40);
+  assert.deepEqual(openingSpan({ top, cursor, inputs: [input] }, fits).boxes, [cursor, top, input]);
+  const user = at(700);
+  assert.deepEqual(openingSpan({ top, cursor: at(800), cursorUser: user, inputs: [input] }, fits), { boxes: [at(800), user], rank: 1 });
 });
 
 // A fake SVG element: attributes only, and no geometry (getBBox throws, as a layout

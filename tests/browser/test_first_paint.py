@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import fxviz
-from tests.browser.conftest import screenshot
+from tests.browser.conftest import open_and_run, screenshot, write_notebook
 
 pytestmark = pytest.mark.browser
 
@@ -101,3 +101,46 @@ def test_report_start_shows_the_node_the_status_names(offline, tmp_path):
         }"""
     )
     assert output.is_visible()
+
+
+GPT2 = """import fxviz
+from tests.hf_models import build
+model, inputs = build("gpt2")
+view = fxviz.show(fxviz.trace(model, *inputs))
+view"""
+# The graph's start: its inputs and the node each flows into first; for each, where it is
+# against the graph panel and its label's height, in CSS px.
+START = """() => {
+  const panel = document.querySelector('.fxviz-graph').getBoundingClientRect();
+  const nodes = [...document.querySelectorAll('.fxviz-graph g.node')];
+  const titled = (t) => nodes.find((g) => g.querySelector('title').textContent === t);
+  const edges = [...document.querySelectorAll('.fxviz-graph g.edge > title')]
+    .map((t) => t.textContent.split('->').map((end) => end.split(':')[0]));
+  const inputs = nodes.filter((g) => g.classList.contains('kind-placeholder'));
+  const users = inputs.map((g) => edges.find(([a]) => a === g.querySelector('title').textContent));
+  return [...inputs, ...users.map((edge) => titled(edge[1]))].map((g) => {
+    const r = g.getBoundingClientRect();
+    return { title: g.querySelector('title').textContent,
+      shown: g.checkVisibility({ opacityProperty: true, visibilityProperty: true })
+        && r.width > 0 && r.height > 0,
+      inside: r.left >= panel.left && r.right <= panel.right && r.top >= panel.top
+        && r.bottom <= panel.bottom,
+      px: g.querySelector('text').getBoundingClientRect().height }; }); }"""
+
+
+def test_the_widget_opens_with_the_graphs_start_inside_the_panel(browser, lab):
+    """GPT-2's input is drawn far to the left of its topmost node (the position ids'
+    `arange`): a view centred on that node alone cut the input off at the panel's side.
+    The first view shows where the data enters: the input and the node it goes into."""
+    write_notebook(lab["root"], "start.ipynb", [GPT2])
+    page = open_and_run(browser, lab, "start.ipynb")
+    page.wait_for_function("document.querySelector('.fxviz')?.dataset.opening", timeout=120_000)
+    # a graph wider than the panel at a readable zoom: the view shows a part of it
+    assert page.evaluate("document.querySelector('.fxviz').dataset.opening") != "fit"
+    start = page.evaluate(START)
+    assert len(start) == 2, start  # GPT-2 has one input
+    assert start[0]["title"] == "input_ids", start
+    assert all(s["shown"] and s["inside"] for s in start), start
+    assert all(s["px"] >= 11 for s in start), start  # readable
+    screenshot(page, page.locator(".fxviz-graph"), "first_paint_start.png")
+    page.close()
