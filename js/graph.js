@@ -3,13 +3,13 @@
 // state (js/state.js), its elements and the page contract.
 import svgPanZoom from "svg-pan-zoom";
 import { layout } from "./layout.js";
-import { anchoredPan, frameOf } from "./layout-cache.js";
+import { anchoredPan, frameOf, steadyPan } from "./layout-cache.js";
 import { reveal, tileGraph } from "./cull.js";
 import { whenSized } from "./dom.js";
 import { fillLegend, markerFor } from "./legend.js";
 import { adoptGraph, currentName, isLatest, restyle, startLayout, unitOf, wantedStates } from "./state.js";
 import { T } from "./names.js";
-import { fitLabels, isInput, nodeBox, openingView, outlineOf, topmostNode } from "./view.js";
+import { drawnBox, fitLabels, isInput, nodeBox, openingView, outlineOf, topmostNode } from "./view.js";
 
 export const MATCH = "fxviz-match";
 const SVG_NS = "http://www.w3.org/2000/svg";
@@ -146,7 +146,8 @@ export function rememberAnchor(ctx, title) {
   const s = panZoom.getSizes();
   const pan = panZoom.getPan();
   const box = nodeBox(state.svg, g);
-  state.anchor = { frame: frameOf(g.classList), zoom: s.realZoom, x: pan.x + (box.x + box.width / 2) * s.realZoom, y: pan.y + box.y * s.realZoom };
+  const y = pan.y + box.y * s.realZoom;
+  state.anchor = { frame: frameOf(g.classList), zoom: s.realZoom, x: pan.x + (box.x + box.width / 2) * s.realZoom, y, kept: inView(state, g, y) };
 }
 
 // Before a module closes (its frame double-clicked): where the frame is on screen and the
@@ -159,7 +160,30 @@ export function rememberFrame(ctx, title) {
   const s = panZoom.getSizes();
   const pan = panZoom.getPan();
   const box = nodeBox(state.svg, g);
-  state.anchor = { box: title, zoom: s.realZoom, x: pan.x + (box.x + box.width / 2) * s.realZoom, y: pan.y + box.y * s.realZoom };
+  const y = pan.y + box.y * s.realZoom;
+  state.anchor = { box: title, zoom: s.realZoom, x: pan.x + (box.x + box.width / 2) * s.realZoom, y, kept: inView(state, g, y) };
+}
+
+const KEPT_MAX = 400; // nodes a view change keeps still, at most (read in the click)
+
+// The nodes wholly inside the panel but those in `changing` (the box or frame clicked):
+// title -> { centre (panel px), above: over `top` (panel px) }. Read off what Graphviz
+// wrote (no layout forced; ~5 µs a node); a node it cannot read so is left out.
+function inView(state, changing, top) {
+  const s = state.panZoom.getSizes();
+  const pan = state.panZoom.getPan();
+  const zoom = s.realZoom;
+  const kept = new Map();
+  for (const [title, g] of state.byTitle) {
+    if (kept.size >= KEPT_MAX) break;
+    if (changing.contains(g) || g.parentNode?.style?.display === "none") continue; // not painted: js/cull.js
+    const b = drawnBox(g);
+    if (!b) continue;
+    const left = pan.x + b.x * zoom, up = pan.y + b.y * zoom;
+    if (left < 0 || up < 0 || left + b.width * zoom > s.width || up + b.height * zoom > s.height) continue;
+    kept.set(title, { centre: { x: left + (b.width * zoom) / 2, y: up + (b.height * zoom) / 2 }, above: up + b.height * zoom <= top });
+  }
+  return kept;
 }
 
 function clusterTitled(svg, title) {
@@ -177,7 +201,12 @@ function openInPlace(ctx, anchor) {
   panZoom.zoom((anchor.zoom / panZoom.getSizes().realZoom) * panZoom.getZoom());
   const sizes = panZoom.getSizes();
   const box = nodeBox(state.svg, target);
-  panZoom.pan(keptInside(anchoredPan(anchor, box, sizes.realZoom), box, sizes));
+  // the rest of the view as still as it can be, then the module moved into the panel
+  const kept = [...anchor.kept ?? []].map(([title, { centre, above }]) => {
+    const g = state.byTitle.get(title);
+    return { was: centre, box: g && drawnBox(g), above };
+  }).filter(({ box: b }) => b);
+  panZoom.pan(keptInside(steadyPan(anchoredPan(anchor, box, sizes.realZoom), kept, sizes.realZoom), box, sizes));
   return true;
 }
 

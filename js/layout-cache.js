@@ -64,6 +64,23 @@ export function anchoredPan(before, after, zoom) {
   return { x: before.x - (after.x + after.width / 2) * zoom, y: before.y - after.y * zoom };
 }
 
+// `pan`, moved so that the nodes seen before a module opened or closed move as little as
+// they can: across by the median of their moves, down by the median of the moves of those
+// that were above the module (those below make room for what it became). `kept`: [{ was:
+// their centre then (panel px), box: in the new view (graph units), above }].
+export function steadyPan(pan, kept, zoom) {
+  const across = kept.map(({ was, box }) => pan.x + (box.x + box.width / 2) * zoom - was.x);
+  const down = kept.filter(({ above }) => above).map(({ was, box }) => pan.y + (box.y + box.height / 2) * zoom - was.y);
+  return { x: pan.x - median(across), y: pan.y - median(down) };
+}
+
+function median(values) {
+  if (!values.length) return 0;
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+}
+
 // The frame a module's box opens into: the kernel names it in the box's classes
 // (`opens-cluster_m_P`, fxviz/render/_dot.py); null for a node that is no module box.
 export function frameOf(classNames) {

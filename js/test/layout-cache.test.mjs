@@ -2,7 +2,7 @@
 // `npm test` (node --test).
 import assert from "node:assert/strict";
 import test from "node:test";
-import { anchoredPan, createLayoutCache, createPeeks, frameOf } from "../layout-cache.js";
+import { anchoredPan, createLayoutCache, createPeeks, frameOf, steadyPan } from "../layout-cache.js";
 
 test("a layout made once is found again by its DOT, and a changed DOT is not", () => {
   const cache = createLayoutCache(1000);
@@ -61,4 +61,21 @@ test("peeks are found for the view they were peeked from only, a few at most", (
   assert.equal(peeks.get("X", "module__3"), undefined);
   peeks.clear();
   assert.equal(peeks.get("Y", "module__1"), undefined);
+});
+
+test("the rest of the view stays as still as it can when a module opens", () => {
+  // at zoom 2: a node above was centred at (100, 40) px, two below at (100, 300) and (100, 380)
+  const box = (cx, cy) => ({ x: cx - 10, y: cy - 5, width: 20, height: 10 }); // graph units
+  const kept = [
+    { was: { x: 100, y: 40 }, box: box(60, 30), above: true }, // drawn 10 px lower, 20 px right
+    { was: { x: 100, y: 300 }, box: box(60, 200), above: false }, // pushed down by the frame
+    { was: { x: 100, y: 380 }, box: box(61, 240), above: false },
+  ];
+  const pan = steadyPan({ x: 0, y: 0 }, kept, 2);
+  assert.deepEqual(pan, { x: -20, y: -20 }); // across: the median move; down: the one above
+  assert.deepEqual({ x: pan.x + 60 * 2, y: pan.y + 30 * 2 }, { x: 100, y: 40 }); // it stays
+  // nothing seen before: the pan as it was
+  assert.deepEqual(steadyPan({ x: 5, y: 7 }, [], 2), { x: 5, y: 7 });
+  // nothing above (the module was the top of the view): only across
+  assert.deepEqual(steadyPan({ x: 0, y: 0 }, kept.slice(1), 2), { x: -21, y: 0 });
 });

@@ -45,6 +45,7 @@ SEEN = """(titles) => {
 # Layouts asked of the worker so far (js/layout.js numbers its jobs).
 JOBS = "() => globalThis.__fxviz_layout_v3.nextId"
 STATUS = "document.querySelector('.fxviz-status')?.textContent"
+RECT = "(g) => { const r = g.getBoundingClientRect(); return [r.left, r.right, r.top, r.bottom]; }"
 
 
 def _opened_view(browser, lab, name: str, cells: list[str]):
@@ -111,12 +112,32 @@ FRAME_TOP = """(title) => {
     .find((c) => c.querySelector('title').textContent === title);
   const r = g.querySelector('polygon, path').getBoundingClientRect();
   return [r.left + r.width / 2, r.top]; }"""
+# The top and bottom of the first row of nodes inside the frame titled `title`, on the page.
+FIRST_ROW = """(title) => {
+  const frame = [...document.querySelectorAll('.fxviz-graph g.cluster')]
+    .find((c) => c.querySelector('title').textContent === title)
+    .querySelector('polygon, path').getBoundingClientRect();
+  const inside = [...document.querySelectorAll('.fxviz-graph g.node')]
+    .map((g) => g.getBoundingClientRect()).filter((r) => r.left >= frame.left
+      && r.right <= frame.right && r.top >= frame.top && r.bottom <= frame.bottom);
+  const first = inside.reduce((a, b) => (b.top < a.top ? b : a));
+  return [first.top, first.bottom]; }"""
 # The top centre of the module box that opens into frame `title`, on the page.
 BOX_TOP = """(title) => {
   const g = [...document.querySelectorAll('.fxviz-graph g.node.fx-module')]
     .find((n) => n.classList.contains('opens-' + title));
   const r = g.querySelector('polygon, path').getBoundingClientRect();
   return [r.left + r.width / 2, r.top]; }"""
+
+
+def _still_above(before: dict, after: dict, top: float) -> None:
+    """Every node in view ``before`` (centres by title) above ``top`` (a page y), and
+    there is one, is where it was ``after`` (within 2 px)."""
+    above = [t for t, (_, y) in before.items() if y < top]
+    assert above, before  # the case: something in view above the module
+    assert all(t in after for t in above), (before, after)
+    moved = {t: (after[t][0] - before[t][0], after[t][1] - before[t][1]) for t in above}
+    assert all(abs(dx) <= 2 and abs(dy) <= 2 for dx, dy in moved.values()), moved
 
 
 def test_a_closed_module_leaves_its_box_where_its_frame_was(browser, lab):
@@ -130,11 +151,15 @@ def test_a_closed_module_leaves_its_box_where_its_frame_was(browser, lab):
         .locator("text")
         .first
     )
+    row = page.evaluate(FIRST_ROW, frame)
+    before = page.evaluate(CENTRES)
     _redrawn(page, label.dblclick)
     assert page.evaluate("document.querySelector('.fxviz').dataset.opening") == "in place"
     x, y = page.evaluate(BOX_TOP, frame)
     assert abs(x - top[0]) <= 3, (top, (x, y))
-    assert abs(y - top[1]) <= 3, (top, (x, y))
+    # the box takes the frame's top: between the frame's top edge and its first row's top
+    assert top[1] - 3 <= y <= row[0] + 3, (top, row, (x, y))
+    _still_above(before, page.evaluate(CENTRES), top[1])
     seen = page.evaluate(SEEN, [title])
     assert all(s["shown"] and s["inside"] and s["px"] >= 10 for s in seen), seen
     page.close()
@@ -153,7 +178,6 @@ class Wide(nn.Module):
 model = nn.Sequential(*[Wide() for _ in range(60)])
 view = fxviz.show(fxviz.trace(model), depth=1)
 view"""
-RECT = "(g) => { const r = g.getBoundingClientRect(); return [r.left, r.right, r.top, r.bottom]; }"
 PANEL = (
     "() => { const r = document.querySelector('.fxviz-graph').getBoundingClientRect();"
     " return [r.left, r.right, r.top, r.bottom]; }"
@@ -189,5 +213,39 @@ def test_a_module_opened_at_the_panels_edge_is_drawn_inside_it(browser, lab):
     assert f_right - f_left <= p_right - p_left  # it fits: then all of it is shown
     assert f_left >= p_left - 1, (f_left, p_left)
     assert f_right <= p_right + 1, (f_right, p_right)
-    assert abs(f_top - box_top) <= 3  # at the height the box was
+    # at the height the box was: the frame's top edge above it, its first row not
+    assert f_top - 3 <= box_top <= page.evaluate(FIRST_ROW, frame)[0] + 3, (f_top, box_top)
+    page.close()
+
+
+# Modules two nodes long: one opened leaves room in the panel for what was below it.
+SHORT = BUILD.replace(", nn.Linear(4, 4), nn.ReLU())", ")")
+# Every node wholly inside the graph panel: its centre on the page, by title.
+CENTRES = """() => {
+  const panel = document.querySelector('.fxviz-graph').getBoundingClientRect();
+  return Object.fromEntries([...document.querySelectorAll('.fxviz-graph g.node')].map((g) =>
+    [g.querySelector('title').textContent, g.getBoundingClientRect()]).filter(([, r]) =>
+    r.width > 0 && r.left >= panel.left && r.right <= panel.right && r.top >= panel.top
+    && r.bottom <= panel.bottom).map(([t, r]) => [t, [r.left + r.width / 2, r.top + r.height / 2]])); }"""
+
+
+def test_opening_a_module_leaves_the_rest_of_the_view_in_place(browser, lab):
+    """What was above the box stays where it was; what was below moves straight down to
+    make room for the opened module, never sideways."""
+    page, box, title, frame = _opened_view(browser, lab, "steady.ipynb", [SHORT])
+    before = page.evaluate(CENTRES)
+    box_top = box.evaluate(RECT)[2]
+    below = [t for t, (_, y) in before.items() if y > box_top and t != title]
+    _redrawn(page, box.click)
+    assert page.evaluate("document.querySelector('.fxviz').dataset.opening") == "in place"
+    after = page.evaluate(CENTRES)
+    _still_above(before, after, box_top)
+    moved = {
+        t: [after[t][0] - before[t][0], after[t][1] - before[t][1]] for t in below if t in after
+    }
+    assert moved, (before, after)  # some of what was below is still in view
+    assert all(abs(dx) <= 2 and dy > 0 for dx, dy in moved.values()), moved
+    # the module opens at the height its box was: its frame's top edge above, its first row not
+    f_top = page.evaluate(FRAME_TOP, frame)[1]
+    assert f_top - 3 <= box_top <= page.evaluate(FIRST_ROW, frame)[0] + 3, (f_top, box_top)
     page.close()
