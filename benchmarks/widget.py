@@ -23,9 +23,11 @@ kernel's message, the worker's layout, the SVG put in, the view opened, the pain
 After a group is opened from the kernel, another is opened as a person does: a click on its
 box in the page, timed from the click (its wait: the message to the kernel and back); then,
 the click undone, the same box is opened again after the pointer rested on it until the
-page had laid its opening out (no wait for the kernel: js/peek.js). Last,
-the status line is changed from the kernel: a message with no drawing behind it, the floor
-under every wait.
+page had laid its opening out (no wait for the kernel: js/peek.js); then, undone again, by
+a press as a person makes one: the pointer moved onto the box and pressed at once (no rest
+for a hover), held PRESS_MS and released, timed from the click (the press asks the kernel
+for the opening: js/peek.js). Last, the status line is changed from the kernel: a message
+with no drawing behind it, the floor under every wait.
 
 Run from the repository root (--quick: small graphs, one view each, 3 steps); the kernel
 imports this checkout's fxviz (a PYTHONPATH given is searched first):
@@ -121,6 +123,11 @@ BACK_VIEW = ("with view.hold_trait_notifications():\n"
              "    view.expanded, view.collapsed = __kept")  # fmt: skip
 LAYOUTS_KEPT = "() => globalThis.__fxviz_layout_v3?.cache.count ?? 0"
 PEEK_WAIT_MS = 3000  # the most a hover waits for the page to lay the box's opening out
+# How long a person holds a click: ~0.1 s (the keystroke-level model's button press, Card,
+# Moran & Newell 1980).
+PRESS_MS = 100
+CLICKED = """() => document.addEventListener('click', () => { window.__m.click ??= Date.now(); },
+  { capture: true, once: true })"""
 # Waits for the status line to read `text` (a trait change with no drawing behind it):
 # the time a message takes from the kernel to the page, whatever the graph.
 STATUS = """(text) => { window.__status = new Promise((resolve) => {
@@ -261,15 +268,26 @@ def page_cpu(page) -> tuple[float, float]:
     return metrics["ThreadTime"] * 1e3, metrics["ProcessTime"] * 1e3
 
 
-def draw(page, code: str | None, box: str | None = None) -> dict[str, float]:
+def draw(page, code: str | None, box: str | None = None, press: bool = False) -> dict[str, float]:
     """Time one draw caused by ``code`` (run in the kernel, which defines ``view`` by then),
     or by a click on a module box in the page (``code`` None: from the click; on ``box``,
-    the title of one, else the first on screen)."""
+    the title of one, else the first on screen; ``press``: the pointer moved onto the first
+    box on screen, pressed, held :data:`PRESS_MS` and released, as a person clicks)."""
+    x = y = 0.0
     if code is None and box is None:
-        box = page.evaluate(BOX)[0]
+        box, x, y = page.evaluate(BOX)
     page.evaluate(WATCH)
     main0, proc0 = page_cpu(page)
-    if code is None:
+    if press:
+        page.evaluate(CLICKED)
+        page.mouse.move(x, y)
+        page.mouse.down()
+        time.sleep(PRESS_MS / 1e3)
+        page.mouse.up()
+        t0 = t1 = page.evaluate("() => window.__m.click") / 1e3
+        cpu = 0.0
+        page.mouse.move(0, 0)  # off the graph: no peek during the next draws
+    elif code is None:
         t0 = t1 = page.evaluate(CLICK, box) / 1e3
         cpu = 0.0
     else:
@@ -343,6 +361,7 @@ def graphs(page, repeats: int, only: list[str] | None = None) -> tuple[dict, dic
         )
         labels[name, "click"] = f"{name}, click another group"
         labels[name, "hover"] = f"{name}, the same after a hover"
+        labels[name, "press"] = f"{name}, the same pressed {PRESS_MS} ms"
         labels[name, "trip"] = f"{name}, status line (message)"
         show = f"out.outputs = (); view = fxviz.show(gm, depth={depth})"
         for _ in range(repeats):  # no layout time limit: the benchmark wants the time it takes
@@ -366,6 +385,10 @@ def graphs(page, repeats: int, only: list[str] | None = None) -> tuple[dict, dic
                 draw(page, BACK_VIEW)  # the click undone: the same box, opened after a hover
                 rows[name, "hover"].append(hover_click(page))
                 print(f"  {labels[name, 'hover']}: {rows[name, 'hover'][-1]['paint']:.0f} ms")
+                draw(page, BACK_VIEW)  # undone again: the same box, pressed as a person does
+                kernel(page, "view.render_ms = 0.0")
+                rows[name, "press"].append(draw(page, None, press=True))
+                print(f"  {labels[name, 'press']}: {rows[name, 'press'][-1]['paint']:.0f} ms")
                 rows[name, "trip"].append(status_trip(page))
     return rows, labels
 

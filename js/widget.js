@@ -9,7 +9,7 @@ import { renderInspector } from "./inspector.js";
 import { handleKeys, takeFocusOnClick } from "./keys.js";
 import { overview } from "./minimap.js";
 import { T } from "./names.js";
-import { peeked, peekOnHover } from "./peek.js";
+import { peekOnHover } from "./peek.js";
 import { findNodes, searchIndex } from "./search.js";
 import { createState, jumpMatch, nameOf, setMatches } from "./state.js";
 import { markTableSelection, renderTable } from "./table.js";
@@ -43,6 +43,8 @@ function render({ model, el }) {
     renderPanels,
     updateMatches,
   };
+
+  const peeks = peekOnHover(ctx, (peek) => draw(ctx, peek)); // modules opened ahead of a click
 
   const help = h("span", { class: "fxviz-help", tabindex: "-1", title: shortcutHelp(actions, debuggerMode()) }, "⌨ keys");
   els.toolbar.append(els.buttons, els.status);
@@ -91,9 +93,8 @@ function render({ model, el }) {
     if (!title) return;
     if (g.classList.contains("fx-module")) {
       rememberAnchor(ctx, title);
-      const peek = peeked(ctx, title); // laid out already while the pointer rested on it
       send({ type: "toggle_module", unit: title }); // the kernel's view state follows
-      if (peek) draw(ctx, peek);
+      peeks.open(title); // asked for while the pointer rested on it, or at its press
       return;
     }
     select(nameOf(model.get(T.units), model.get(T.unitsDelta), title));
@@ -151,7 +152,6 @@ function render({ model, el }) {
 
   // a DOT drawn already (a module opened from a peek, js/peek.js) is not drawn again
   model.on(`change:${T.dot}`, () => { if (model.get(T.dot) !== state.drawnDot) draw(ctx); });
-  peekOnHover(ctx);
   for (const trait of [T.states, T.selected, T.inspector, T.status, T.pressed]) model.on(`change:${trait}`, queueStates);
   for (const trait of [T.rows, T.rowsTotal]) model.on(`change:${trait}`, showTable);
   model.on(`change:${T.error}`, () => ctx.showError(model.get(T.error)));

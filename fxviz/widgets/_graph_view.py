@@ -36,8 +36,9 @@ class GraphView(anywidget.AnyWidget):
             (:meth:`fxviz.render._api.Drawing.shown_view`): no pass over every node.
         depth / expanded / collapsed: how modules are collapsed; clicking a box expands
             it, double-clicking a module's frame collapses it. While the pointer rests on
-            a box the browser asks what opening it would show (``{"type": "peek_module"}``,
-            answered by a ``peeked`` message; nothing changes) and lays that out ahead.
+            a box, or as it is pressed on one, the browser asks what opening it would
+            show (``{"type": "peek_module"}``, answered by a ``peeked`` message; nothing
+            changes) and lays that out ahead.
         inspector, rows, status, error: what the side panel, table, status line and error
             area show (the table: the first :data:`TABLE_ROWS` rows; ``rows_total``: how
             many there are). render_ms: the browser's last layout + paint time.
@@ -274,8 +275,9 @@ class GraphView(anywidget.AnyWidget):
     def _peek(self, unit: str, request: Any) -> None:
         """The DOT that opening box ``unit`` would show, sent to the browser alone (a
         ``peeked`` message with the request's ``id``): the view state stays as it is. The
-        browser lays it out while the pointer rests on the box, so a click shows it at
-        once. A ``unit`` that is no box of the view shown gets ``dot: null``."""
+        browser lays it out while the pointer rests on the box (or from the press that
+        starts a click), so the click shows it at once. A ``unit`` that is no box of the
+        view shown gets ``dot: null``."""
         path = self._boxes.get(unit)
         dot = None
         if path:

@@ -1,6 +1,7 @@
-"""A module box the pointer rests on is laid out open before the click (js/peek.js): the
-click shows the module opened at once, in place, and the kernel's DOT for it, when it
-comes, is not laid out or drawn again."""
+"""A module box the pointer rests on, or is pressed on, is laid out open before the click
+(js/peek.js): the click shows the module opened at once (or as soon as the kernel answers
+the press), in place, and the kernel's DOT for it, when it comes, is not laid out or drawn
+again."""
 
 from __future__ import annotations
 
@@ -85,6 +86,30 @@ def test_a_hovered_module_opens_at_once_and_is_not_laid_out_again(browser, lab):
     )
     jobs = page.evaluate(JOBS)
     _redrawn(page, box.click)
+    _opened_from_the_peek(page, jobs, before)
+    page.close()
+
+
+def test_a_module_pressed_without_resting_on_it_opens_from_the_press(browser, lab):
+    page, box, _, _ = _opened_view(browser, lab, "press.ipynb", [BUILD])
+    before = set(page.evaluate(TITLES))
+    jobs = page.evaluate(JOBS)
+    left, right, top, bottom = box.evaluate(RECT)
+
+    def click() -> None:  # onto the box and pressed at once: no rest for a hover to peek
+        page.mouse.move((left + right) / 2, (top + bottom) / 2)
+        page.mouse.down()
+        page.mouse.up()
+
+    _redrawn(page, click)
+    _opened_from_the_peek(page, jobs + 1, before)  # one layout: the press's peek
+    page.close()
+
+
+def _opened_from_the_peek(page, jobs: int, before: set[str]) -> None:
+    """The view just drawn came from a peek (``jobs`` layouts made since), the kernel's
+    DOT for the click is not laid out or drawn again, and the opened module is shown, in
+    place, inside the panel, readable."""
     assert page.evaluate("document.querySelector('.fxviz').dataset.drawn") == "peeked"
     drawn = page.evaluate_handle("document.querySelector('.fxviz-graph svg')")
     # the kernel answers the click with the same DOT, then (in order) this status line
@@ -103,7 +128,6 @@ def test_a_hovered_module_opens_at_once_and_is_not_laid_out_again(browser, lab):
     assert page.evaluate(LABELS_OUTSIDE) == []
     assert page.evaluate(STATUS) == "after the click"  # the widget did not fail
     assert page.locator(".fxviz-error-box").evaluate("e => e.textContent") == ""
-    page.close()
 
 
 # The top centre of the frame titled `title`, on the page.
