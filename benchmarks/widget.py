@@ -33,9 +33,13 @@ Run from the repository root (--quick: small graphs, one view each, 3 steps); th
 imports this checkout's fxviz (a PYTHONPATH given is searched first):
 
     .venv/bin/python benchmarks/widget.py [--repeats N] [--steps N] [--quick] [--steps-only]
-        [--debug-only]
+        [--debug-only] [--server-nodelay]
 
-(--debug-only: only ``fxviz.debug`` of the 2-layer Qwen3, first call and again.)
+(--debug-only: only ``fxviz.debug`` of the 2-layer Qwen3, first call and again.
+--server-nodelay: the Jupyter server's kernel websockets with TCP_NODELAY, a setting of the
+server, not of fxviz: jupyter_server leaves Nagle's algorithm on, and every answer from the
+kernel that follows another message (a ``status: busy`` comes first) is held until the
+page acknowledges that one, ~40-50 ms; compare the waits with and without it.)
 """
 
 from __future__ import annotations
@@ -198,8 +202,9 @@ HEARTBEAT_END = """() => { const m = window.__hb; clearInterval(m.beat);
 
 
 @contextmanager
-def jupyterlab(root: Path):
-    """A JupyterLab server on a free loopback port serving ``root``; yields its URL."""
+def jupyterlab(root: Path, nodelay: bool = False):
+    """A JupyterLab server on a free loopback port serving ``root``; yields its URL.
+    ``nodelay``: its kernel websockets with Nagle's algorithm off (benchmarks/_nodelay.py)."""
     settings = root / "settings"
     (settings / "@jupyterlab/apputils-extension").mkdir(parents=True)  # offline: no news
     (settings / "@jupyterlab/apputils-extension/notification.jupyterlab-settings").write_text(
@@ -210,14 +215,17 @@ def jupyterlab(root: Path):
         port = s.getsockname()[1]
     log = open(root / "lab.log", "w")  # noqa: SIM115 (closed below)
     # the kernel imports this checkout's fxviz (a PYTHONPATH given first: another checkout)
-    path = os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO)]))
+    here = str(Path(__file__).resolve().parent) if nodelay else None  # _nodelay.py
+    path = os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO), here]))
     env = {**os.environ, "JUPYTER_PLATFORM_DIRS": "1", "JUPYTERLAB_SETTINGS_DIR": str(settings),
            "PYTHONPATH": path}  # fmt: skip
     server = subprocess.Popen(
         [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1",
          f"--port={port}", "--ServerApp.token=", "--ServerApp.password=", "--allow-root",
          f"--ServerApp.root_dir={root}", "--LabApp.expose_app_in_browser=True",
-         "--ServerApp.disable_check_xsrf=True"],
+         "--ServerApp.disable_check_xsrf=True",
+         *(["--ServerApp.kernel_websocket_connection_class=_nodelay.NoDelayConnection"]
+           if nodelay else [])],
         stdout=log, stderr=subprocess.STDOUT, env=env,
     )  # fmt: skip
     url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 90
@@ -405,6 +413,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only", nargs="+", choices=[c[0] for c in CASES], help="only these graph cases"
     )
+    parser.add_argument(
+        "--server-nodelay",
+        action="store_true",
+        help="the Jupyter server's kernel websockets with Nagle's algorithm off (a server "
+        "setting fxviz cannot make for its users: what the ~50 ms wait of each kernel answer "
+        "is made of; benchmarks/_nodelay.py)",
+    )
     args = parser.parse_args(argv)
     if sum(map(bool, (args.steps_only, args.debug_only, args.only))) > 1:
         parser.error("--steps-only, --debug-only and --only leave nothing to run together")
@@ -412,7 +427,11 @@ def main(argv: list[str] | None = None) -> int:
     if repeats < 1 or not 1 <= n_steps <= 18:
         parser.error("--repeats must be at least 1 and --steps 1 to 18")
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory() as tmp, jupyterlab(Path(tmp)) as url, sync_playwright() as p:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        jupyterlab(Path(tmp), args.server_nodelay) as url,
+        sync_playwright() as p,
+    ):
         notebook = nbformat.v4.new_notebook(
             cells=[nbformat.v4.new_code_cell(f"QUICK = {args.quick}\n{SETUP}")],
             metadata={"kernelspec": {"name": "python3", "display_name": "Python 3"}},
@@ -433,7 +452,8 @@ def main(argv: list[str] | None = None) -> int:
         lab, fx = kernel(page, "import jupyterlab", "(jupyterlab.__version__, fxviz.__file__)")
         chrome = browser.new_cdp_session(page).send("Browser.getVersion")["product"]
         print(f"JupyterLab {lab}, {chrome}, fxviz from {fx}, {os.cpu_count()} CPUs"
-              f"{', --quick: small graphs' if args.quick else ''}")  # fmt: skip
+              f"{', --quick: small graphs' if args.quick else ''}"
+              f"{', server with TCP_NODELAY' if args.server_nodelay else ''}")  # fmt: skip
         rows, labels = (
             ({}, {}) if args.steps_only or args.debug_only else graphs(page, repeats, args.only)
         )
