@@ -204,7 +204,7 @@ HEARTBEAT_END = """() => { const m = window.__hb; clearInterval(m.beat);
 @contextmanager
 def jupyterlab(root: Path, nodelay: bool = False):
     """A JupyterLab server on a free loopback port serving ``root``; yields its URL.
-    ``nodelay``: its kernel websockets with Nagle's algorithm off (benchmarks/_nodelay.py)."""
+    ``nodelay``: its kernel websockets with Nagle's algorithm off (fxviz/server.py)."""
     settings = root / "settings"
     (settings / "@jupyterlab/apputils-extension").mkdir(parents=True)  # offline: no news
     (settings / "@jupyterlab/apputils-extension/notification.jupyterlab-settings").write_text(
@@ -215,8 +215,7 @@ def jupyterlab(root: Path, nodelay: bool = False):
         port = s.getsockname()[1]
     log = open(root / "lab.log", "w")  # noqa: SIM115 (closed below)
     # the kernel imports this checkout's fxviz (a PYTHONPATH given first: another checkout)
-    here = str(Path(__file__).resolve().parent) if nodelay else None  # _nodelay.py
-    path = os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO), here]))
+    path = os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO)]))
     env = {**os.environ, "JUPYTER_PLATFORM_DIRS": "1", "JUPYTERLAB_SETTINGS_DIR": str(settings),
            "PYTHONPATH": path}  # fmt: skip
     server = subprocess.Popen(
@@ -224,7 +223,7 @@ def jupyterlab(root: Path, nodelay: bool = False):
          f"--port={port}", "--ServerApp.token=", "--ServerApp.password=", "--allow-root",
          f"--ServerApp.root_dir={root}", "--LabApp.expose_app_in_browser=True",
          "--ServerApp.disable_check_xsrf=True",
-         *(["--ServerApp.kernel_websocket_connection_class=_nodelay.NoDelayConnection"]
+         *(["--ServerApp.kernel_websocket_connection_class=fxviz.server.NoDelayConnection"]
            if nodelay else [])],
         stdout=log, stderr=subprocess.STDOUT, env=env,
     )  # fmt: skip
@@ -418,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="the Jupyter server's kernel websockets with Nagle's algorithm off (a server "
         "setting fxviz cannot make for its users: what the ~50 ms wait of each kernel answer "
-        "is made of; benchmarks/_nodelay.py)",
+        "is made of; fxviz/server.py)",
     )
     args = parser.parse_args(argv)
     if sum(map(bool, (args.steps_only, args.debug_only, args.only))) > 1:

@@ -42,8 +42,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _jupyter(root: Path, app: str) -> Iterator[str]:
-    """A Jupyter server (``lab`` or ``notebook``, Notebook 7) on a free loopback port."""
+def _jupyter(root: Path, app: str, *options: str) -> Iterator[str]:
+    """A Jupyter server (``lab`` or ``notebook``, Notebook 7) on a free loopback port, with
+    more command-line ``options``."""
     settings = Path(sys.prefix) / "share" / "jupyter" / "lab" / "settings"
     settings.mkdir(parents=True, exist_ok=True)
     overrides = settings / "overrides.json"
@@ -66,7 +67,7 @@ def _jupyter(root: Path, app: str) -> Iterator[str]:
             sys.executable, "-m", "jupyter", app, "--no-browser", "--ip=127.0.0.1", f"--port={port}",
             "--ServerApp.token=", "--ServerApp.password=", "--allow-root",
             f"--ServerApp.root_dir={root}", f"--{app_class}.expose_app_in_browser=True",
-            "--ServerApp.disable_check_xsrf=True",
+            "--ServerApp.disable_check_xsrf=True", *options,
         ],
         {  # settings (the theme a test picks) stay in the temporary folder
             "JUPYTER_PLATFORM_DIRS": "1",
@@ -113,6 +114,16 @@ def lab(tmp_path_factory) -> Iterator[dict]:
     """One JupyterLab server for the session, serving a temporary folder."""
     root = tmp_path_factory.mktemp("lab")
     for url in _jupyter(root, "lab"):
+        yield {"url": url, "root": root, "open": f"{url}/lab/tree/{{}}?reset"}
+
+
+@pytest.fixture(scope="session")
+def lab_nodelay(tmp_path_factory) -> Iterator[dict]:
+    """A JupyterLab server whose kernel websockets write every frame at once
+    (``fxviz.server.NoDelayConnection``, the README's opt-in)."""
+    root = tmp_path_factory.mktemp("lab-nodelay")
+    option = "--ServerApp.kernel_websocket_connection_class=fxviz.server.NoDelayConnection"
+    for url in _jupyter(root, "lab", option):
         yield {"url": url, "root": root, "open": f"{url}/lab/tree/{{}}?reset"}
 
 

@@ -90,7 +90,11 @@ def test_a_hovered_module_opens_at_once_and_is_not_laid_out_again(browser, lab):
     page.close()
 
 
-def test_a_module_pressed_without_resting_on_it_opens_from_the_press(browser, lab):
+@pytest.mark.parametrize("server", ["lab", "lab_nodelay"])
+def test_a_module_pressed_without_resting_on_it_opens_from_the_press(browser, server, request):
+    """Also under a server with ``fxviz.server.NoDelayConnection`` (the README's opt-in):
+    every message still comes, in order."""
+    lab = request.getfixturevalue(server)
     page, box, _, _ = _opened_view(browser, lab, "press.ipynb", [BUILD])
     before = set(page.evaluate(TITLES))
     jobs = page.evaluate(JOBS)
