@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 from torch import nn
@@ -231,6 +233,80 @@ def test_recording_a_dynamo_capture_leaves_the_models_attributes_as_they_were():
     assert vars(model) == before
     fxviz.record(capture, x)
     assert vars(model) == before
+
+
+@torch.compiler.disable
+def _bump(steps: torch.Tensor) -> torch.Tensor:
+    steps += 1  # Python, not a graph, writes the buffer in place
+    return steps * 10
+
+
+class PythonBumps(nn.Module):
+    """A buffer read by a graph, written in place by the Python after it, read again."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("steps", torch.zeros(3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x * self.steps
+        z = _bump(self.steps)
+        return y + z + self.steps
+
+
+@pytest.mark.usefixtures("recording_engine")
+def test_a_buffer_python_writes_in_place_is_written_by_the_recorded_run():
+    x, model = torch.randn(3), PythonBumps()
+    reference = copy.deepcopy(model)
+    want = reference(x)
+    capture = fxviz.trace(model, x, method="dynamo")
+    assert not model.steps.any()  # tracing alone changes nothing
+    rec = fxviz.record(capture, x)
+    assert torch.equal(rec.output, want)  # the graph after the Python read what it wrote
+    assert torch.equal(model.steps, reference.steps)
+    assert not rec["steps"].value.any()  # recorded as the first graph read it
+
+
+def test_recording_a_model_whose_python_wrote_a_buffer_reads_it_anew():
+    # the capture holds what its Python computed from the buffer: the next record of the
+    # model captures again, as the next call reads the buffer again
+    x, model = torch.randn(3), PythonBumps()
+    reference = copy.deepcopy(model)
+    for _ in range(3):
+        assert torch.equal(fxviz.record(model, x, method="dynamo").output, reference(x))
+    assert torch.equal(model.steps, reference.steps)
+
+
+@torch.compiler.disable
+def _halve(weight: torch.Tensor) -> None:
+    with torch.no_grad():
+        weight.mul_(0.5)
+
+
+class PythonHalves(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.lin(x)
+        _halve(self.lin.weight)
+        return self.lin(y)
+
+
+def test_a_debugger_restart_puts_back_a_parameter_python_wrote():
+    x, model = torch.randn(2, 3), PythonHalves()
+    reference = copy.deepcopy(model)
+    weight = model.lin.weight.detach().clone()
+    want = reference(x)
+    dbg = fxviz.Debugger(fxviz.trace(model, x, method="dynamo"), x)
+    dbg.continue_()
+    assert torch.equal(dbg.output, want)
+    assert torch.equal(model.lin.weight, reference.lin.weight)
+    dbg.restart()
+    assert torch.equal(model.lin.weight, weight)
+    dbg.continue_()
+    assert torch.equal(dbg.output, want)
 
 
 @pytest.mark.parametrize("method", ["dynamo", "real"])

@@ -257,6 +257,21 @@ def test_a_buffer_read_then_updated_is_recorded_as_the_write_it_is(method):
     assert model.steps.item() == reference.steps.item() == 1
 
 
+@pytest.mark.parametrize(
+    ("steps", "hooks", "training"),
+    [
+        (("buffer_inplace", "value_branch"), ("forward",), False),  # self.b += 1
+        (("value_branch", "batch_norm"), ("forward",), True),  # statistics: no version bump
+    ],
+)
+def test_buffers_a_forward_dynamo_runs_as_python_writes_are_written_by_the_record(
+    steps, hooks, training
+):
+    # a graph break in the steps' loop makes Dynamo run the whole forward as Python; only
+    # the hook is a graph
+    _check(Spec(steps, hooks, training, 0), "dynamo", 1.0)
+
+
 def test_symbolic_refuses_a_forward_that_writes_the_model_and_leaves_it_untouched():
     model = Steps()
     with pytest.raises(TraceError, match=r"changes the model \(steps \(written in place\)\)"):

@@ -14,6 +14,7 @@ capture never keeps its model alive.
 from __future__ import annotations
 
 import functools
+import operator
 import threading
 import weakref
 from collections.abc import Callable
@@ -21,6 +22,8 @@ from typing import Any
 
 import torch
 import torch.fx
+
+from fxviz._capture._segments import PythonSegment
 
 __all__ = ["capture_once", "clear_captures"]
 
@@ -36,10 +39,11 @@ class _Entry:
     def __init__(self, obj: Any, state: Any, signature: Any, inputs: Any, captured: Any):
         self.state, self.signature, self.inputs, self.captured = state, signature, inputs, captured
         self.graph = _graph_state(captured)
-        self.constants = _constants(captured, obj)
+        self.constants = _constants(captured, obj) + _python_written(captured)
 
     def constants_unwritten(self) -> bool:
-        """Whether no run wrote the capture's own tensors since it was made."""
+        """Whether no run wrote the capture's own tensors, or the model's tensors its
+        Python wrote in place, since it was made."""
         return all(_version(t) == v for t, v in self.constants)
 
 
@@ -54,6 +58,21 @@ def _constants(gm: torch.fx.GraphModule, obj: Any) -> list[tuple[torch.Tensor, i
     tensors = [t for t in vars(gm).values() if isinstance(t, torch.Tensor)]
     tensors += gm.buffers()
     return [(t, _version(t)) for t in tensors if id(t) not in owned]
+
+
+def _python_written(gm: torch.fx.GraphModule) -> list[tuple[torch.Tensor, int | None]]:
+    """The model's tensors that a capture's ``python`` nodes write in place, and their
+    version counters: that Python computed from them (``self.steps += 1``), and the
+    capture holds what it computed in one run, so a run that wrote one (recording the
+    capture does) makes the next run capture again, as a call would read them anew."""
+    found = []
+    for node in gm.graph.nodes:
+        if isinstance(node.target, PythonSegment):
+            for i in node.target.written:
+                read = node.args[i]  # the get_attr node of the tensor
+                t = operator.attrgetter(str(read.target))(gm)
+                found.append((t, _version(t)))
+    return found
 
 
 def _version(t: torch.Tensor) -> int | None:

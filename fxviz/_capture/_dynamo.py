@@ -31,7 +31,7 @@ from fxviz._capture._eager import (
 )
 from fxviz._capture._inputs import flatten_inputs
 from fxviz._capture._segments import tensors_in
-from fxviz._capture._state import restored_attributes, restored_state
+from fxviz._capture._state import WriteWatch, restored_attributes, restored_state
 from fxviz._capture._stitch import Capture, GraphBreak, GraphCall, stitch
 from fxviz._nodes import source_line
 from fxviz.errors import TraceError
@@ -256,8 +256,10 @@ def _capture_once(
                 for t in inputs
                 if isinstance(t, torch.Tensor) and id(t) not in known
             }
+            written = watched.written()
             outputs = gm.forward(*inputs)
-            calls.append(GraphCall(index, list(inputs), outputs, before=before))
+            watched.mark()  # the graph's own writes: the graph replays them itself
+            calls.append(GraphCall(index, list(inputs), outputs, before=before, written=written))
             known.update(id(t) for t in tensors_in(outputs))
             return outputs
 
@@ -270,6 +272,7 @@ def _capture_once(
     known = {id(t) for t in leaves if isinstance(t, torch.Tensor)}
     if isinstance(model, torch.nn.Module):
         known.update(id(t) for t in [*model.parameters(), *model.buffers()])
+    watched = WriteWatch(model)
     dynamo.reset()
     try:
         # torch marks the module it wraps (``_is_torch_compile``): put back afterwards, and
@@ -283,10 +286,13 @@ def _capture_once(
                 eager_is_compiling(dynamo=True, model_files=files, told_true=told_true),
                 dynamo.config.patch(suppress_errors=False, verbose=False),
             ):
+                watched.mark()
                 output = compiled(*args, **kwargs)
+                written = watched.written()
                 writes = state.writes()
     finally:
         dynamo.reset()
+        watched.close()  # Dynamo may keep the backend's ``run``, which must not keep the model
     capture = stitch(
         model,
         names,
@@ -299,6 +305,7 @@ def _capture_once(
         guards=guards,
         recompiles=recompiles,
         writes=writes,
+        written=written,
     )
     return capture, output
 

@@ -23,6 +23,11 @@ class PythonSegment:
     capture; otherwise the value itself (the model's output object). The first one also
     checks that the inputs are the captured ones: a capture holds one run, not a
     function of new inputs.
+
+    ``written`` (argument position: value) are the model's tensors that Python wrote in
+    place there (``self.steps += 1`` where Dynamo did not compile): the node takes each
+    as an argument and writes into it the value it had when that Python was done, so
+    the graphs after it read, and the model is left with, what a call leaves.
     """
 
     def __init__(
@@ -34,6 +39,7 @@ class PythonSegment:
         fresh: bool = True,
         replace: dict[int, int] | None = None,
         writes: Sequence[tuple[Any, str | None, str, Any]] = (),
+        written: dict[int, torch.Tensor] | None = None,
     ) -> None:
         self.__name__ = self.__qualname__ = label
         self.__module__ = "python"
@@ -42,10 +48,17 @@ class PythonSegment:
         self.fresh = fresh
         self.replace = replace or {}
         self.writes = list(writes)
+        self.written = written or {}
 
     def __call__(self, *args: Any) -> Any:
         if self.expected is not None and not any(_is_abstract(a) for a in args):
             check_same_inputs(self.expected, args[: len(self.expected)])
+        if self.written and not any(_is_abstract(a) for a in args):
+            with torch.no_grad():
+                for i, value in self.written.items():
+                    if args[i].shape != value.shape:  # Python resized it
+                        args[i].resize_(value.shape)
+                    args[i].copy_(value)
         if self.fresh:
             return tuple(v.clone() if isinstance(v, torch.Tensor) else v for v in self.values)
         if not self.replace:

@@ -15,7 +15,14 @@ from typing import Any
 
 import torch
 
-__all__ = ["MISSING", "ModelState", "attribute_writes", "restored_attributes", "restored_state"]
+__all__ = [
+    "MISSING",
+    "ModelState",
+    "WriteWatch",
+    "attribute_writes",
+    "restored_attributes",
+    "restored_state",
+]
 
 _REGISTRIES = ("_parameters", "_buffers", "_modules")
 MISSING: Any = object()  # an attribute that was not there
@@ -112,6 +119,61 @@ class ModelState:
                 if saved is not None and t.shape == saved.shape:
                     t.copy_(saved)
         _set_versions([t for t, _, _ in changed], [v for _, v, _ in changed])
+
+
+class WriteWatch:
+    """The model's parameters and buffers, to tell which ones a stretch of a run wrote in
+    place (the Python Dynamo ran between two graph calls: no graph holds its writes).
+
+    :meth:`mark` notes where they stand; :meth:`written` gives those written since, each
+    with a copy of its value now. Version counters tell, except for the running
+    statistics of a norm module in training mode: eager batch norm updates them without
+    bumping the counter, so those are compared by value.
+
+    Examples:
+        >>> import torch
+        >>> norm = torch.nn.BatchNorm1d(2)
+        >>> watch = WriteWatch(norm); watch.mark()
+        >>> _ = norm(torch.randn(3, 2))
+        >>> sorted(n for n, b in norm.named_buffers() if any(b is t for t, _ in watch.written()))
+        ['num_batches_tracked', 'running_mean', 'running_var']
+    """
+
+    def __init__(self, model: Any) -> None:
+        found: dict[int, torch.Tensor] = {}
+        self.statistics: list[torch.Tensor] = []
+        if isinstance(model, torch.nn.Module):
+            for t in [*model.parameters(), *model.buffers()]:
+                if not t.is_inference():  # inference tensors have no version counter
+                    found.setdefault(id(t), t)
+            for module in model.modules():
+                if module.training:
+                    stats = (getattr(module, n, None) for n in ("running_mean", "running_var"))
+                    self.statistics += [found[id(t)] for t in stats if id(t) in found]
+        self.tensors = list(found.values())
+        self._versions: list[int] = []
+        self._values: list[torch.Tensor] = []
+
+    def mark(self) -> None:
+        """Note where the tensors stand now."""
+        self._versions = [t._version for t in self.tensors]
+        self._values = [t.detach().clone() for t in self.statistics]
+
+    def close(self) -> None:
+        """Let go of the model's tensors (a watch kept longer must not keep the model)."""
+        self.tensors, self.statistics, self._versions, self._values = [], [], [], []
+
+    def written(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """``(tensor, copy of its value)`` for each tensor written since :meth:`mark`."""
+        found = {
+            id(t): t
+            for t, version in zip(self.tensors, self._versions, strict=True)
+            if t._version != version
+        }
+        for t, saved in zip(self.statistics, self._values, strict=True):
+            if id(t) not in found and _written(t, t._version, saved):
+                found[id(t)] = t
+        return [(t, t.detach().clone()) for t in found.values()]
 
 
 def _written(t: torch.Tensor, version: int, saved: torch.Tensor | None) -> bool:

@@ -76,6 +76,9 @@ class GraphCall:
     # Inputs Python made, as they were when the call began (by id): the graph may write
     # them in place, and the capture must hand the next run what the graph was given.
     before: dict[int, torch.Tensor] = dataclasses.field(default_factory=dict)
+    # The model's tensors the Python before this call wrote in place, with their values
+    # when it was done: the capture's ``python`` node writes them again.
+    written: list[tuple[torch.Tensor, torch.Tensor]] = dataclasses.field(default_factory=list)
 
 
 class Capture(torch.fx.GraphModule):
@@ -158,6 +161,7 @@ def stitch(
     guards: Sequence[str] = (),
     recompiles: Sequence[str] = (),
     writes: Sequence[tuple[Any, str | None, str, Any]] = (),
+    written: Sequence[tuple[torch.Tensor, torch.Tensor]] = (),
 ) -> Capture:
     """Stitch the graph ``calls`` of one run into a :class:`Capture`.
 
@@ -166,6 +170,8 @@ def stitch(
     an earlier graph produced becomes an edge; anything else came from Python.
     ``writes`` (``(module, registry, name, value)``): the attributes the run assigned,
     which the ``python_return`` node assigns again, with this call's tensors.
+    ``written``: the model's tensors the Python after the last call wrote in place, with
+    their values at the end (those before a call are ``GraphCall.written``).
     """
     builder = _Builder(model)
     placeholders = [builder.graph.placeholder(name) for name in names]
@@ -185,7 +191,7 @@ def stitch(
             for ph, v in zip(inputs, call.inputs, strict=False)
             if isinstance(v, torch.Tensor) and builder.lookup(v) is None
         ]
-        if k > 0 or from_python:
+        if k > 0 or from_python or call.written:
             info = breaks(k - 1)
             expected = list(leaves) if first_python else None
             args = [*placeholders] if first_python else []
@@ -194,9 +200,10 @@ def stitch(
                 call.before[id(v)] if id(v) in call.before else _fresh(v) for _, v in from_python
             )
             name = f"python{len(made_breaks)}"
-            node = builder.graph.call_function(
-                PythonSegment(name, values, expected=expected), tuple(args)
+            segment = PythonSegment(
+                name, values, expected=expected, written=builder.written(call.written, args)
             )
+            node = builder.graph.call_function(segment, tuple(args))
             node.name = name
             node.meta["fxviz_break"] = info
             made_breaks.append(dataclasses.replace(info, node=node.name))
@@ -219,6 +226,7 @@ def stitch(
                 tail_args.append(node)
             replace[id(t)] = tail_args.index(node)
     info = breaks(len(calls) - 1)
+    tail_written = builder.written(written, tail_args)
     tail = builder.graph.call_function(
         PythonSegment(
             "python_return",
@@ -227,6 +235,7 @@ def stitch(
             fresh=False,
             replace=replace,
             writes=writes,
+            written=tail_written,
         ),
         tuple(tail_args),
     )
@@ -242,7 +251,7 @@ def stitch(
     capture.guards = list(guards)
     capture.recompiles = list(recompiles)
     for call in capture.calls:  # the stitched graph holds what it needs: free the rest
-        call.inputs, call.outputs, call.before = (), None, {}
+        call.inputs, call.outputs, call.before, call.written = (), None, {}, []
     capture.input_names = list(names)
     capture._signature = _stand_in(model)
     capture._example = list(leaves)
@@ -306,6 +315,21 @@ class _Builder:
         node = self.graph.get_attr(path)
         self._known[id(value)] = node
         return node
+
+    def written(
+        self, written: Sequence[tuple[torch.Tensor, torch.Tensor]], args: list[torch.fx.Node]
+    ) -> dict[int, torch.Tensor]:
+        """Where in ``args`` (appended when missing) a ``python`` node takes each model
+        tensor it writes in place, with the value it writes."""
+        found: dict[int, torch.Tensor] = {}
+        for target, value in written:
+            node = self.lookup(target)
+            if node is None:  # not the model's: nothing a graph or the caller reads
+                continue
+            if node not in args:
+                args.append(node)
+            found[args.index(node)] = value
+        return found
 
     def inline(
         self, call: GraphCall, gm: torch.fx.GraphModule, inputs: list[torch.fx.Node]

@@ -86,7 +86,9 @@ def written_locations(node: torch.fx.Node, submodules: Mapping[str, Any]) -> tup
     target = node.target
     if node.op == "call_function":
         found.extend(_running_stats_writes(node))
-        if isinstance(target, (OpOverload, OpOverloadPacket)):
+        if isinstance(target, PythonSegment):  # the model's tensors Python wrote there
+            found.extend(("arg", i) for i in target.written)
+        elif isinstance(target, (OpOverload, OpOverloadPacket)):
             found.extend(_schema_writes(target))
         elif (
             target in _INPLACE_OPERATORS
@@ -144,7 +146,8 @@ def runs_unknown_code(node: torch.fx.Node, submodules: Mapping[str, Any]) -> boo
     """
     target = node.target
     if node.op == "call_function":
-        # a capture's Python segment replays values it holds: it never writes its inputs
+        # a capture's Python segment replays values it holds: it writes no input but the
+        # model tensors it names (``written_locations`` foresees them)
         if isinstance(target, (OpOverload, OpOverloadPacket, PythonSegment)):
             return False
         if writes_nothing(target):  # an exported graph's output unflatten
