@@ -262,6 +262,7 @@ def test_a_buffer_read_then_updated_is_recorded_as_the_write_it_is(method):
     [
         (("buffer_inplace", "value_branch"), ("forward",), False),  # self.b += 1
         (("value_branch", "batch_norm"), ("forward",), True),  # statistics: no version bump
+        (("buffer_replaced", "value_branch"), ("pre",), False),  # no graph made the output
     ],
 )
 def test_buffers_a_forward_dynamo_runs_as_python_writes_are_written_by_the_record(

@@ -61,12 +61,10 @@ class PythonSegment:
                     args[i].copy_(value)
         if self.fresh:
             return tuple(v.clone() if isinstance(v, torch.Tensor) else v for v in self.values)
-        if not self.replace:
-            return self.values
         new = {k: args[i] for k, i in self.replace.items()}
         if self.writes and not any(_is_abstract(a) for a in args):
-            _assign(self.writes, new)
-        return _substitute(self.values, new, {})
+            _assign(self.writes, new)  # also when no graph made the output
+        return _substitute(self.values, new, {}) if new else self.values
 
     def __repr__(self) -> str:
         return f"<python {self.__name__}>"
