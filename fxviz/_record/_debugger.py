@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import html
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import torch
 import torch.fx
@@ -37,6 +38,35 @@ from fxviz.errors import (
 )
 
 __all__ = ["Breakpoint", "Debugger", "node_state", "status_line"]
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _lets_go_on_return(
+    command: Callable[Concatenate[Debugger, _P], _R],
+) -> Callable[Concatenate[Debugger, _P], _R]:
+    """A command that runs nodes, whose frames hold no debugger once it returned.
+
+    A node that failed in Python code keeps, in its error's traceback, the frames of the
+    code it called, and each frame holds its caller's (``f_back``): the frames this
+    command ran in, which were still running when the node failed (``drop_own_frames``
+    could not clear them then). Holding the debugger, they would make the debugger, its
+    recorder and every value recorded a cycle that only the garbage collector frees. On
+    return, the frames below this one are done: they let go of their locals, and this
+    one of the debugger."""
+
+    @functools.wraps(command)
+    def run(self: Debugger, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return command(self, *args, **kwargs)
+        finally:
+            failed = self.error
+            if failed is not None:
+                drop_own_frames(failed)
+            del self, failed  # this frame is on the error's traceback too
+
+    return run
 
 
 class Debugger(DebuggerState, BreakpointCommands, RestoreCommands):
@@ -119,6 +149,7 @@ class Debugger(DebuggerState, BreakpointCommands, RestoreCommands):
         self._start()
 
     # -- moving --------------------------------------------------------------------------
+    @_lets_go_on_return
     def step(self, n: int = 1) -> NodeRecord | None:
         """Run the next ``n`` nodes; stops early at an error, the end or a breakpoint.
 
@@ -161,6 +192,7 @@ class Debugger(DebuggerState, BreakpointCommands, RestoreCommands):
             last = self._advance()
         return last
 
+    @_lets_go_on_return
     def continue_(self) -> NodeRecord | None:
         """Run until a breakpoint, an error or the end; returns the last record run."""
         self._check_can_run("continue_")
@@ -169,6 +201,7 @@ class Debugger(DebuggerState, BreakpointCommands, RestoreCommands):
             if self._stopped(last, check_breakpoints=True):
                 return self._record(last)
 
+    @_lets_go_on_return
     def run_to(self, name: str) -> NodeRecord | None:
         """Stop just before node ``name`` runs, going forward or back (breakpoints ignored)."""
         target = self._index[self._node(name).name]
@@ -199,6 +232,7 @@ class Debugger(DebuggerState, BreakpointCommands, RestoreCommands):
         self._reason = "back"
         return self._last()
 
+    @_lets_go_on_return
     def restart(self) -> None:
         """Start again from the first node with a fresh recording, of the graph as it is now.
 

@@ -206,3 +206,32 @@ def test_a_debugger_restarted_after_a_failure_in_python_code_frees_its_values():
     finally:
         gc.enable()
     assert freed == [True, True]
+
+
+@pytest.mark.parametrize(
+    ("command", "args"), [("step", (10,)), ("continue_", ()), ("run_to", ("output",))]
+)
+def test_a_debugger_dropped_after_a_failure_in_python_code_frees_its_values(command, args):
+    """The failed node's error keeps the frames of the Python code it called, whose callers
+    are the frames the command ran in (still running when the node failed, so they could
+    not be cleared then): once the command returned, they hold no debugger, and a dropped
+    debugger frees what it recorded at once. (A caller's frame that holds the debugger,
+    this test's own included, is on that traceback too: the command is called here, in
+    the frame that drops it.)"""
+    gm = torch.fx.symbolic_trace(_FailsInPython())
+    first = fxviz.Debugger(gm, torch.randn(2, 2))
+    getattr(first, command)(*args)  # a first run may import what torch loads lazily
+    del first
+    gc.collect()
+    gc.disable()
+    try:
+        dbg = fxviz.Debugger(gm, torch.randn(4096, 2))
+        getattr(dbg, command)(*args)
+        assert dbg.error is not None
+        assert dbg.current.name == "_python_fails"
+        refs = [weakref.ref(dbg.recording[name].value) for name in ("mul", "add")]
+        del dbg
+        freed = [r() is None for r in refs]
+    finally:
+        gc.enable()
+    assert freed == [True, True]
