@@ -159,14 +159,13 @@ class Recorder:
         self._indexed = 0  # nodes run before this position are in _owners
         self._measured_blocks: set[int] = set()  # see _measure_block
         # memory the kept values live on (budget only), each with how many kept values
-        # hold a tensor on it: paid for once, by the first; let go (and its bytes given
-        # back) when the last is dropped or swapped for a copy before a write. Counted
-        # from the recording's own values, never from what the run still holds (which
-        # differs between the engines); a storage let go may have its key reused by a new
-        # tensor, which is then paid for
-        self._kept_storages: dict[_Key, int] = {}
+        # hold a tensor on it and its bytes: paid for once, by the first; let go (and its
+        # bytes given back) when the last is dropped or swapped for a copy before a write
+        # (``_hold``, ``_let_go``). Counted from the recording's own values, never from
+        # what the run still holds (which differs between the engines); a storage let go
+        # may have its key reused by a new tensor, which is then paid for
+        self._kept_storages: dict[_Key, list[int]] = {}  # key -> [holders, bytes]
         self._kept_bytes = 0
-        self._storage_bytes: dict[_Key, int] = {}
         self._dropped = 0
         self._transformer = isinstance(interpreter, torch.fx.Transformer)
         self.next_run_node: Callable[[torch.fx.Node], Any] = interpreter.run_node
@@ -564,35 +563,39 @@ class Recorder:
         if op in _FREE_OPS:
             return True
         held = self._kept_storages
-        cost, keys, paid = 0, set(), {}
+        sizes: dict[_Key, int] = {}  # each memory under the value, with what it costs
         for _, t in iter_tensors(value):
             key = storage_key(t)
-            if key is None or key in keys:
-                continue
-            keys.add(key)
-            if key not in held:  # else a kept value holds it: paid for already
-                paid[key] = nbytes = t.untyped_storage().nbytes()
-                cost += nbytes
-        if self._kept_bytes + cost > self.keep:  # type: ignore[operator]
+            if key is not None and key not in sizes:  # held: a kept value paid for it
+                sizes[key] = 0 if key in held else t.untyped_storage().nbytes()
+        if self._kept_bytes + sum(sizes.values()) > self.keep:  # type: ignore[operator]
             self._dropped += 1
             return False
-        self._kept_bytes += cost
-        self._storage_bytes.update(paid)
-        for key in keys:
-            held[key] = held.get(key, 0) + 1
+        for key, nbytes in sizes.items():
+            self._hold(key, nbytes)
         return True
+
+    def _hold(self, key: _Key, nbytes: int) -> None:
+        """One more kept value holds memory ``key`` (budget only): the first pays its
+        ``nbytes``."""
+        held = self._kept_storages.get(key)
+        if held is None:
+            self._kept_storages[key] = [1, nbytes]
+            self._kept_bytes += nbytes
+        else:
+            held[0] += 1
 
     def _let_go(self, key: _Key | None) -> None:
         """A kept value no longer holds memory ``key`` (budget only): when none does, its
         bytes are given back."""
-        held = self._kept_storages
-        if key is None or key not in held:
+        held = None if key is None else self._kept_storages.get(key)
+        if key is None or held is None:
             return
-        if held[key] > 1:
-            held[key] -= 1
+        if held[0] > 1:
+            held[0] -= 1
         else:
-            del held[key]
-            self._kept_bytes -= self._storage_bytes.pop(key, 0)
+            del self._kept_storages[key]
+            self._kept_bytes -= held[1]
 
     def _index_kept(self) -> None:
         """Note which memory the kept values of the nodes run so far live on (making no
@@ -667,16 +670,15 @@ class Recorder:
                     for (_, new), (_, old) in pairs
                     if new is not old
                 }
-                cost = sum(copies.values())
-                if self._kept_bytes + cost > self.keep:
+                if self._kept_bytes + sum(copies.values()) > self.keep:
                     self._release(entry)
                     continue
-                self._kept_bytes += cost
                 self._let_go(key)
                 for copied, nbytes in copies.items():
-                    if copied is not None:
-                        self._kept_storages[copied] = self._kept_storages.get(copied, 0) + 1
-                        self._storage_bytes[copied] = nbytes
+                    if copied is None:
+                        self._kept_bytes += nbytes  # no key: paid for, never given back
+                    else:
+                        self._hold(copied, nbytes)
             entry.value = copy
 
     def _copy_measures_alike(self, entry: _Entry, key: _Key, copy: Any) -> bool:
