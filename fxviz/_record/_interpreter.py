@@ -117,6 +117,13 @@ class RecordingMixin:
         self._fxviz_recorder, self._fxviz_error = recorder, None
         return recorder
 
+    def _fxviz_let_go(self) -> None:
+        """The run stopped at a failed node, whose call's frames live on in the error's
+        traceback and hold this interpreter (``record``'s own): it lets go of the
+        recorder and the values, which the error's recording keeps, so that one dropped
+        is freed at once (as the generated code's run does, ``_Run._let_go``)."""
+        self._fxviz_recorder, self.env = None, {}
+
     @property
     def recording(self) -> Recording:
         """The recording of the latest run (possibly partial)."""
@@ -389,10 +396,7 @@ def record(
         try:
             instance.run(*inputs)
         except NodeError:
-            # frames of the failed node's call live on in the error's traceback and hold
-            # this interpreter (record's own): it lets go of the recorder and the values,
-            # which the error's recording keeps, so that one dropped is freed at once
-            instance._fxviz_recorder, instance.env = None, {}
+            instance._fxviz_let_go()
             raise
     return instance.recording
 
