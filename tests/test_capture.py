@@ -277,6 +277,31 @@ def test_recording_a_model_whose_python_wrote_a_buffer_reads_it_anew():
     assert torch.equal(model.steps, reference.steps)
 
 
+class GraphCounts(nn.Module):
+    """A buffer a graph writes in place and Python reads after a graph break."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("steps", torch.zeros(()))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.steps += 1
+        if self.steps.item() > 1:
+            return x * 100
+        return x
+
+
+@pytest.mark.parametrize("method", ["dynamo", "real"])
+def test_recording_a_model_again_after_a_buffer_its_python_read_was_written(method):
+    # the capture holds the branch its Python took on the buffer's value in one run: a
+    # written buffer makes the next record capture again (as a written parameter does)
+    x, model = torch.ones(2), GraphCounts()
+    reference = copy.deepcopy(model)
+    for _ in range(3):
+        assert torch.equal(fxviz.record(model, x, method=method).output, reference(x))
+    assert torch.equal(model.steps, reference.steps)
+
+
 @torch.compiler.disable
 def _halve(weight: torch.Tensor) -> None:
     with torch.no_grad():

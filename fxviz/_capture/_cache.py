@@ -5,8 +5,9 @@ A capture is valid while the model's module structure, training flags, forward c
 hooks and plain attributes (by identity; an object of plain attributes, as a model's
 configuration, by its attributes' identities), its parameters' identities and the grad mode are
 those it was made with; a Dynamo or
-real capture (one run) also needs inputs equal to the ones it ran on and parameters not
-written since (their version counters). Anything else captures again. The captures are
+real capture (one run) also needs inputs equal to the ones it ran on and parameters and
+buffers not written since (their version counters: its Python computed from them in that
+run, ``if self.steps.item() > 1``). Anything else captures again. The captures are
 kept weakly by their model (one a capture method): dropping the model drops them, and a
 capture never keeps its model alive.
 """
@@ -14,7 +15,6 @@ capture never keeps its model alive.
 from __future__ import annotations
 
 import functools
-import operator
 import threading
 import weakref
 from collections.abc import Callable
@@ -22,8 +22,6 @@ from typing import Any
 
 import torch
 import torch.fx
-
-from fxviz._capture._segments import PythonSegment
 
 __all__ = ["capture_once", "clear_captures"]
 
@@ -39,11 +37,10 @@ class _Entry:
     def __init__(self, obj: Any, state: Any, signature: Any, inputs: Any, captured: Any):
         self.state, self.signature, self.inputs, self.captured = state, signature, inputs, captured
         self.graph = _graph_state(captured)
-        self.constants = _constants(captured, obj) + _python_written(captured)
+        self.constants = _constants(captured, obj)
 
     def constants_unwritten(self) -> bool:
-        """Whether no run wrote the capture's own tensors, or the model's tensors its
-        Python wrote in place, since it was made."""
+        """Whether no run wrote the capture's own tensors since it was made."""
         return all(_version(t) == v for t, v in self.constants)
 
 
@@ -58,21 +55,6 @@ def _constants(gm: torch.fx.GraphModule, obj: Any) -> list[tuple[torch.Tensor, i
     tensors = [t for t in vars(gm).values() if isinstance(t, torch.Tensor)]
     tensors += gm.buffers()
     return [(t, _version(t)) for t in tensors if id(t) not in owned]
-
-
-def _python_written(gm: torch.fx.GraphModule) -> list[tuple[torch.Tensor, int | None]]:
-    """The model's tensors that a capture's ``python`` nodes write in place, and their
-    version counters: that Python computed from them (``self.steps += 1``), and the
-    capture holds what it computed in one run, so a run that wrote one (recording the
-    capture does) makes the next run capture again, as a call would read them anew."""
-    found = []
-    for node in gm.graph.nodes:
-        if isinstance(node.target, PythonSegment):
-            for i in node.target.written:
-                read = node.args[i]  # the get_attr node of the tensor
-                t = operator.attrgetter(str(read.target))(gm)
-                found.append((t, _version(t)))
-    return found
 
 
 def _version(t: torch.Tensor) -> int | None:
@@ -171,7 +153,7 @@ def _state(obj: Any, kind: str | None) -> tuple[Any, ...]:
                 )
         for b in m._buffers.values():
             if b is not None:
-                buffers.append((id(b), b.shape, b.dtype))
+                buffers.append((id(b), b.shape, b.dtype, _version(b) if one_run else 0))
         children = [c for c in m._modules.values() if c is not None]
         children.reverse()
         stack += children
