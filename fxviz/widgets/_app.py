@@ -126,6 +126,8 @@ class DebuggerApp(GraphView):
             self._show(culprit)  # after a NaN/Inf (or other predicate) break: the node that did it
         elif dbg.current is not None:
             self._show(dbg.current.name)
+        elif self.inspector.get("name"):  # finished: the node inspected last, as it is now
+            self._show(self.inspector["name"])
 
     def _on_select(self, change: Any) -> None:
         self._show(change["new"])

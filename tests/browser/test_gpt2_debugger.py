@@ -1,0 +1,67 @@
+"""A Hugging Face GPT-2 (small, random weights) in the debugger, as a new user meets it
+in JupyterLab: the inspector, the linked table and the status line tell the truth about
+the run and are readable."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.browser.conftest import open_and_run, shown, write_notebook
+
+pytestmark = pytest.mark.browser
+
+GPT2 = """import torch, transformers, fxviz
+cfg = transformers.GPT2Config(n_layer=4, n_embd=64, n_head=2, vocab_size=1000,
+                              bos_token_id=0, eos_token_id=0)
+torch.manual_seed(0)
+model = transformers.GPT2LMHeadModel(cfg).eval()
+input_ids = torch.randint(0, 1000, (1, 8))
+dbg = fxviz.debug(model, input_ids)
+dbg"""
+STATUS = "document.querySelector('.fxviz-status')?.textContent ?? ''"
+INSPECTOR = "document.querySelector('.fxviz-inspector')?.innerText ?? ''"
+TITLE = "document.querySelector('.fxviz-inspector .fxviz-title')?.textContent ?? ''"
+
+
+def _debugger(browser, lab, name: str):
+    write_notebook(lab["root"], name, [GPT2])
+    page = open_and_run(browser, lab, name)
+    page.wait_for_function(f"({STATUS}).startsWith('stopped at')", timeout=120_000)
+    page.locator(".fxviz-graph g.node").first.wait_for()
+    return page
+
+
+def _status_starts(page, text: str) -> None:
+    page.wait_for_function(f"({STATUS}).startsWith({text!r})")
+
+
+def _settled(page, ms: int = 1500) -> None:
+    """Wait long enough for the kernel's answer to a key to have been drawn."""
+    page.wait_for_timeout(ms)
+
+
+def test_the_inspector_shows_its_node_as_it_is_after_the_run_finishes(browser, lab):
+    page = _debugger(browser, lab, "gpt2_inspector.ipynb")
+    graph = page.locator(".fxviz-graph").bounding_box()
+    page.mouse.click(graph["x"] + 4, graph["y"] + graph["height"] - 4)  # the background
+    for key in "nnn":
+        page.keyboard.press(key)
+    _status_starts(page, "stopped at 'position_ids' (step)")
+    _settled(page)
+    assert page.evaluate(TITLE) == "position_ids"
+    assert "not run yet" in page.evaluate(INSPECTOR)
+    page.keyboard.press("c")
+    _status_starts(page, "finished — 200/200 nodes")
+    _settled(page)
+    inspector = page.locator(".fxviz-inspector")
+    assert shown(inspector)
+    assert page.evaluate(TITLE) == "position_ids"  # the same node, now run
+    text = page.evaluate(INSPECTOR)
+    assert "not run yet" not in text, text
+    assert "time" in text, text
+    assert "output" in text, text
+    page.keyboard.press("r")  # restart: the node to run next, not run yet
+    _status_starts(page, "stopped at 'input_ids_1' (start)")
+    _settled(page)
+    assert page.evaluate(TITLE) == "input_ids_1"
+    page.close()
