@@ -34,6 +34,19 @@ export function renderTable(box, shown, { rows, total, selected, limit, onSelect
   else hint.remove();
 }
 
+// Mark the selected row; a newly selected one is scrolled into the table's own scroll box
+// (the nearest edge), never the page: scrollIntoView would scroll the notebook too.
 export function markTableSelection(box, selected) {
-  for (const tr of box.querySelectorAll("tr[data-name]")) tr.classList.toggle("fxviz-row-selected", tr.dataset.name === selected);
+  let row = null;
+  for (const tr of box.querySelectorAll("tr[data-name]")) {
+    const on = tr.dataset.name === selected;
+    tr.classList.toggle("fxviz-row-selected", on);
+    if (on) row = tr;
+  }
+  if (!row || box.dataset.scrolledTo === selected || !box.clientHeight) return; // hidden: later
+  box.dataset.scrolledTo = selected;
+  const b = box.getBoundingClientRect(), r = row.getBoundingClientRect();
+  const top = b.top + box.clientTop, bottom = top + box.clientHeight;
+  if (r.top < top) box.scrollTop -= top - r.top;
+  else if (r.bottom > bottom) box.scrollTop += Math.min(r.bottom - bottom, r.top - top);
 }

@@ -65,3 +65,51 @@ def test_the_inspector_shows_its_node_as_it_is_after_the_run_finishes(browser, l
     _settled(page)
     assert page.evaluate(TITLE) == "input_ids_1"
     page.close()
+
+
+# The selected table row: where it is in the table's own scroll box, and whether it is
+# wholly inside it (below the header row, above the box's bottom).
+ROW_SEEN = """() => {
+  const box = document.querySelector('.fxviz-table');
+  const row = box.querySelector('tr.fxviz-row-selected');
+  if (!row) return null;
+  const b = box.getBoundingClientRect(), r = row.getBoundingClientRect();
+  const top = b.top + box.clientTop, bottom = top + box.clientHeight;
+  return { name: row.dataset.name, inside: r.top >= top - 1 && r.bottom <= bottom + 1,
+           scrollTop: box.scrollTop, rowTop: r.top, boxTop: top, boxBottom: bottom };
+}"""
+# The notebook's own scroll position (JupyterLab's windowed panel, else the document).
+PAGE_SCROLL = """() => {
+  const outer = document.querySelector('.jp-WindowedPanel-outer');
+  return [outer ? outer.scrollTop : 0, document.scrollingElement.scrollTop];
+}"""
+
+
+def test_the_table_scrolls_to_the_node_selected_in_the_graph(browser, lab):
+    page = _debugger(browser, lab, "gpt2_table.ipynb")
+    page.locator(".fxviz-toolbar button[data-action='continue']").click()  # a row a node run
+    _status_starts(page, "finished")
+    page.locator(".fxviz-table tr[data-name='output']").wait_for(state="attached")
+    page.locator(".fxviz-fit").click()  # the whole graph: its last node can be clicked
+    _settled(page, 500)
+    scrolled = page.evaluate(PAGE_SCROLL)
+    output = page.locator(".fxviz-graph g.node").filter(has=page.locator("title:text-is('output')"))
+    output.click()
+    page.wait_for_function(
+        "document.querySelector('.fxviz-table tr.fxviz-row-selected')?.dataset.name === 'output'"
+    )
+    _settled(page, 500)
+    seen = page.evaluate(ROW_SEEN)
+    assert seen["inside"], seen  # the person sees the highlighted row without scrolling
+    assert shown(page.locator(".fxviz-table tr.fxviz-row-selected"))
+    assert page.evaluate(PAGE_SCROLL) == scrolled  # the notebook itself did not move
+    first = page.locator(".fxviz-table tr[data-name]").first.get_attribute("data-name")
+    page.locator(".fxviz-search").fill(first)  # back up to the first row: scrolled up to it
+    page.locator(".fxviz-search").press("Enter")
+    page.wait_for_function(
+        f"document.querySelector('.fxviz-table tr.fxviz-row-selected')?.dataset.name === {first!r}"
+    )
+    _settled(page, 500)
+    seen = page.evaluate(ROW_SEEN)
+    assert seen["inside"], seen
+    page.close()
