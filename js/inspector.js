@@ -9,13 +9,20 @@ export function renderInspector(box, info) {
     box.append(h("div", { class: "fxviz-hint" }, "click a node to inspect it"));
     return;
   }
-  box.append(h("div", { class: "fxviz-title" }, info.name));
+  box.append(h("div", { class: "fxviz-title" }, ...breakable(info.name)));
   const dl = h("dl");
-  for (const [key, value] of info.fields || []) dl.append(h("dt", {}, key), h("dd", {}, String(value)));
+  for (const [key, value] of info.fields || []) dl.append(h("dt", {}, ...breakable(key)), h("dd", {}, ...breakable(String(value))));
   box.append(dl);
   if (info.histogram?.counts?.length) box.append(histogram(info.histogram));
   if (info.preview) box.append(h("pre", { class: "fxviz-preview" }, info.preview));
   if (info.error) box.append(h("pre", { class: "fxviz-node-error" }, info.error));
+}
+
+// `text` as text and <wbr> after each "_", "." and "/": a narrow panel wraps a long
+// identifier ("transformer_h_2_ln_1_weight", "torch.nn.functional.layer_norm") between its
+// words, never inside one.
+export function breakable(text) {
+  return text.split(/(?<=[_./])(?=[^_./\s])/).flatMap((part, i) => (i ? [h("wbr"), part] : [part]));
 }
 
 function histogram({ counts, low, high }) {

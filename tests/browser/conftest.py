@@ -286,6 +286,32 @@ INSPECTOR_SQUEEZED = """() => {
 }"""
 
 
+# Where the inspector's text (its title, fields and value preview) wraps to a new line other than after a space, "_", ".", ",",
+# "/" or "-": names cut mid-word ("transformer_h_2_ln_|1_weight" is fine, "transfo|rmer" not).
+INSPECTOR_MID_WORD_BREAKS = """() => {
+  const out = [];
+  for (const el of document.querySelectorAll('.fxviz-inspector :is(.fxviz-title, dt, dd, .fxviz-preview)')) {
+    const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+    const chars = [];
+    for (let t = walker.nextNode(); t; t = walker.nextNode())
+      for (let i = 0; i < t.data.length; i++) chars.push([t, i]);
+    const range = document.createRange();
+    let last = null;
+    chars.forEach(([t, i], k) => {
+      range.setStart(t, i); range.setEnd(t, i + 1);
+      const r = range.getClientRects()[0];
+      if (!r) return;
+      if (last && r.top > last.top + 2) {
+        const before = chars[k - 1][0].data[chars[k - 1][1]];
+        if (!/[\\s_.,/\\-]/.test(before) && /\\S/.test(t.data[i]))
+          out.push(`${el.textContent}: breaks after "${before}"`);
+      }
+      last = r;
+    });
+  }
+  return out;
+}"""
+
 # Contrast ratio (WCAG) of an element's text against the first opaque background behind
 # it; for SVG text, its fill against the node's fill (a label) or the graph's page.
 CONTRAST = """(el) => {

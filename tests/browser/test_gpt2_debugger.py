@@ -6,7 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser.conftest import open_and_run, shown, write_notebook
+from tests.browser.conftest import (
+    INSPECTOR_MID_WORD_BREAKS,
+    INSPECTOR_SQUEEZED,
+    open_and_run,
+    screenshot,
+    shown,
+    write_notebook,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -112,4 +119,40 @@ def test_the_table_scrolls_to_the_node_selected_in_the_graph(browser, lab):
     _settled(page, 500)
     seen = page.evaluate(ROW_SEEN)
     assert seen["inside"], seen
+    page.close()
+
+
+# The value preview and the inspector: whether the preview's box is inside the
+# inspector's, scrolls sideways what it cannot show, and the inspector hides nothing.
+PREVIEW_SEEN = """() => {
+  const box = document.querySelector('.fxviz-inspector');
+  const pre = box.querySelector('.fxviz-preview');
+  const b = box.getBoundingClientRect(), p = pre.getBoundingClientRect();
+  const left = b.left + box.clientLeft, right = left + box.clientWidth;
+  return { inside: p.left >= left - 1 && p.right <= right + 1,
+           inspectorHides: box.scrollWidth > box.clientWidth + 1,
+           previewHides: pre.scrollWidth > pre.clientWidth + 1,
+           previewScrolls: ['auto', 'scroll'].includes(getComputedStyle(pre).overflowX),
+           width: [p.left, p.right, left, right] };
+}"""
+
+
+def test_the_inspector_breaks_long_names_between_words_and_shows_its_preview(browser, lab):
+    page = _debugger(browser, lab, "gpt2_wrap.ipynb")
+    page.locator(".fxviz-toolbar button[data-action='continue']").click()
+    _status_starts(page, "finished")
+    # a layer norm: its target and parameter inputs are long dotted and underscored names
+    page.locator(".fxviz-table tr[data-name='hidden_states_14']").click()
+    page.wait_for_function(f"{TITLE} === 'hidden_states_14'")
+    _settled(page, 500)
+    assert "torch.nn.functional.layer_norm" in page.evaluate(INSPECTOR)
+    assert "input transformer_h_2_ln_1_weight" in page.evaluate(INSPECTOR)
+    assert page.evaluate(INSPECTOR_MID_WORD_BREAKS) == []
+    assert page.evaluate(INSPECTOR_SQUEEZED) == []
+    seen = page.evaluate(PREVIEW_SEEN)
+    assert seen["inside"], seen
+    assert not seen["inspectorHides"], seen
+    assert not seen["previewHides"], seen  # its values wrap in the panel, none cut off
+    assert shown(page.locator(".fxviz-inspector .fxviz-preview"))
+    screenshot(page, page.locator(".fxviz-inspector"), "gpt2-inspector.png")
     page.close()
