@@ -206,8 +206,39 @@ function openInPlace(ctx, anchor) {
     const g = state.byTitle.get(title);
     return { was: centre, box: g && drawnBox(g), above };
   }).filter(({ box: b }) => b);
-  panZoom.pan(keptInside(steadyPan(anchoredPan(anchor, box, sizes.realZoom), kept, sizes.realZoom), box, sizes));
+  const pan = keptInside(steadyPan(anchoredPan(anchor, box, sizes.realZoom), kept, sizes.realZoom), box, sizes);
+  panZoom.pan(anchor.frame ? firstRowInside(state, pan, box, sizes) : pan);
   return true;
+}
+
+const ROW_MARGIN = 8; // px left below a frame's first row moved into the panel
+
+// `pan`, moved up just enough for the first row of nodes of `frame` (graph units), and
+// so its title, to be wholly inside the panel: a module opened near the panel's bottom
+// would else show only its title. Unchanged when that row is inside already (the rest of
+// the view stays still); never moves the frame's top above the panel's.
+function firstRowInside(state, pan, frame, { realZoom: zoom, height }) {
+  if (pan.y + (frame.y + frame.height) * zoom <= height) return pan; // all of it is shown
+  const row = firstRowBottom(state, frame) ?? frame.y + frame.height;
+  const over = pan.y + row * zoom + ROW_MARGIN - height;
+  if (over <= 0) return pan;
+  return { x: pan.x, y: pan.y - Math.max(0, Math.min(over, pan.y + frame.y * zoom)) };
+}
+
+// The bottom (graph units) of the first row of nodes inside `frame`: the topmost node
+// and those beside it; null when none is read (a node Graphviz's text does not give).
+function firstRowBottom(state, frame) {
+  const right = frame.x + frame.width, bottom = frame.y + frame.height;
+  let first = null;
+  const inside = [];
+  for (const g of state.byTitle.values()) {
+    const b = drawnBox(g);
+    if (!b || b.x < frame.x || b.x + b.width > right || b.y < frame.y || b.y + b.height > bottom) continue;
+    inside.push(b);
+    if (!first || b.y < first.y) first = b;
+  }
+  if (!first) return null;
+  return Math.max(...inside.filter((b) => b.y < first.y + first.height).map((b) => b.y + b.height));
 }
 
 // `pan`, moved across as little as needed for `box` (graph units) to be wholly inside the

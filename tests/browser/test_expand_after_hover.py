@@ -7,7 +7,13 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser.conftest import LABELS_OUTSIDE, open_and_run, run_in_kernel, write_notebook
+from tests.browser.conftest import (
+    LABELS_OUTSIDE,
+    open_and_run,
+    run_in_kernel,
+    screenshot,
+    write_notebook,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -276,4 +282,92 @@ def test_opening_a_module_leaves_the_rest_of_the_view_in_place(browser, lab):
     # the module opens at the height its box was: its frame's top edge above, its first row not
     f_top = page.evaluate(FRAME_TOP, frame)[1]
     assert f_top - 3 <= box_top <= page.evaluate(FIRST_ROW, frame)[0] + 3, (f_top, box_top)
+    page.close()
+
+
+GPT2 = """import torch, transformers, fxviz
+cfg = transformers.GPT2Config(n_layer=4, n_embd=64, n_head=2, vocab_size=1000,
+                              bos_token_id=0, eos_token_id=0)
+torch.manual_seed(0)
+model = transformers.GPT2LMHeadModel(cfg).eval()
+rec = fxviz.record(model, torch.randint(0, 1000, (1, 8)))
+view = fxviz.show(rec, depth=3)
+view"""
+# The titles of the module boxes drawn.
+MODULE_TITLES = """() => [...document.querySelectorAll('.fxviz-graph g.node.fx-module > title')]
+  .map((t) => t.textContent)"""
+# The nodes wholly inside the frame titled `title`: their title, box on the page, and
+# whether each is wholly inside the graph panel; the topmost first.
+FRAME_NODES = """(title) => {
+  const panel = document.querySelector('.fxviz-graph').getBoundingClientRect();
+  const frame = [...document.querySelectorAll('.fxviz-graph g.cluster')]
+    .find((c) => c.querySelector('title').textContent === title)
+    .querySelector('polygon, path').getBoundingClientRect();
+  return [...document.querySelectorAll('.fxviz-graph g.node')]
+    .map((g) => [g.querySelector('title').textContent, g.getBoundingClientRect()])
+    .filter(([, r]) => r.width > 0 && r.left >= frame.left && r.right <= frame.right
+      && r.top >= frame.top && r.bottom <= frame.bottom)
+    .sort((a, b) => a[1].top - b[1].top)
+    .map(([t, r]) => ({ title: t, top: r.top, bottom: r.bottom, inside: r.left >= panel.left - 1
+      && r.right <= panel.right + 1 && r.top >= panel.top - 1 && r.bottom <= panel.bottom + 1 }));
+}"""
+
+
+def test_a_module_opened_near_the_panels_bottom_shows_its_first_row(browser, lab):
+    """A box dragged near the panel's bottom edge opens into a frame far taller than the
+    room below it: the view moves up just enough for the frame's title and first row of
+    nodes to be wholly inside the panel."""
+    write_notebook(lab["root"], "bottom.ipynb", [GPT2])
+    page = open_and_run(browser, lab, "bottom.ipynb")
+    page.wait_for_function("document.querySelector('.fxviz')?.dataset.opening", timeout=120_000)
+    titles = page.evaluate(MODULE_TITLES)
+    title = next((t for t in titles if t.endswith("h__1")), None)  # transformer.h.1
+    assert title is not None, titles
+    box = page.locator(".fxviz-graph g.node.fx-module").filter(
+        has=page.locator(f"title:text-is('{title}')")
+    )
+    frame = next(c[6:] for c in box.get_attribute("class").split() if c.startswith("opens-"))
+    bottom = page.evaluate(PANEL)[3]
+    # drag the graph (from empty space beside the box) until the box is 10 px above the
+    # panel's bottom edge
+    p_top = page.evaluate(PANEL)[2]
+    for _ in range(8):
+        left, _, _, b_bottom = box.evaluate(RECT)
+        shift = (bottom - 10) - b_bottom
+        if abs(shift) <= 4:
+            break
+        # from empty space left of the box, within the panel from start to end
+        y = p_top + 20 if shift > 0 else bottom - 20
+        shift = max(min(shift, bottom - 40 - y), p_top + 20 - y)
+        page.mouse.move(left - 20, y)
+        page.mouse.down()
+        page.mouse.move(left - 20, y + shift, steps=8)
+        page.mouse.up()
+    left, right, top, b_bottom = box.evaluate(RECT)
+    assert abs(b_bottom - (bottom - 10)) <= 4, (b_bottom, bottom)
+
+    def press() -> None:  # pressed for ~100 ms, as a person clicks
+        page.mouse.move((left + right) / 2, (top + b_bottom) / 2)
+        page.mouse.down()
+        page.wait_for_timeout(100)
+        page.mouse.up()
+
+    _redrawn(page, press)
+    assert page.evaluate("document.querySelector('.fxviz').dataset.opening") == "in place"
+    page.wait_for_timeout(500)  # the kernel's answer to the click, if any, has come
+    inner = page.evaluate(FRAME_NODES, frame)
+    assert inner, frame
+    first = [n for n in inner if n["top"] < inner[0]["bottom"]]  # the first row
+    assert all(n["inside"] for n in first), inner[:4]
+    label = (
+        page.locator(".fxviz-graph g.cluster")
+        .filter(has=page.locator(f"title:text-is('{frame}')"))
+        .locator("text")
+        .first
+    )
+    _, _, p_top, p_bottom = page.evaluate(PANEL)
+    _, _, l_top, l_bottom = label.evaluate(RECT)  # the frame's title, on screen too
+    assert l_top >= p_top - 1, (l_top, p_top)
+    assert l_bottom <= p_bottom + 1, (l_bottom, p_bottom)
+    screenshot(page, page.locator(".fxviz-graph"), "opened-near-the-bottom.png")
     page.close()
