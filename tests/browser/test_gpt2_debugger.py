@@ -95,8 +95,11 @@ PAGE_SCROLL = """() => {
 def test_the_table_scrolls_to_the_node_selected_in_the_graph(browser, lab):
     page = _debugger(browser, lab, "gpt2_table.ipynb")
     page.locator(".fxviz-toolbar button[data-action='continue']").click()  # a row a node run
-    _status_starts(page, "finished")
+    _status_starts(page, "finished — 200/200 nodes")
     page.locator(".fxviz-table tr[data-name='output']").wait_for(state="attached")
+    # the table counts what the status line counts: the model's own 200 nodes (its 52
+    # parameter fetches are folded into their users, in both)
+    assert page.locator(".fxviz-table tr[data-name]").count() == 200
     page.locator(".fxviz-fit").click()  # the whole graph: its last node can be clicked
     _settled(page, 500)
     scrolled = page.evaluate(PAGE_SCROLL)

@@ -54,6 +54,17 @@ def test_stepping_through_messages_moves_the_states(app):
     assert "already finished" in app.error
 
 
+def test_the_inspected_node_is_shown_as_it_is_after_the_run_finishes(app):
+    app.handle({"type": "step"})  # the inspector follows the cursor: clamp, not run yet
+    assert app.inspector["name"] == "clamp"
+    assert ["state", "not run yet"] in app.inspector["fields"]
+    app.handle({"type": "continue"})  # no cursor any more: clamp again, as it ran
+    assert app.status.startswith("finished")
+    assert app.inspector["name"] == "clamp"
+    assert dict(app.inspector["fields"])["output"] == "float32 4×100 on cpu"
+    assert ["state", "not run yet"] not in app.inspector["fields"]
+
+
 def test_breakpoints_run_to_and_nan_from_the_toolbar():
     def f(x):
         y = x * 2
