@@ -71,6 +71,13 @@ def _opened_view(browser, lab, name: str, cells: list[str]):
     return page, box, title, frame
 
 
+def _frame(page, title: str):
+    """The drawn frame (a module opened) titled ``title``."""
+    return page.locator(".fxviz-graph g.cluster").filter(
+        has=page.locator(f"title:text-is('{title}')")
+    )
+
+
 def _redrawn(page, act) -> None:
     """Do ``act()`` and wait until the widget shows a new SVG, opened."""
     old = page.evaluate_handle("document.querySelector('.fxviz-graph svg')")
@@ -179,12 +186,7 @@ def test_a_closed_module_leaves_its_box_where_its_frame_was(browser, lab):
     _redrawn(page, box.click)
     page.wait_for_timeout(500)  # the kernel's echo of the click, if any, has come
     top = page.evaluate(FRAME_TOP, frame)  # where the person looks: not the graph's top
-    label = (
-        page.locator(".fxviz-graph g.cluster")
-        .filter(has=page.locator(f"title:text-is('{frame}')"))
-        .locator("text")
-        .first
-    )
+    label = _frame(page, frame).locator("text").first
     row = page.evaluate(FIRST_ROW, frame)
     before = page.evaluate(CENTRES)
     _redrawn(page, label.dblclick)
@@ -236,12 +238,7 @@ def test_a_module_opened_at_the_panels_edge_is_drawn_inside_it(browser, lab):
     assert abs(box.evaluate(RECT)[0] - (left + 2)) <= 6
     _redrawn(page, box.click)
     assert page.evaluate("document.querySelector('.fxviz').dataset.opening") == "in place"
-    cluster = (
-        page.locator(".fxviz-graph g.cluster")
-        .filter(has=page.locator(f"title:text-is('{frame}')"))
-        .locator("polygon, path")
-        .first
-    )
+    cluster = _frame(page, frame).locator("polygon, path").first
     f_left, f_right, f_top, _ = cluster.evaluate(RECT)
     p_left, p_right, _, _ = page.evaluate(PANEL)
     assert f_right - f_left <= p_right - p_left  # it fits: then all of it is shown
@@ -359,12 +356,7 @@ def test_a_module_opened_near_the_panels_bottom_shows_its_first_row(browser, lab
     assert inner, frame
     first = [n for n in inner if n["top"] < inner[0]["bottom"]]  # the first row
     assert all(n["inside"] for n in first), inner[:4]
-    label = (
-        page.locator(".fxviz-graph g.cluster")
-        .filter(has=page.locator(f"title:text-is('{frame}')"))
-        .locator("text")
-        .first
-    )
+    label = _frame(page, frame).locator("text").first
     _, _, p_top, p_bottom = page.evaluate(PANEL)
     _, _, l_top, l_bottom = label.evaluate(RECT)  # the frame's title, on screen too
     assert l_top >= p_top - 1, (l_top, p_top)
