@@ -116,8 +116,11 @@ class ModelState:
         changed = [(t, v, saved) for _, t, v, saved in self.tensors if _written(t, v, saved)]
         with torch.no_grad():
             for t, _, saved in changed:
-                if saved is not None and t.shape == saved.shape:
-                    t.copy_(saved)
+                if saved is None:
+                    continue
+                if t.shape != saved.shape:  # resized: its memory too (resize_ keeps a prefix)
+                    t.resize_(saved.shape)
+                t.copy_(saved)
         _set_versions([t for t, _, _ in changed], [v for _, v, _ in changed])
 
 

@@ -1,0 +1,233 @@
+"""A reviewer's probes (2026-11-27) of the capture's handling of writes, each failing on
+the code it was written against (main at bc9871e). The resized buffer is fixed; the
+others are known bugs, strict xfails (``KNOWN``, with what a fix needs) until they are
+fixed. Every test runs on both engines (``recording_engine``); the findings are in the
+capture, so both fail alike."""
+
+from __future__ import annotations
+
+import copy
+import warnings
+
+import pytest
+import torch
+from torch import nn
+
+import fxviz
+
+KNOWN = {
+    "data": "a one-run capture's staleness reads version counters; a write through .data "
+    "moves none (a fix needs the data pointers, and values for .data.fill_)",
+    "input": "the Python between graphs writing the caller's input: the capture run's write "
+    "is not undone and not replayed (WriteWatch covers parameters and buffers)",
+    "attribute": "a plain tensor attribute written in place: ModelState compares attributes "
+    "by identity, WriteWatch does not watch them",
+    "symbolic": "a symbolic capture that baked in a .item() branch is not one-run for the "
+    "cache: re-used after the buffer it read is written",
+    "init": "nn.init in forward after a no_grad setitem: the export capture's aten.normal_ "
+    "runs with grad enabled on a leaf",
+}
+
+
+def known(key: str):
+    return pytest.mark.xfail(strict=True, reason=f"known bug: {KNOWN[key]}")
+
+
+# -- Change 3 (cb5111a..bc9871e: Dynamo captures and buffer writes; capture cache) -------
+
+
+class _BranchOnState(nn.Module):
+    """Its Python decides on a buffer's and a parameter's values (``.item()``): a one-run
+    capture holds the branch its first run took."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("steps", torch.zeros(()))
+        self.w = nn.Parameter(torch.ones(3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.steps.item() > 1:
+            return x + 100 * self.w
+        if self.w.sum().item() > 5:
+            return x - 100
+        return x - 1
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        pytest.param(lambda m: m.steps.data.fill_(5), id="buffer-data-fill"),
+        pytest.param(lambda m: setattr(m.steps, "data", torch.tensor(5.0)), id="buffer-data-set"),
+        pytest.param(lambda m: m.w.data.mul_(3), id="parameter-data-mul"),
+    ],
+)
+@known("data")
+def test_a_capture_is_stale_after_a_write_through_data(write):
+    """Change 3, bc9871e (capture cache: a one-run capture is stale once a buffer was
+    written): the staleness test reads version counters only, and a write through
+    ``.data`` (or assigning ``.data``: the common ``p.data.mul_(...)`` of weight clipping,
+    EMA, a manual reset) moves none. The second record re-uses the first run's Dynamo
+    capture and records the branch the first run took: its output is not the call's."""
+    x = torch.ones(2, 3)
+    model = _BranchOnState()
+    plain = copy.deepcopy(model)
+    fxviz.record(model, x, method="dynamo")
+    write(model)
+    write(plain)
+    rec = fxviz.record(model, x, method="dynamo")
+    assert torch.equal(rec.output, plain(x))
+
+
+class _ResizesItsBuffer(nn.Module):
+    """``resize_`` of a buffer in forward, behind a graph break."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("buf", torch.ones(3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x.sum()
+        torch._dynamo.graph_break()
+        self.buf.resize_(self.buf.numel() + 1).fill_(2.0)
+        return y * self.buf.sum()
+
+
+def test_record_leaves_a_resized_buffer_as_a_call_leaves_it():
+    """Change 3 area (buffer writes; the bug predates today, at bb1178a too): with
+    ``method="auto"`` the capture attempts that are refused or fail are undone by
+    ``ModelState.restore``, which copies a written tensor back only when its shape is
+    unchanged (``t.shape == saved.shape``) and then puts its version counter back: a
+    buffer the attempt resized stays resized and looks unwritten. The record then runs
+    the forward on a buffer of 5 values (one call makes 4): output 144, not 96, and the
+    model is left with 6 values. ``method="export"`` or ``"dynamo"`` alone give 96."""
+    x = torch.ones(4, 3)
+    model = _ResizesItsBuffer()
+    plain = copy.deepcopy(model)
+    want = plain(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rec = fxviz.record(model, x)
+    assert torch.equal(rec.output, want)
+    assert torch.equal(model.buf, plain.buf)
+
+
+class _WritesItsInputBetweenGraphs(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x * 2
+        torch._dynamo.graph_break()
+        x.add_(1)  # the Python between the graphs writes the caller's tensor
+        return y + x
+
+
+@known("input")
+def test_a_dynamo_record_writes_an_input_once_as_a_call_does():
+    """Change 3 area (cb5111a replays the Python's writes to parameters and buffers; the
+    bug predates today): the Dynamo capture's own run of the forward writes the caller's
+    input in place and nothing puts it back, so the record then runs on ``x + 1``: a
+    call gives ``[1, 1, 1]`` and leaves ``x`` at 1; the record gives ``[4, 4, 4]`` and
+    leaves ``x`` at 2."""
+    x_call, x_record = torch.zeros(3), torch.zeros(3)
+    want = _WritesItsInputBetweenGraphs()(x_call)
+    rec = fxviz.record(_WritesItsInputBetweenGraphs(), x_record, method="dynamo")
+    assert torch.equal(rec.output, want)
+    assert torch.equal(x_record, x_call)
+
+
+class _WritesAPlainTensorAttribute(nn.Module):
+    """``self.t``: a tensor attribute, neither parameter nor buffer (a cache, a counter)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.t = torch.zeros(3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x + self.t
+        torch._dynamo.graph_break()
+        self.t.add_(1)
+        return y * self.t
+
+
+@known("attribute")
+@pytest.mark.parametrize("method", ["dynamo", "auto"])
+def test_records_write_a_plain_tensor_attribute_as_calls_do(method):
+    """Change 3 area (WriteWatch watches parameters and buffers only; the bug predates
+    today): a plain tensor attribute written in place by the Python between graphs.
+    ``method="dynamo"``: one record leaves ``t`` at 5 (a call: 1; the capture's runs'
+    writes are not undone, ``ModelState`` compares plain attributes by identity), and
+    the second and third records give the first's output again. ``method="auto"``
+    (symbolic): ``t`` is never written and every output is the first call's."""
+    x = torch.randn(4, 3, generator=torch.Generator().manual_seed(0))
+    model = _WritesAPlainTensorAttribute()
+    plain = copy.deepcopy(model)
+    for _ in range(3):
+        want = plain(x)
+        rec = fxviz.record(model, x, method=method)
+        assert torch.equal(rec.output, want)
+        assert torch.equal(model.t, plain.t)
+
+
+class _BranchesOnItsCount(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("buf", torch.zeros(()))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.buf.add_(x.abs().mean())
+        if self.buf.item() > 1.5:
+            self.buf.zero_()
+            return x * 0
+        return x + self.buf
+
+
+@known("symbolic")
+def test_a_symbolic_capture_that_read_a_buffer_is_stale_once_it_is_written():
+    """Change 3, bc9871e (a one-run capture is stale after a buffer write): with
+    ``method="auto"`` this model is captured ``symbolic``, yet its graph holds the branch
+    ``self.buf.item() > 1.5`` took in that run; the cache treats only Dynamo and real
+    captures as one-run, so the second record re-uses the first run's branch: it gives
+    ``x + buf`` where the call gives zeros, and leaves ``buf`` unreset."""
+    x = torch.randn(4, 3, generator=torch.Generator().manual_seed(0))
+    model = _BranchesOnItsCount()
+    plain = copy.deepcopy(model)
+    for _ in range(2):
+        want = plain(x)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            rec = fxviz.record(model, x)
+        assert torch.equal(rec.output, want)
+        assert torch.equal(model.buf, plain.buf)
+
+
+class _InitsItsWeight(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x * self.w
+        torch._dynamo.graph_break()
+        with torch.no_grad():
+            self.w[0] = 5.0
+        nn.init.normal_(self.w)  # under its own torch.no_grad()
+        return y + self.w
+
+
+@known("init")
+def test_record_runs_a_parameter_init_in_forward_as_a_call_does():
+    """Change 3 area (writes to parameters in forward; the bug predates today): a call
+    runs ``self.w[0] = 5`` under ``no_grad`` then ``nn.init.normal_(self.w)`` (no_grad
+    inside); ``record`` with ``method="auto"`` (or ``"export"``)
+    captures it as ``aten.normal_`` and runs that node with grad enabled: NodeError "a
+    leaf Variable that requires grad is being used in an in-place operation".
+    ``method="dynamo"`` records it, output and RNG as the call's."""
+    x = torch.ones(4, 3)
+    model = _InitsItsWeight()
+    plain = copy.deepcopy(model)
+    torch.manual_seed(0)
+    want = plain(x)
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rec = fxviz.record(model, x)
+    assert torch.equal(rec.output, want)
+    assert torch.equal(model.w, plain.w)
