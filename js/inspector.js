@@ -20,9 +20,10 @@ export function renderInspector(box, info) {
 
 // `text` as text and <wbr> after each "_", "." and "/": a narrow panel wraps a long
 // identifier ("transformer_h_2_ln_1_weight", "torch.nn.functional.layer_norm") between its
-// words, never inside one.
+// words, never inside one, nor inside a number ("0.9958").
+const BREAKS = /(?<=[_/])(?=[^_./\s])|(?<=\.)(?=[^_./\s\d])|(?<=\D\.)(?=\d)/;
 export function breakable(text) {
-  return text.split(/(?<=[_./])(?=[^_./\s])/).flatMap((part, i) => (i ? [h("wbr"), part] : [part]));
+  return text.split(BREAKS).flatMap((part, i) => (i ? [h("wbr"), part] : [part]));
 }
 
 function histogram({ counts, low, high }) {

@@ -303,7 +303,9 @@ INSPECTOR_MID_WORD_BREAKS = """() => {
       if (!r) return;
       if (last && r.top > last.top + 2) {
         const before = chars[k - 1][0].data[chars[k - 1][1]];
-        if (!/[\\s_.,/\\-]/.test(before) && /\\S/.test(t.data[i]))
+        const ahead = k > 1 ? chars[k - 2][0].data[chars[k - 2][1]] : "";
+        const inNumber = before === "." && /\\d/.test(ahead) && /\\d/.test(t.data[i]);
+        if ((inNumber || !/[\\s_.,/\\-]/.test(before)) && /\\S/.test(t.data[i]))
           out.push(`${el.textContent}: breaks after "${before}"`);
       }
       last = r;

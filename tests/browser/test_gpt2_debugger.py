@@ -28,6 +28,7 @@ dbg"""
 STATUS = "document.querySelector('.fxviz-status')?.textContent ?? ''"
 INSPECTOR = "document.querySelector('.fxviz-inspector')?.innerText ?? ''"
 TITLE = "document.querySelector('.fxviz-inspector .fxviz-title')?.textContent ?? ''"
+FOCUSED = "document.activeElement?.classList.contains('fxviz')"
 
 
 def _debugger(browser, lab, name: str):
@@ -51,6 +52,7 @@ def test_the_inspector_shows_its_node_as_it_is_after_the_run_finishes(browser, l
     page = _debugger(browser, lab, "gpt2_inspector.ipynb")
     graph = page.locator(".fxviz-graph").bounding_box()
     page.mouse.click(graph["x"] + 4, graph["y"] + graph["height"] - 4)  # the background
+    page.wait_for_function(FOCUSED)  # the widget has the keyboard
     for key in "nnn":
         page.keyboard.press(key)
     _status_starts(page, "stopped at 'position_ids' (step)")
