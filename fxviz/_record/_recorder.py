@@ -21,7 +21,6 @@ import torch.fx
 
 from fxviz._nodes import module_path, source_line, target_text
 from fxviz._record._grads import GradientWatcher
-from fxviz._record._moments import permuted_dense
 from fxviz._record._records import NodeRecord, Recording, StoredValue, new_node_record
 from fxviz._record._stats import (
     cached_summary,
@@ -683,21 +682,22 @@ class Recorder:
 
     def _copy_measures_alike(self, entry: _Entry, key: _Key, copy: Any) -> bool:
         """Whether ``copy`` (of the tensors of ``entry``'s value on memory ``key``) gives
-        the statistics the value would give now, so they may wait for the first read: the
-        value unchanged since its node ran, each tensor copied read in the same order
-        (``clone`` keeps the strides of a dense tensor; a gapped one is measured on a
-        contiguous copy of itself anyway), and every value kept (a budget may drop it).
-        A view (an in-place node's value too) is then measured on its copy, which shares
-        no memory with what it viewed: nothing is derived from that."""
+        the summary the value would give now, so it may wait for the first read: the value
+        unchanged since its node ran, each tensor copied with its own strides (``clone``
+        keeps those of a dense tensor: the same layout, its reductions in the same order;
+        a gapped view's copy is contiguous, a layout the record must not show), and every
+        value kept (a budget may drop it). A view (an in-place node's value too) is then
+        measured on its copy, which shares no memory with what it viewed: nothing is
+        derived from that."""
         value = entry.value
         if self.keep != "all" or entry.outputs is not None:
             return False
         if entry.versions is None or entry.versions != note_versions(value):
             return False
         if type(value) is torch.Tensor:  # most values: one plain tensor
-            return permuted_dense(value) or copy.is_contiguous()
+            return copy.stride() == value.stride()
         return all(
-            permuted_dense(old) or new.is_contiguous()
+            new.stride() == old.stride()
             for (_, old), (_, new) in zip(iter_tensors(value), iter_tensors(copy), strict=True)
             if storage_key(old) == key
         )

@@ -206,7 +206,8 @@ def test_operator_words_with_a_trailing_underscore_write_nothing():
 def test_views_written_later_show_the_statistics_they_had_measured_alone(layout):
     """A gapped slice, a permuted view and in-place results, all written into after
     their nodes ran: each record's statistics are, bit for bit, those its value had when
-    its node ran (copied before the write and measured when read, or measured then)."""
+    its node ran, and its strides those it had (copied before the write and measured
+    when read where the copy keeps them, else measured then)."""
     from fxviz._record._moments import _statistics
 
     def f(x):
@@ -225,7 +226,11 @@ def test_views_written_later_show_the_statistics_they_had_measured_alone(layout)
     want["add_"] = _statistics(y.add_(1))
     want["mul_"] = _statistics(y.mul_(-3))
     rec = fxviz.record(f, x)
+    strides = {"mul": y.stride(), "getitem": y[:, :3].stride(), "add_": y.stride()}
+    strides["permute"] = y.permute(0, 2, 3, 1).stride()
+    strides["mul_"] = y.stride()
     for name, stats in want.items():
         o = rec[name].outputs[0]
         got = (o.min, o.max, o.mean, o.std, o.absmax, o.nan, o.posinf, o.neginf, o.zeros)
         assert got == stats, name
+        assert o.stride == strides[name], name  # the layout as it ran, not its copy's
