@@ -59,8 +59,9 @@ def test_objects_someone_froze_stay_frozen():
         frozen = gc.get_freeze_count()
         with collector_paused():
             made = [_Node() for _ in range(1000)]
-        assert gc.get_freeze_count() == frozen
-        assert _generation_of(kept[0]) is None  # still in the permanent generation
+        # none frozen by the pause, none let go (frozen temporaries may die meanwhile)
+        assert 0 < gc.get_freeze_count() <= frozen
+        assert all(_generation_of(k) is None for k in kept)  # still permanent
         assert _generation_of(made[0]) in (0, 1)  # the pause ended as before
     finally:
         gc.unfreeze()
