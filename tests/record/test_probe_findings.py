@@ -33,6 +33,19 @@ def known(key: str):
     return pytest.mark.xfail(strict=True, reason=f"known bug: {KNOWN[key]}")
 
 
+def _records_as_calls(model, x, state, times: int = 1, **options) -> None:
+    """Record ``model`` ``times`` times beside a copy of it called as often: each
+    record's output, and the model's ``state(model)`` after it, are the call's."""
+    plain = copy.deepcopy(model)
+    for _ in range(times):
+        want = plain(x)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            rec = fxviz.record(model, x, **options)
+        assert torch.equal(rec.output, want)
+        assert torch.equal(state(model), state(plain))
+
+
 # -- Change 3 (cb5111a..bc9871e: Dynamo captures and buffer writes; capture cache) -------
 
 
@@ -101,14 +114,7 @@ def test_record_leaves_a_resized_buffer_as_a_call_leaves_it():
     the forward on a buffer of 5 values (one call makes 4): output 144, not 96, and the
     model is left with 6 values. ``method="export"`` or ``"dynamo"`` alone give 96."""
     x = torch.ones(4, 3)
-    model = _ResizesItsBuffer()
-    plain = copy.deepcopy(model)
-    want = plain(x)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        rec = fxviz.record(model, x)
-    assert torch.equal(rec.output, want)
-    assert torch.equal(model.buf, plain.buf)
+    _records_as_calls(_ResizesItsBuffer(), x, lambda m: m.buf)
 
 
 class _WritesItsInputBetweenGraphs(nn.Module):
@@ -157,13 +163,7 @@ def test_records_write_a_plain_tensor_attribute_as_calls_do(method):
     the second and third records give the first's output again. ``method="auto"``
     (symbolic): ``t`` is never written and every output is the first call's."""
     x = torch.randn(4, 3, generator=torch.Generator().manual_seed(0))
-    model = _WritesAPlainTensorAttribute()
-    plain = copy.deepcopy(model)
-    for _ in range(3):
-        want = plain(x)
-        rec = fxviz.record(model, x, method=method)
-        assert torch.equal(rec.output, want)
-        assert torch.equal(model.t, plain.t)
+    _records_as_calls(_WritesAPlainTensorAttribute(), x, lambda m: m.t, times=3, method=method)
 
 
 class _BranchesOnItsCount(nn.Module):
@@ -187,15 +187,7 @@ def test_a_symbolic_capture_that_read_a_buffer_is_stale_once_it_is_written():
     captures as one-run, so the second record re-uses the first run's branch: it gives
     ``x + buf`` where the call gives zeros, and leaves ``buf`` unreset."""
     x = torch.randn(4, 3, generator=torch.Generator().manual_seed(0))
-    model = _BranchesOnItsCount()
-    plain = copy.deepcopy(model)
-    for _ in range(2):
-        want = plain(x)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            rec = fxviz.record(model, x)
-        assert torch.equal(rec.output, want)
-        assert torch.equal(model.buf, plain.buf)
+    _records_as_calls(_BranchesOnItsCount(), x, lambda m: m.buf, times=2)
 
 
 class _InitsItsWeight(nn.Module):
