@@ -139,29 +139,27 @@ function afterPaint(then) {
 // Before a module opens (its box clicked): where its box is on screen and the zoom, so
 // the new view opens the module in place instead of starting over (see `open`).
 export function rememberAnchor(ctx, title) {
-  const { state } = ctx;
-  const g = state.byTitle.get(title);
-  const panZoom = state.panZoom;
-  if (!g || !panZoom) return;
-  const s = panZoom.getSizes();
-  const pan = panZoom.getPan();
-  const box = nodeBox(state.svg, g);
-  const y = pan.y + box.y * s.realZoom;
-  state.anchor = { frame: frameOf(g.classList), zoom: s.realZoom, x: pan.x + (box.x + box.width / 2) * s.realZoom, y, kept: inView(state, g, y) };
+  const g = ctx.state.byTitle.get(title);
+  if (g) remember(ctx.state, g, { frame: frameOf(g.classList) });
 }
 
 // Before a module closes (its frame double-clicked): where the frame is on screen and the
 // zoom, so the box it closes into takes the frame's place instead of the view starting over.
 export function rememberFrame(ctx, title) {
-  const { state } = ctx;
-  const g = clusterTitled(state.svg, title);
+  const g = clusterTitled(ctx.state.svg, title);
+  if (g) remember(ctx.state, g, { box: title });
+}
+
+// `state.anchor`: what `target` (`g`, the box or frame clicked) becomes, where `g` is on
+// screen, the zoom, and the nodes in view to keep still.
+function remember(state, g, target) {
   const panZoom = state.panZoom;
-  if (!g || !panZoom) return;
+  if (!panZoom) return;
   const s = panZoom.getSizes();
   const pan = panZoom.getPan();
   const box = nodeBox(state.svg, g);
   const y = pan.y + box.y * s.realZoom;
-  state.anchor = { box: title, zoom: s.realZoom, x: pan.x + (box.x + box.width / 2) * s.realZoom, y, kept: inView(state, g, y) };
+  state.anchor = { ...target, zoom: s.realZoom, x: pan.x + (box.x + box.width / 2) * s.realZoom, y, kept: inView(state, g, y) };
 }
 
 const KEPT_MAX = 400; // nodes a view change keeps still, at most (read in the click)
