@@ -797,8 +797,31 @@ def _plan(node: torch.fx.Node, submodules: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def _copy_if_on(t: torch.Tensor, key: _Key) -> torch.Tensor:
-    """A detached copy of ``t`` if it lives on storage ``key`` (keeping requires_grad)."""
+    """A detached copy of ``t`` if it lives on storage ``key`` (keeping requires_grad),
+    with ``t``'s strides where that is cheap (see :func:`_copy_keeping_strides`)."""
     if storage_key(t) != key:
         return t
-    copy = t.detach().clone()
+    copy = _copy_keeping_strides(t.detach())
     return copy.requires_grad_(True) if t.requires_grad else copy
+
+
+def _copy_keeping_strides(t: torch.Tensor) -> torch.Tensor:
+    """A copy of ``t`` with its strides, so that it reads, and reduces, as ``t`` did.
+
+    ``clone`` keeps a dense tensor's strides. A gapped view (``x[:, :3]``), whose memory
+    spans at most twice its values, is copied into memory of that span, laid out alike;
+    any other (an expanded view, a sparse slice) gets ``clone``'s dense copy.
+
+    >>> x = torch.arange(12.0).reshape(3, 4)
+    >>> _copy_keeping_strides(x[:, :3]).stride(), _copy_keeping_strides(x[:, :1]).stride()
+    ((4, 1), (1, 1))
+    """
+    numel = t.numel()
+    span = 1  # how many elements the view's memory spans
+    for stride, size in sorted(zip(t.stride(), t.shape, strict=True)):
+        if size != 1 and stride < span:  # it overlaps itself (an expanded view)
+            return t.clone()
+        span += stride * (size - 1)
+    if numel == 0 or not numel < span <= 2 * numel:  # dense, or mostly gaps
+        return t.clone()
+    return t.new_empty(span).as_strided(t.shape, t.stride()).copy_(t)
