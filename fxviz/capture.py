@@ -42,6 +42,7 @@ from fxviz._capture._state import (
     restored_state,
 )
 from fxviz._capture._subject import traceable
+from fxviz._collector import old_objects_set_aside
 from fxviz._torch_compat import positional_graph, thread_scoped_fx_patches
 from fxviz.errors import TraceError
 
@@ -128,7 +129,13 @@ def trace(
     # Dynamo use process-wide state: one trace at a time, and the patches act only in the
     # tracing thread, so other threads' plain forwards are never disturbed.
     # Tracing runs forward on proxies or fake tensors: attributes it assigns are put back.
-    with _TRACE_LOCK, thread_scoped_fx_patches(), restored_attributes(obj):
+    # The objects a trace makes are collected apart from the rest of the heap.
+    with (
+        _TRACE_LOCK,
+        thread_scoped_fx_patches(),
+        restored_attributes(obj),
+        old_objects_set_aside(),
+    ):
         return _capture(obj, (example_inputs, example_kwargs), method, concrete_args)
 
 

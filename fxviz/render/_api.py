@@ -8,17 +8,16 @@ computed together. ``to_dot``, the widget and the HTML report are all views of i
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
-import gc
 import shutil
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import graphviz
 
 from fxviz._capture import Capture
+from fxviz._collector import collector_paused
 from fxviz._record._records import NodeRecord, Recording
 from fxviz.errors import RenderError  # defined in errors.py, re-exported here
 from fxviz.render._collapse import fold, group_wide, module_members, opening_depth
@@ -187,37 +186,6 @@ class Drawing:
             with collector_paused():
                 self._index = [[n.name, n.title, n.module] for n in self.graph.nodes]
         return self._index
-
-
-@contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """Pause Python's cycle collector: drawing a 50,000-node graph makes a few hundred
-    thousand small objects, and each collection they trigger walks the whole heap (the
-    model and its graph too), which took half of the drawing time.
-
-    What the pause made then joins the oldest generation unexamined: re-enabled as it
-    was, the collector would first walk all of it as young objects (~80 ms for a
-    50,000-node view) and soon after count it towards a full collection (~0.5 s, landing
-    on whatever the notebook does next). ``gc.freeze()`` moves every tracked object, so
-    the young generations are collected first (the caller's garbage, a dropped partial
-    recording, is freed then, not held until a full collection). Cycles made meanwhile
-    are collected by the next full collection. Objects someone froze (``gc.freeze()``)
-    stay frozen: the pause then ends as before.
-    """
-    if not gc.isenabled():
-        yield
-        return
-    promote = not gc.get_freeze_count()  # the permanent generation is ours to use
-    if promote:
-        gc.collect(1)  # what is young now is not the pause's: left to a young collection
-    gc.disable()
-    try:
-        yield
-    finally:
-        if promote and not gc.get_freeze_count():
-            gc.freeze()  # every tracked object: the young ones are the pause's
-            gc.unfreeze()  # ... back, into the oldest generation
-        gc.enable()
 
 
 def draw(obj: Any, *, params: Params = "fold") -> DrawGraph:

@@ -7,8 +7,9 @@ from typing import Any
 import anywidget
 import traitlets
 
+from fxviz._collector import collector_paused
 from fxviz._static import widget_css, widget_esm
-from fxviz.render._api import Drawing, collector_paused
+from fxviz.render._api import Drawing
 from fxviz.render._collapse import BIG_GRAPH, unit_path
 from fxviz.render._fold import Params
 from fxviz.render._inspect import inspector_data

@@ -1,5 +1,6 @@
-"""What a drawing makes while the cycle collector is paused joins the oldest generation
-unexamined, and cycles made meanwhile are still collected."""
+"""The cycle collector around fxviz's bursts of objects: what a drawing makes while the
+collector is paused joins the oldest generation unexamined, and cycles made meanwhile are
+still collected; a trace's collections walk only what the trace makes."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 import torch
 
 import fxviz
-from fxviz.render._api import collector_paused
+from fxviz._collector import collector_paused, old_objects_set_aside
 
 
 class _Node:
@@ -99,3 +100,60 @@ def test_a_drawing_leaves_the_callers_young_garbage_to_a_young_collection():
         gc.set_threshold(*threshold)
     gc.collect(1)  # the young generations (what the collector runs most)
     assert gone() is None
+
+
+def test_a_trace_collects_apart_from_the_older_heap():
+    """Dynamo tracing a model makes millions of objects; the full collections they
+    triggered walked the whole heap (a fifth of the first record of a small GPT-2). The
+    objects older than the trace are set aside while it runs, and put back after."""
+    old = _Node()
+    during: list[tuple[int, int | None]] = []
+
+    class Probe(torch.nn.Module):  # a symbolic trace runs forward's Python for real
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            during.append((gc.get_freeze_count(), _generation_of(old)))
+            return x + 1
+
+    fxviz.trace(Probe(), torch.ones(2), method="symbolic")
+    assert during and during[0][0] > 0  # set aside ...
+    assert during[0][1] is None  # ... where no collection walks it
+    assert gc.get_freeze_count() == 0
+    assert _generation_of(old) == 2  # back, in the oldest generation
+
+
+def test_garbage_made_while_old_objects_are_set_aside_is_collected():
+    with old_objects_set_aside():
+        a, b = _Node(), _Node()
+        a.other, b.other = b, a
+        gone = weakref.ref(a)
+        del a, b
+        gc.collect()  # walks only what was made inside
+        assert gone() is None
+
+
+def test_setting_old_objects_aside_leaves_the_callers_young_garbage_collectable():
+    """The caller's cycle dropped just before (young) is freed before the old objects are
+    set aside: set aside with them, it would wait for the next full collection."""
+    threshold = gc.get_threshold()
+    gc.set_threshold(10**6, *threshold[1:])  # no automatic collection meanwhile
+    try:
+        a, b = _Held(torch.zeros(1000)), _Held(torch.zeros(1))
+        a.other, b.other = b, a
+        gone = weakref.ref(a.value)
+        del a, b
+        with old_objects_set_aside():
+            assert gone() is None
+    finally:
+        gc.set_threshold(*threshold)
+
+
+def test_objects_someone_froze_stay_frozen_through_a_trace():
+    kept = [_Node() for _ in range(10)]
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        fxviz.trace(torch.nn.Linear(2, 2), torch.ones(2), method="symbolic")
+        assert 0 < gc.get_freeze_count() <= frozen
+        assert all(_generation_of(k) is None for k in kept)  # still permanent
+    finally:
+        gc.unfreeze()
