@@ -1,4 +1,5 @@
-"""Python's cycle collector around fxviz's bursts of objects: a capture, a drawing.
+"""Python's cycle collector around fxviz's bursts of objects: a capture, a record, a
+table, a drawing.
 
 Each full collection walks every object in the heap: after ``import transformers``,
 ~430,000 of them (torch, transformers, the model), ~0.1 s each time. A burst of short-lived
@@ -13,11 +14,17 @@ from collections.abc import Iterator
 
 __all__ = ["collector_paused", "old_objects_set_aside"]
 
+# Below this many nodes' objects (a record, a table), the young collection a set-aside
+# starts with costs more than it saves: tens of µs of a ~1 ms record of a few hundred nodes
+_BURST_NODES = 1000
+
 
 @contextlib.contextmanager
-def old_objects_set_aside() -> Iterator[None]:
+def old_objects_set_aside(nodes: int | None = None) -> Iterator[None]:
     """Collections inside walk only the objects made inside: every older one is set
-    aside meanwhile (``gc.freeze()``) and put back after (``gc.unfreeze()``).
+    aside meanwhile (``gc.freeze()``) and put back after (``gc.unfreeze()``). ``nodes``:
+    how many nodes' objects are coming (a record's, a table's); under 1,000, nothing is
+    done.
 
     Dynamo tracing a model makes millions of objects, most short-lived: the full
     collections they triggered walked the whole heap, a fifth of the first capture of a
@@ -33,7 +40,8 @@ def old_objects_set_aside() -> Iterator[None]:
     >>> gc.get_freeze_count()
     0
     """
-    if gc.get_freeze_count() or not gc.isenabled():
+    small = nodes is not None and nodes < _BURST_NODES
+    if small or gc.get_freeze_count() or not gc.isenabled():
         yield
         return
     gc.collect(1)  # the caller's young garbage: freed now, not set aside with the rest

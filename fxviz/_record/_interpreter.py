@@ -16,6 +16,7 @@ import torch.fx
 from fxviz._capture import JointGraph, bind_inputs
 from fxviz._capture._cache import capture_once
 from fxviz._capture._dynamo import gradients_differ
+from fxviz._collector import old_objects_set_aside
 from fxviz._record._engine import Engine, check_engine, record_compiled
 from fxviz._record._explain import drop_own_frames, wrap_node_failure
 from fxviz._record._grads import Backward, GradientWatcher
@@ -368,6 +369,21 @@ def record(
     if backward is not None and backward is not False:
         gm = _eager_gradients(gm, gm_or_module, inputs, kwargs, method)
     inputs = bind_inputs(gm, inputs, kwargs)
+    with old_objects_set_aside(len(gm.graph.nodes)):  # a few objects a node
+        return _record_graph(gm, inputs, interpreter, keep, stats, progress, backward, engine)
+
+
+def _record_graph(
+    gm: torch.fx.GraphModule,
+    inputs: tuple[Any, ...],
+    interpreter: type[torch.fx.Interpreter] | torch.fx.Interpreter | None,
+    keep: Keep,
+    stats: StatsOption,
+    progress: bool | None,
+    backward: Backward,
+    engine: Engine | None,
+) -> Recording:
+    """:func:`record` of a graph and its bound inputs."""
     chosen = check_engine(engine)
     plain = interpreter is None and (backward is None or backward is False)
     if engine == "compiled" and not plain:

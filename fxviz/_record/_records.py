@@ -12,6 +12,7 @@ import torch
 import torch.fx
 
 from fxviz._capture._subject import refuse, register_traceable
+from fxviz._collector import old_objects_set_aside
 from fxviz._providers import provider
 from fxviz._record._frozen import positional_constructor
 from fxviz._record._grads import Gradients, GradRecord
@@ -357,7 +358,8 @@ class Recording(Mapping[str, NodeRecord]):
         ``grad_absmax``, ``grad_mean``, ``grad_std``, ``grad_nan``, ``grad_inf`` and
         ``grad_ratio`` (gradient norm / output norm) of the first output tensor.
         """
-        return recording_table(self)
+        with old_objects_set_aside(len(self)):  # a few objects a row
+            return recording_table(self)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form: ``{"complete", "error", "nodes": [record.to_dict(), ...]}``."""

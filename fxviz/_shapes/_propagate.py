@@ -11,6 +11,7 @@ import torch.fx
 
 from fxviz._capture import JointGraph, bind_inputs
 from fxviz._capture._cache import capture_once
+from fxviz._collector import old_objects_set_aside
 from fxviz._record import RecordingInterpreter
 from fxviz._record._interpreter import check_inputs, progress_bar
 from fxviz._record._summary import iter_tensors
@@ -173,7 +174,10 @@ def shapes(
     example = tuple(x.materialize("meta") if isinstance(x, TensorSpec) else x for x in inputs)
     gm = capture_once(trace, model, example, kwargs)
     inputs = bind_inputs(gm, inputs, kwargs)
-    return propagate(gm, inputs, mode, model=model, device=device, progress=progress, flops=flops)
+    with old_objects_set_aside():  # fake tensors and their caches: many objects a node
+        return propagate(
+            gm, inputs, mode, model=model, device=device, progress=progress, flops=flops
+        )
 
 
 def propagate(
