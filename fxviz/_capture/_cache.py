@@ -23,6 +23,8 @@ from typing import Any
 import torch
 import torch.fx
 
+from fxviz._capture._state import tensor_attributes
+
 __all__ = ["capture_once", "clear_captures"]
 
 _ONE_RUN = ("dynamo", "real")
@@ -52,6 +54,7 @@ def _constants(gm: torch.fx.GraphModule, obj: Any) -> list[tuple[torch.Tensor, i
     owned = set()
     if isinstance(obj, torch.nn.Module):
         owned = {id(t) for t in obj.parameters()} | {id(t) for t in obj.buffers()}
+        owned |= {id(t) for _, t in tensor_attributes(obj)}
     tensors = [t for t in vars(gm).values() if isinstance(t, torch.Tensor)]
     tensors += gm.buffers()
     return [(t, _version(t)) for t in tensors if id(t) not in owned]
@@ -145,7 +148,7 @@ def _state(obj: Any, kind: str | None) -> tuple[Any, ...]:
     stack = [obj]
     while stack:
         m = stack.pop()
-        modules.append(_module_state(m, held))
+        modules.append(_module_state(m, held, one_run))
         for p in m._parameters.values():
             if p is not None:
                 params.append(
@@ -166,17 +169,24 @@ def _state(obj: Any, kind: str | None) -> tuple[Any, ...]:
     return (grad, modules, params, buffers, hooks, objects)
 
 
-def _module_state(m: torch.nn.Module, held: dict[int, Any]) -> tuple[Any, ...]:
+def _module_state(m: torch.nn.Module, held: dict[int, Any], one_run: bool) -> tuple[Any, ...]:
     """What a capture depends on in ``m`` itself; the plain objects among its attributes
-    (whose own attributes a capture may bake in) are added to ``held``."""
+    (whose own attributes a capture may bake in) are added to ``held``; for a one-run
+    capture, the versions of its tensor attributes too (its Python read them, as a
+    buffer)."""
     if isinstance(m, torch.jit.ScriptModule):  # compiled code: its identity stands for it
         return (type(m), id(m), m.training)
     attrs = m.__dict__
-    public = _public_attributes(tuple(attrs))
+    names = tuple(attrs)
+    public = _public_attributes(names)
     for k in public:
         v = attrs[k]
         if _plain_type(type(v)):
             held[id(v)] = v
+    versions = ()
+    if one_run:
+        own = (attrs[k] for k in _own_attributes(names))
+        versions = tuple(_version(v) for v in own if isinstance(v, torch.Tensor))
     return (
         type(m),
         m.training,
@@ -190,6 +200,7 @@ def _module_state(m: torch.nn.Module, held: dict[int, Any]) -> tuple[Any, ...]:
         # plain attributes (a scale, a flag, a list of anchors): a capture may bake them in
         public,
         [id(attrs[k]) for k in public],
+        versions,
     )
 
 
@@ -209,6 +220,16 @@ def _public_attributes(names: tuple[str, ...]) -> tuple[str, ...]:
     """The names in ``names`` not starting with ``_`` (one module class's layout of
     ``__dict__`` repeats across its instances: filtered once)."""
     return tuple(k for k in names if k[:1] != "_")
+
+
+_MODULE_ATTRIBUTES = frozenset(vars(torch.nn.Module()))
+
+
+@functools.lru_cache(maxsize=4096)
+def _own_attributes(names: tuple[str, ...]) -> tuple[str, ...]:
+    """The names in ``names`` that ``nn.Module`` itself does not set (where a module keeps
+    its own state: a scale, a config, a tensor attribute)."""
+    return tuple(k for k in names if k not in _MODULE_ATTRIBUTES)
 
 
 def _leaves(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[list[Any], Any]:

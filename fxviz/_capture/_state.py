@@ -1,10 +1,11 @@
 """Leave the model as the capture found it: the recording that follows is *the* run.
 
 A capture runs (or traces) the model once; recording the capture runs its graphs again.
-What the capture changed — parameters and buffers written in place or replaced, plain
-attributes set in ``forward``, the random stream — is put back exactly afterwards (values,
-identities and autograd version counters), so the recorded run starts from the state
-the model had, and tracing alone changes nothing.
+What the capture changed — parameters, buffers and plain tensor attributes written in
+place, parameters and buffers replaced, plain attributes set in ``forward``, the random
+stream — is put back exactly afterwards (values, identities and autograd version
+counters), so the recorded run starts from the state the model had, and tracing alone
+changes nothing.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ __all__ = [
     "attribute_writes",
     "restored_attributes",
     "restored_state",
+    "tensor_attributes",
 ]
 
 _REGISTRIES = ("_parameters", "_buffers", "_modules")
@@ -57,14 +59,14 @@ class ModelState:
             attrs = {k: v for k, v in vars(module).items() if k not in _REGISTRIES}
             registries = {r: dict(getattr(module, r)) for r in _REGISTRIES}
             self.modules.append((path, module, attrs, registries))
-        buffers = {path for path, _ in model.named_buffers()}
         seen: set[int] = set()
-        for path, t in [*model.named_parameters(), *model.named_buffers()]:
-            if id(t) in seen:
-                continue
+        for path, t in model.named_parameters():
             seen.add(id(t))
-            copy = t.detach().clone() if parameters or path in buffers else None
-            self.tensors.append((path, t, t._version, copy))
+            self.tensors.append((path, t, t._version, t.detach().clone() if parameters else None))
+        for path, t in [*model.named_buffers(), *tensor_attributes(model)]:
+            if id(t) not in seen:
+                seen.add(id(t))
+                self.tensors.append((path, t, t._version, t.detach().clone()))
 
     def changes(self) -> list[str]:
         """What differs from the snapshot: ``['steps (written in place)', 'count (set)']``."""
@@ -125,7 +127,7 @@ class ModelState:
 
 
 class WriteWatch:
-    """The model's parameters and buffers, to tell which ones a stretch of a run wrote in
+    """The model's parameters, buffers and plain tensor attributes, to tell which ones a stretch of a run wrote in
     place (the Python Dynamo ran between two graph calls: no graph holds its writes).
 
     :meth:`mark` notes where they stand; :meth:`written` gives those written since, each
@@ -146,7 +148,8 @@ class WriteWatch:
         found: dict[int, torch.Tensor] = {}
         self.statistics: list[torch.Tensor] = []
         if isinstance(model, torch.nn.Module):
-            for t in [*model.parameters(), *model.buffers()]:
+            state = [*model.parameters(), *model.buffers()]
+            for t in [*state, *(t for _, t in tensor_attributes(model))]:
                 if not t.is_inference():  # inference tensors have no version counter
                     found.setdefault(id(t), t)
             for module in model.modules():
@@ -177,6 +180,24 @@ class WriteWatch:
             if id(t) not in found and _written(t, t._version, saved):
                 found[id(t)] = t
         return [(t, t.detach().clone()) for t in found.values()]
+
+
+def tensor_attributes(model: Any) -> list[tuple[str, torch.Tensor]]:
+    """``(path, tensor)`` for each plain tensor attribute of ``model``'s modules, neither
+    parameter nor buffer (``self.scale = torch.ones(3)``, a cache, a counter): state a
+    forward may write in place like a buffer's. Inference tensors are left out (they
+    have no version counter)."""
+    found: list[tuple[str, torch.Tensor]] = []
+    if not isinstance(model, torch.nn.Module):
+        return found
+    for path, module in model.named_modules():
+        if isinstance(module, torch.jit.ScriptModule):
+            continue
+        prefix = f"{path}." if path else ""
+        for key, value in vars(module).items():
+            if isinstance(value, torch.Tensor) and not value.is_inference():
+                found.append((prefix + key, value))
+    return found
 
 
 def _written(t: torch.Tensor, version: int, saved: torch.Tensor | None) -> bool:

@@ -23,6 +23,7 @@ import torch.fx
 
 from fxviz._capture._inputs import flatten_inputs
 from fxviz._capture._segments import PythonSegment, check_same_inputs, tensors_in
+from fxviz._capture._state import tensor_attributes
 from fxviz.errors import InputError
 
 __all__ = ["Capture", "GraphBreak", "GraphCall", "stitch"]
@@ -289,7 +290,8 @@ class _Builder:
         self._params: dict[int, str] = {}
         self._model: Any = model
         if isinstance(model, torch.nn.Module):
-            for path, t in [*model.named_parameters(), *model.named_buffers()]:
+            state = [*model.named_parameters(), *model.named_buffers()]
+            for path, t in [*state, *tensor_attributes(model)]:
                 self._params.setdefault(id(t), path)
                 self._keep_alive.append(t)
 

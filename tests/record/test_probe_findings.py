@@ -20,8 +20,6 @@ KNOWN = {
     "moves none (a fix needs the data pointers, and values for .data.fill_)",
     "input": "the Python between graphs writing the caller's input: the capture run's write "
     "is not undone and not replayed (WriteWatch covers parameters and buffers)",
-    "attribute": "a plain tensor attribute written in place: ModelState compares attributes "
-    "by identity, WriteWatch does not watch them",
     "symbolic": "a symbolic capture that baked in a .item() branch is not one-run for the "
     "cache: re-used after the buffer it read is written",
     "init": "nn.init in forward after a no_grad setitem: the export capture's aten.normal_ "
@@ -153,17 +151,55 @@ class _WritesAPlainTensorAttribute(nn.Module):
         return y * self.t
 
 
-@known("attribute")
+class _WritesAPlainTensorAttributeInPython(_WritesAPlainTensorAttribute):
+    """The write runs as Python Dynamo does not compile: no graph holds it."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x + self.t
+        self._count()
+        return y * self.t
+
+    @torch._dynamo.disable
+    def _count(self) -> None:
+        self.t.add_(1)
+
+
+@pytest.mark.parametrize(
+    "model", [_WritesAPlainTensorAttribute, _WritesAPlainTensorAttributeInPython]
+)
 @pytest.mark.parametrize("method", ["dynamo", "auto"])
-def test_records_write_a_plain_tensor_attribute_as_calls_do(method):
-    """Change 3 area (WriteWatch watches parameters and buffers only; the bug predates
-    today): a plain tensor attribute written in place by the Python between graphs.
-    ``method="dynamo"``: one record leaves ``t`` at 5 (a call: 1; the capture's runs'
-    writes are not undone, ``ModelState`` compares plain attributes by identity), and
-    the second and third records give the first's output again. ``method="auto"``
-    (symbolic): ``t`` is never written and every output is the first call's."""
+def test_records_write_a_plain_tensor_attribute_as_calls_do(method, model):
+    """Change 3 area (the bug predated it): a plain tensor attribute written in place
+    in forward. It was state no capture knew: ``method="dynamo"`` left ``t`` at 5 after
+    one record (a call: 1; ``ModelState`` compared plain attributes by identity, so the
+    capture's runs' writes were not undone), the graphs read a copy of ``t`` made in the
+    captured run, and ``WriteWatch`` did not see the Python's write, so no ``python``
+    node wrote it again; ``method="auto"`` (symbolic) ran the write while tracing, and
+    the graph never wrote ``t``. Now a tensor attribute is state like a buffer."""
     x = torch.randn(4, 3, generator=torch.Generator().manual_seed(0))
-    _records_as_calls(_WritesAPlainTensorAttribute(), x, lambda m: m.t, times=3, method=method)
+    _records_as_calls(model(), x, lambda m: m.t, times=3, method=method)
+
+
+class _BranchesOnAPlainTensorAttribute(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.steps = torch.zeros(())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.steps.item() > 1:
+            return x + 100
+        return x - 1
+
+
+def test_a_one_run_capture_is_stale_after_a_plain_tensor_attribute_is_written():
+    """A one-run capture holds the branch its Python took on a plain tensor attribute's
+    value, as on a buffer's: written since (its version moved), it captures again."""
+    x = torch.ones(2, 3)
+    model = _BranchesOnAPlainTensorAttribute()
+    fxviz.record(model, x, method="dynamo")
+    model.steps.fill_(5)
+    rec = fxviz.record(model, x, method="dynamo")
+    assert torch.equal(rec.output, x + 100)
 
 
 class _BranchesOnItsCount(nn.Module):
