@@ -363,9 +363,10 @@ def _need_inputs(method: str, obj: Any, args: tuple, kwargs: dict) -> None:
 
 def _check_same_output(gm: Any, obj: Any, args: tuple, kwargs: dict) -> None:
     """An exported graph called with keyword inputs must still give the model's output."""
-    with restored_state(obj):  # both run for real: neither may change the model
+    inputs = tensors_in([args, kwargs])
+    with restored_state(obj, inputs=inputs):  # both run for real: neither may change a thing
         got = tensors_in(gm(*bind_inputs(gm, args, kwargs)))
-    with restored_state(obj):
+    with restored_state(obj, inputs=inputs):
         want = tensors_in(obj(*args, **kwargs))
     if len(got) != len(want) or not all(
         a.shape == b.shape and torch.equal(a, b) for a, b in zip(got, want, strict=True)

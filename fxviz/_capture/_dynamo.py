@@ -213,8 +213,9 @@ def _gradients(
         ):
             return ""
         with torch.enable_grad():
-            with restored_state(model):
-                got = capture(*capture.flat_inputs(args, kwargs))
+            flat = capture.flat_inputs(args, kwargs)
+            with restored_state(model, inputs=flat):
+                got = capture(*flat)
             want = eager_output(model, args, kwargs)
     return gradient_divergence(got, want, model)
 
@@ -272,7 +273,7 @@ def _capture_once(
     known = {id(t) for t in leaves if isinstance(t, torch.Tensor)}
     if isinstance(model, torch.nn.Module):
         known.update(id(t) for t in [*model.parameters(), *model.buffers()])
-    watched = WriteWatch(model)
+    watched = WriteWatch(model, leaves)
     dynamo.reset()
     try:
         # torch marks the module it wraps (``_is_torch_compile``): put back afterwards, and
@@ -282,7 +283,7 @@ def _capture_once(
             with (
                 _quiet(),
                 _unlogged_line_headers(),
-                restored_state(model) as state,
+                restored_state(model, inputs=leaves) as state,
                 eager_is_compiling(dynamo=True, model_files=files, told_true=told_true),
                 dynamo.config.patch(suppress_errors=False, verbose=False),
             ):

@@ -240,8 +240,8 @@ def input_marks(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[tuple[int
 
 
 def eager_output(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """One eager call, leaving the model and the random stream as they were."""
-    with restored_state(model):
+    """One eager call, leaving the model, the inputs and the random stream as they were."""
+    with restored_state(model, inputs=tensors_in([args, kwargs])):
         return model(*args, **kwargs)
 
 

@@ -41,7 +41,7 @@ def capture_real(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> C
         result["outputs"] = outs
         return outs
 
-    with warnings.catch_warnings(), restored_state(model) as state:
+    with warnings.catch_warnings(), restored_state(model, inputs=leaves) as state:
         warnings.simplefilter("ignore")
         gm = make_fx(
             run,

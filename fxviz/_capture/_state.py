@@ -1,17 +1,17 @@
 """Leave the model as the capture found it: the recording that follows is *the* run.
 
 A capture runs (or traces) the model once; recording the capture runs its graphs again.
-What the capture changed — parameters, buffers and plain tensor attributes written in
-place, parameters and buffers replaced, plain attributes set in ``forward``, the random
-stream — is put back exactly afterwards (values, identities and autograd version
-counters), so the recorded run starts from the state the model had, and tracing alone
-changes nothing.
+What the capture changed — parameters, buffers, plain tensor attributes and the caller's
+input tensors written in place, parameters and buffers replaced, plain attributes set in
+``forward``, the random stream — is put back exactly afterwards (values, identities and
+autograd version counters), so the recorded run starts from the state the model and its
+inputs had, and tracing alone changes nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
@@ -45,12 +45,15 @@ class ModelState:
         []
     """
 
-    def __init__(self, model: Any, *, parameters: bool = True) -> None:
+    def __init__(self, model: Any, *, parameters: bool = True, inputs: Sequence[Any] = ()) -> None:
         """``parameters=False``: parameters' values are not copied (a trace that never
         runs them for real cannot write them): their writes are found by version and
-        reported, not undone."""
+        reported, not undone. ``inputs``: the tensors among them (the caller's, which a
+        run may write in place) are kept and put back too."""
         self.modules: list[tuple[str, torch.nn.Module, dict[str, Any], dict[str, dict]]] = []
         self.tensors: list[tuple[str, torch.Tensor, int, torch.Tensor | None]] = []
+        for i, t in enumerate(_versioned(inputs)):
+            self.tensors.append((f"input {i}", t, t._version, t.detach().clone()))
         if not isinstance(model, torch.nn.Module):
             return
         for path, module in model.named_modules(remove_duplicate=True):
@@ -59,8 +62,10 @@ class ModelState:
             attrs = {k: v for k, v in vars(module).items() if k not in _REGISTRIES}
             registries = {r: dict(getattr(module, r)) for r in _REGISTRIES}
             self.modules.append((path, module, attrs, registries))
-        seen: set[int] = set()
+        seen = {id(t) for _, t, _, _ in self.tensors}
         for path, t in model.named_parameters():
+            if id(t) in seen:
+                continue
             seen.add(id(t))
             self.tensors.append((path, t, t._version, t.detach().clone() if parameters else None))
         for path, t in [*model.named_buffers(), *tensor_attributes(model)]:
@@ -127,8 +132,9 @@ class ModelState:
 
 
 class WriteWatch:
-    """The model's parameters, buffers and plain tensor attributes, to tell which ones a stretch of a run wrote in
-    place (the Python Dynamo ran between two graph calls: no graph holds its writes).
+    """The model's parameters, buffers and plain tensor attributes (and the caller's input
+    tensors), to tell which ones a stretch of a run wrote in place (the Python Dynamo ran
+    between two graph calls: no graph holds its writes).
 
     :meth:`mark` notes where they stand; :meth:`written` gives those written since, each
     with a copy of its value now. Version counters tell, except for the running
@@ -144,14 +150,14 @@ class WriteWatch:
         ['num_batches_tracked', 'running_mean', 'running_var']
     """
 
-    def __init__(self, model: Any) -> None:
-        found: dict[int, torch.Tensor] = {}
+    def __init__(self, model: Any, inputs: Sequence[Any] = ()) -> None:
+        """``inputs``: the caller's tensors among them are watched too."""
+        found = {id(t): t for t in _versioned(inputs)}
         self.statistics: list[torch.Tensor] = []
         if isinstance(model, torch.nn.Module):
             state = [*model.parameters(), *model.buffers()]
-            for t in [*state, *(t for _, t in tensor_attributes(model))]:
-                if not t.is_inference():  # inference tensors have no version counter
-                    found.setdefault(id(t), t)
+            for t in _versioned([*state, *(t for _, t in tensor_attributes(model))]):
+                found.setdefault(id(t), t)
             for module in model.modules():
                 if module.training:
                     stats = (getattr(module, n, None) for n in ("running_mean", "running_var"))
@@ -198,6 +204,16 @@ def tensor_attributes(model: Any) -> list[tuple[str, torch.Tensor]]:
             if isinstance(value, torch.Tensor) and not value.is_inference():
                 found.append((prefix + key, value))
     return found
+
+
+def _versioned(values: Sequence[Any]) -> list[torch.Tensor]:
+    """The tensors among ``values``, each once, but inference tensors (no version
+    counter: nothing outside inference mode writes them)."""
+    found: dict[int, torch.Tensor] = {}
+    for v in values:
+        if isinstance(v, torch.Tensor) and not v.is_inference():
+            found.setdefault(id(v), v)
+    return list(found.values())
 
 
 def _written(t: torch.Tensor, version: int, saved: torch.Tensor | None) -> bool:
@@ -249,10 +265,12 @@ def _set_versions(tensors: list[torch.Tensor], versions: list[int]) -> None:
 
 
 @contextlib.contextmanager
-def restored_state(model: Any, state: ModelState | None = None) -> Iterator[ModelState]:
-    """Run the block, then restore ``model`` (see :class:`ModelState`) and the CPU (and
-    CUDA) random streams."""
-    state = ModelState(model) if state is None else state
+def restored_state(
+    model: Any, state: ModelState | None = None, inputs: Sequence[Any] = ()
+) -> Iterator[ModelState]:
+    """Run the block, then restore ``model`` and the tensors among ``inputs`` (see
+    :class:`ModelState`) and the CPU (and CUDA) random streams."""
+    state = ModelState(model, inputs=inputs) if state is None else state
     cpu = torch.random.get_rng_state()
     cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
     try:

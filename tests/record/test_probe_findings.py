@@ -18,8 +18,6 @@ import fxviz
 KNOWN = {
     "data": "a one-run capture's staleness reads version counters; a write through .data "
     "moves none (a fix needs the data pointers, and values for .data.fill_)",
-    "input": "the Python between graphs writing the caller's input: the capture run's write "
-    "is not undone and not replayed (WriteWatch covers parameters and buffers)",
     "symbolic": "a symbolic capture that baked in a .item() branch is not one-run for the "
     "cache: re-used after the buffer it read is written",
     "init": "nn.init in forward after a no_grad setitem: the export capture's aten.normal_ "
@@ -123,16 +121,35 @@ class _WritesItsInputBetweenGraphs(nn.Module):
         return y + x
 
 
-@known("input")
-def test_a_dynamo_record_writes_an_input_once_as_a_call_does():
+class _WritesItsInputInAGraph(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x * 2
+        x.add_(1)  # compiled: the graph writes the caller's tensor
+        return y + x
+
+
+@pytest.mark.parametrize(
+    ("model", "method"),
+    [
+        (_WritesItsInputBetweenGraphs, "dynamo"),
+        (_WritesItsInputInAGraph, "dynamo"),
+        (_WritesItsInputInAGraph, "real"),
+        (_WritesItsInputInAGraph, "auto"),
+    ],
+)
+def test_a_record_writes_an_input_once_as_a_call_does(model, method):
     """Change 3 area (cb5111a replays the Python's writes to parameters and buffers; the
-    bug predates today): the Dynamo capture's own run of the forward writes the caller's
-    input in place and nothing puts it back, so the record then runs on ``x + 1``: a
-    call gives ``[1, 1, 1]`` and leaves ``x`` at 1; the record gives ``[4, 4, 4]`` and
-    leaves ``x`` at 2."""
+    bug predated it): the capture's own run of the forward wrote the caller's input in
+    place and nothing put it back, so the record then ran on ``x + 1``: a call gives
+    ``[1, 1, 1]`` and leaves ``x`` at 1; the record gave ``[4, 4, 4]`` and left ``x``
+    at 2. Now a capture puts its runs' input writes back (``ModelState(inputs=)``) and
+    a ``python`` node writes again what the Python between graphs wrote
+    (``WriteWatch(model, inputs)``)."""
     x_call, x_record = torch.zeros(3), torch.zeros(3)
-    want = _WritesItsInputBetweenGraphs()(x_call)
-    rec = fxviz.record(_WritesItsInputBetweenGraphs(), x_record, method="dynamo")
+    want = model()(x_call)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rec = fxviz.record(model(), x_record, method=method)
     assert torch.equal(rec.output, want)
     assert torch.equal(x_record, x_call)
 
