@@ -40,6 +40,7 @@ from fxviz._capture._state import (
     attribute_writes,
     restored_attributes,
     restored_state,
+    state_value_reads,
 )
 from fxviz._capture._subject import traceable
 from fxviz._collector import old_objects_set_aside
@@ -183,7 +184,8 @@ def _faithful(
         _refuse_instance_forward(obj)
     # Tracing runs no parameter for real: only the buffers' values are copied.
     with restored_state(obj, ModelState(obj, parameters=False)) as state:
-        gm = capture(obj, *inputs, concrete_args)
+        with state_value_reads(obj if method == "symbolic" else None) as read:
+            gm = capture(obj, *inputs, concrete_args)
         # symbolic tracing keeps tensor constants as root attributes (_tensor_constant0):
         # its own bookkeeping (the graph holds copies; restore takes them off the model)
         changes = [c for c in state.changes() if not _TRACER_CONSTANT.match(c)]
@@ -196,6 +198,14 @@ def _faithful(
             f"{_HOW[method]} would run that write while tracing instead of recording it, "
             "so the graph would not do what a call does. Capture one run instead: "
             "fxviz.trace(model, *args, method='dynamo') (or method='real')"
+        )
+    if read:
+        raise TraceError(
+            f"{_name(obj)}.forward reads the value of {', '.join(read)} in Python (.item(), "
+            "an if on it): torch.fx.symbolic_trace runs that Python once, on the value it "
+            "had then (before the graph's own writes), and the graph keeps the branch it "
+            "took. Capture one run instead: fxviz.trace(model, *args, method='dynamo') "
+            "(or method='real')"
         )
     if method == "symbolic":
         _refuse_parameter_writes(gm, obj)

@@ -23,6 +23,7 @@ __all__ = [
     "attribute_writes",
     "restored_attributes",
     "restored_state",
+    "state_value_reads",
     "tensor_attributes",
 ]
 
@@ -280,6 +281,60 @@ def restored_state(
         torch.random.set_rng_state(cpu)
         if cuda is not None:
             torch.cuda.set_rng_state_all(cuda)
+
+
+# What hands a tensor's values to Python (a branch, a loop count, a number)
+_VALUE_READS = frozenset(
+    getattr(owner, name)
+    for owner, names in (
+        (torch.Tensor, ("item", "tolist", "numpy", "equal", "allclose", "is_nonzero")),
+        (torch.Tensor, ("__bool__", "__int__", "__float__", "__index__", "__complex__")),
+        (torch, ("equal", "allclose", "is_nonzero")),
+    )
+    for name in names
+)
+
+
+@contextlib.contextmanager
+def state_value_reads(model: Any) -> Iterator[list[str]]:
+    """Collect the buffers and plain tensor attributes of ``model`` (or views of them)
+    whose values the block hands to Python (``.item()``, ``if t:``, ``.tolist()``).
+
+    Symbolic tracing runs the forward on proxies, but buffers and tensor attributes are
+    real tensors there: a Python branch on one of their values is taken once, on the
+    value it had then (before the graph's own writes run), and baked into the graph."""
+    found: list[str] = []
+    state = (
+        [*model.named_buffers(), *tensor_attributes(model)]
+        if isinstance(model, torch.nn.Module)
+        else []
+    )
+    storages = {_storage(t): path for path, t in reversed(state)}
+    storages.pop(None, None)
+
+    class Reads(torch.overrides.TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            if func in _VALUE_READS:
+                for arg in args:
+                    path = storages.get(_storage(arg)) if isinstance(arg, torch.Tensor) else None
+                    if path is not None and path not in found:
+                        found.append(path)
+            return func(*args, **(kwargs or {}))
+
+    if not storages:
+        yield found
+        return
+    with Reads():
+        yield found
+
+
+def _storage(t: torch.Tensor) -> int | None:
+    """Where ``t``'s memory lies (views of one tensor share it); ``None`` for a tensor
+    without storage."""
+    try:
+        return t.untyped_storage().data_ptr() or None
+    except (RuntimeError, NotImplementedError):
+        return None
 
 
 @contextlib.contextmanager

@@ -18,8 +18,6 @@ import fxviz
 KNOWN = {
     "data": "a one-run capture's staleness reads version counters; a write through .data "
     "moves none (a fix needs the data pointers, and values for .data.fill_)",
-    "symbolic": "a symbolic capture that baked in a .item() branch is not one-run for the "
-    "cache: re-used after the buffer it read is written",
     "init": "nn.init in forward after a no_grad setitem: the export capture's aten.normal_ "
     "runs with grad enabled on a leaf",
 }
@@ -232,15 +230,22 @@ class _BranchesOnItsCount(nn.Module):
         return x + self.buf
 
 
-@known("symbolic")
 def test_a_symbolic_capture_that_read_a_buffer_is_stale_once_it_is_written():
     """Change 3, bc9871e (a one-run capture is stale after a buffer write): with
-    ``method="auto"`` this model is captured ``symbolic``, yet its graph holds the branch
-    ``self.buf.item() > 1.5`` took in that run; the cache treats only Dynamo and real
-    captures as one-run, so the second record re-uses the first run's branch: it gives
-    ``x + buf`` where the call gives zeros, and leaves ``buf`` unreset."""
+    ``method="auto"`` this model was captured ``symbolic``, yet its graph held the branch
+    ``self.buf.item() > 1.5`` took while tracing (on the value before the graph's own
+    ``add_``); the cache treated only Dynamo and real captures as one-run, so the second
+    record re-used that branch: it gave ``x + buf`` where the call gives zeros, and left
+    ``buf`` unreset. Now symbolic tracing refuses a forward that reads a buffer's value
+    in Python (``state_value_reads``), and auto captures one run."""
     x = torch.randn(4, 3, generator=torch.Generator().manual_seed(0))
     _records_as_calls(_BranchesOnItsCount(), x, lambda m: m.buf, times=2)
+
+
+def test_symbolic_tracing_refuses_a_branch_on_a_buffer_value():
+    """The refusal names the buffer and says what to do."""
+    with pytest.raises(fxviz.TraceError, match=r"reads the value of buf .*method='dynamo'"):
+        fxviz.trace(_BranchesOnItsCount(), method="symbolic")
 
 
 class _InitsItsWeight(nn.Module):
