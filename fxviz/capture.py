@@ -44,7 +44,12 @@ from fxviz._capture._state import (
 )
 from fxviz._capture._subject import traceable
 from fxviz._collector import old_objects_set_aside
-from fxviz._torch_compat import positional_graph, thread_scoped_fx_patches
+from fxviz._torch_compat import (
+    OpOverload,
+    op_written_arguments,
+    positional_graph,
+    thread_scoped_fx_patches,
+)
 from fxviz.errors import TraceError
 
 __all__ = ["Capture", "GraphBreak", "JointGraph", "trace"]
@@ -207,31 +212,47 @@ def _faithful(
             "took. Capture one run instead: fxviz.trace(model, *args, method='dynamo') "
             "(or method='real')"
         )
-    if method == "symbolic":
-        _refuse_parameter_writes(gm, obj)
+    _refuse_parameter_writes(gm, obj, method)
     return gm
 
 
 _TRACER_CONSTANT = re.compile(r"_tensor_constant\d+ \(set\)$")
 
 
-def _refuse_parameter_writes(gm: torch.fx.GraphModule, obj: Any) -> None:
+def _refuse_parameter_writes(gm: torch.fx.GraphModule, obj: Any, method: str) -> None:
     """An in-place write to a parameter runs in eager only under ``torch.no_grad()``,
-    which symbolic tracing does not record: the graph would raise where the call did not."""
+    which symbolic tracing does not record, and which ``torch.export`` can lose (the
+    ``no_grad`` inside ``nn.init.normal_`` right after a ``no_grad`` block: its graph
+    keeps the first block's ``wrap_with_set_grad_enabled`` only). Written in the
+    graph's own grad mode, the graph would raise where the call did not."""
     for node in gm.graph.nodes:
-        target = str(node.target)
-        writes = node.op == "call_method" and target.endswith("_") and not target.startswith("_")
-        first = node.args[0] if node.args else None
-        if not (writes and isinstance(first, torch.fx.Node) and first.op == "get_attr"):
-            continue
-        value = _attribute(gm, str(first.target))
-        if isinstance(value, torch.nn.Parameter) and value.requires_grad:
-            raise TraceError(
-                f"{_name(obj)}.forward writes the parameter {first.target} in place "
-                f"({target}): eager runs that only under torch.no_grad(), which symbolic "
-                "tracing does not record. Capture one run instead: "
-                "fxviz.trace(model, *args, method='dynamo') (or method='real')"
-            )
+        for written in _written_arguments(node):
+            if not (isinstance(written, torch.fx.Node) and written.op == "get_attr"):
+                continue
+            value = _attribute(gm, str(written.target))
+            if isinstance(value, torch.nn.Parameter) and value.requires_grad:
+                lost = "does not record" if method == "symbolic" else "left out of its graph"
+                raise TraceError(
+                    f"{_name(obj)}.forward writes the parameter {written.target} in place "
+                    f"({node.target}): eager runs that only under torch.no_grad(), which "
+                    f"{_HOW[method]} {lost}. Capture one run instead: "
+                    "fxviz.trace(model, *args, method='dynamo') (or method='real')"
+                )
+
+
+def _written_arguments(node: torch.fx.Node) -> list[Any]:
+    """The arguments ``node`` writes in place: a method named like ``add_`` writes its
+    tensor; an ATen op, those its schema marks written (``Tensor(a!)``)."""
+    target = node.target
+    if node.op == "call_method" and isinstance(target, str):
+        inplace = target.endswith("_") and not target.startswith("_")
+        return list(node.args[:1]) if inplace else []
+    if node.op == "call_function" and isinstance(target, OpOverload):
+        return [
+            node.kwargs.get(name) if keyword or i >= len(node.args) else node.args[i]
+            for i, name, keyword in op_written_arguments(target)
+        ]
+    return []
 
 
 def _attribute(obj: Any, path: str) -> Any:

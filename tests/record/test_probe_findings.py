@@ -18,8 +18,6 @@ import fxviz
 KNOWN = {
     "data": "a one-run capture's staleness reads version counters; a write through .data "
     "moves none (a fix needs the data pointers, and values for .data.fill_)",
-    "init": "nn.init in forward after a no_grad setitem: the export capture's aten.normal_ "
-    "runs with grad enabled on a leaf",
 }
 
 
@@ -262,14 +260,15 @@ class _InitsItsWeight(nn.Module):
         return y + self.w
 
 
-@known("init")
 def test_record_runs_a_parameter_init_in_forward_as_a_call_does():
-    """Change 3 area (writes to parameters in forward; the bug predates today): a call
+    """Change 3 area (writes to parameters in forward; the bug predated it): a call
     runs ``self.w[0] = 5`` under ``no_grad`` then ``nn.init.normal_(self.w)`` (no_grad
-    inside); ``record`` with ``method="auto"`` (or ``"export"``)
-    captures it as ``aten.normal_`` and runs that node with grad enabled: NodeError "a
-    leaf Variable that requires grad is being used in an in-place operation".
-    ``method="dynamo"`` records it, output and RNG as the call's."""
+    inside); ``record`` with ``method="auto"`` (or ``"export"``) captured it as
+    ``aten.normal_`` outside the graph's ``wrap_with_set_grad_enabled`` and ran that node
+    with grad enabled: NodeError "a leaf Variable that requires grad is being used in an
+    in-place operation". Now an exported graph that writes a parameter in its own grad
+    mode is refused, as a symbolic one is, and auto captures one run (Dynamo records
+    it, output and RNG as the call's)."""
     x = torch.ones(4, 3)
     model = _InitsItsWeight()
     plain = copy.deepcopy(model)
@@ -281,3 +280,11 @@ def test_record_runs_a_parameter_init_in_forward_as_a_call_does():
         rec = fxviz.record(model, x)
     assert torch.equal(rec.output, want)
     assert torch.equal(model.w, plain.w)
+
+
+def test_export_refuses_a_parameter_write_its_graph_runs_with_grad_enabled():
+    """The refusal names the parameter and the op, and says what to do."""
+    with pytest.raises(
+        fxviz.TraceError, match=r"writes the parameter w in place .*method='dynamo'"
+    ):
+        fxviz.trace(_InitsItsWeight(), torch.ones(4, 3), method="export")
