@@ -3,13 +3,14 @@ same model and input signature while it is still valid.
 
 A capture is valid while the model's module structure, training flags, forward code,
 hooks and plain attributes (by identity; an object of plain attributes, as a model's
-configuration, by its attributes' identities), its parameters' identities and the grad mode are
-those it was made with; a Dynamo or
-real capture (one run) also needs inputs equal to the ones it ran on and parameters and
-buffers not written since (their version counters: its Python computed from them in that
-run, ``if self.steps.item() > 1``). Anything else captures again. The captures are
-kept weakly by their model (one a capture method): dropping the model drops them, and a
-capture never keeps its model alive.
+configuration, by its attributes' identities), its parameters' identities and the grad
+mode are those it was made with; a Dynamo or real capture (one run) also needs inputs
+equal to the ones it ran on and parameters, buffers and public tensor attributes not
+written since (their version counters and data pointers, which ``p.data = t`` moves: its
+Python computed from them in that run, ``if self.steps.item() > 1``; a write in place
+through ``p.data`` moves neither, and is not seen). Anything else captures again. The
+captures are kept weakly by their model (one a capture method): dropping the model drops
+them, and a capture never keeps its model alive.
 """
 
 from __future__ import annotations
@@ -64,6 +65,14 @@ def _version(t: torch.Tensor) -> int | None:
     """``t._version``, or ``None`` for an inference tensor (which has none)."""
     try:
         return t._version
+    except RuntimeError:
+        return None
+
+
+def _data_ptr(t: torch.Tensor) -> int | None:
+    """``t.data_ptr()``, or ``None`` for a tensor without storage (sparse)."""
+    try:
+        return t.data_ptr()
     except RuntimeError:
         return None
 
@@ -150,13 +159,16 @@ def _state(obj: Any, kind: str | None) -> tuple[Any, ...]:
         m = stack.pop()
         modules.append(_module_state(m, held, one_run))
         for p in m._parameters.values():
-            if p is not None:
-                params.append(
-                    (id(p), p.shape, p.dtype, p.requires_grad, p._version if one_run else 0)
-                )
+            if p is None:
+                continue
+            if one_run:  # the data pointer: an assigned ``p.data = t`` moves no version
+                params.append((id(p), p.shape, p.dtype, p.requires_grad, p._version, p.data_ptr()))
+            else:
+                params.append((id(p), p.shape, p.dtype, p.requires_grad))
         for b in m._buffers.values():
             if b is not None:
-                buffers.append((id(b), b.shape, b.dtype, _version(b) if one_run else 0))
+                state = (_version(b), _data_ptr(b)) if one_run else ()
+                buffers.append((id(b), b.shape, b.dtype, state))
         children = [c for c in m._modules.values() if c is not None]
         children.reverse()
         stack += children
@@ -172,21 +184,21 @@ def _state(obj: Any, kind: str | None) -> tuple[Any, ...]:
 def _module_state(m: torch.nn.Module, held: dict[int, Any], one_run: bool) -> tuple[Any, ...]:
     """What a capture depends on in ``m`` itself; the plain objects among its attributes
     (whose own attributes a capture may bake in) are added to ``held``; for a one-run
-    capture, the versions of its tensor attributes too (its Python read them, as a
-    buffer)."""
+    capture, the versions and data pointers of its public tensor attributes too (its
+    Python may have read them, as a buffer's)."""
     if isinstance(m, torch.jit.ScriptModule):  # compiled code: its identity stands for it
         return (type(m), id(m), m.training)
     attrs = m.__dict__
-    names = tuple(attrs)
-    public = _public_attributes(names)
+    public = _public_attributes(tuple(attrs))
+    versions = None
     for k in public:
         v = attrs[k]
-        if _plain_type(type(v)):
+        kind = _attribute_kind(type(v))
+        if kind is _PLAIN:
             held[id(v)] = v
-    versions = ()
-    if one_run:
-        own = (attrs[k] for k in _own_attributes(names))
-        versions = tuple(_version(v) for v in own if isinstance(v, torch.Tensor))
+        elif kind is _TENSOR and one_run:  # rare: the other modules make no list
+            versions = versions or []
+            versions.append((_version(v), _data_ptr(v)))
     return (
         type(m),
         m.training,
@@ -204,15 +216,22 @@ def _module_state(m: torch.nn.Module, held: dict[int, Any], one_run: bool) -> tu
     )
 
 
+_PLAIN, _TENSOR, _OTHER = "plain", "tensor", "other"
+
+
 @functools.lru_cache(maxsize=4096)
-def _plain_type(cls: type) -> bool:
-    """Whether instances of ``cls`` are objects of plain attributes (a configuration):
-    they have a ``__dict__`` and are no module, tensor, class or anything callable."""
-    return (
+def _attribute_kind(cls: type) -> str:
+    """``_TENSOR``; ``_PLAIN`` where instances of ``cls`` are objects of plain attributes
+    (a configuration: they have a ``__dict__`` and are no module, tensor, class or
+    anything callable); ``_OTHER``."""
+    if issubclass(cls, torch.Tensor):
+        return _TENSOR
+    plain = (
         cls.__dictoffset__ != 0
-        and not issubclass(cls, (torch.nn.Module, torch.Tensor, type))
+        and not issubclass(cls, (torch.nn.Module, type))
         and not any("__call__" in vars(k) for k in cls.__mro__)
     )
+    return _PLAIN if plain else _OTHER
 
 
 @functools.lru_cache(maxsize=4096)
@@ -220,16 +239,6 @@ def _public_attributes(names: tuple[str, ...]) -> tuple[str, ...]:
     """The names in ``names`` not starting with ``_`` (one module class's layout of
     ``__dict__`` repeats across its instances: filtered once)."""
     return tuple(k for k in names if k[:1] != "_")
-
-
-_MODULE_ATTRIBUTES = frozenset(vars(torch.nn.Module()))
-
-
-@functools.lru_cache(maxsize=4096)
-def _own_attributes(names: tuple[str, ...]) -> tuple[str, ...]:
-    """The names in ``names`` that ``nn.Module`` itself does not set (where a module keeps
-    its own state: a scale, a config, a tensor attribute)."""
-    return tuple(k for k in names if k not in _MODULE_ATTRIBUTES)
 
 
 def _leaves(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[list[Any], Any]:
