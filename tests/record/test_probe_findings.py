@@ -1,8 +1,10 @@
 """A reviewer's probes (2026-11-27) of the capture's handling of writes, each failing on
-the code it was written against (main at bc9871e). The resized buffer is fixed; the
-others are known bugs, strict xfails (``KNOWN``, with what a fix needs) until they are
-fixed. Every test runs on both engines (``recording_engine``); the findings are in the
-capture, so both fail alike."""
+the code it was written against (main at bc9871e). Fixed since: the resized buffer, plain
+tensor attributes, writes to the caller's input, a symbolic capture's branch on a
+buffer, export's lost ``no_grad`` around ``nn.init``, and an assigned ``.data``. A write
+in place through ``.data`` is still a known bug, a strict xfail (``KNOWN``, with what a
+fix needs). Every test runs on both engines (``recording_engine``); the findings are in
+the capture, so both fail alike."""
 
 from __future__ import annotations
 
