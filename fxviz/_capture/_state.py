@@ -311,21 +311,27 @@ def state_value_reads(model: Any) -> Iterator[list[str]]:
     )
     storages = {_storage(t): path for path, t in reversed(state)}
     storages.pop(None, None)
-
-    class Reads(torch.overrides.TorchFunctionMode):
-        def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-            if func in _VALUE_READS:
-                for arg in args:
-                    path = storages.get(_storage(arg)) if isinstance(arg, torch.Tensor) else None
-                    if path is not None and path not in found:
-                        found.append(path)
-            return func(*args, **(kwargs or {}))
-
     if not storages:
         yield found
         return
-    with Reads():
+    with _ValueReads(storages, found):
         yield found
+
+
+class _ValueReads(torch.overrides.TorchFunctionMode):
+    """Notes the path of each tensor in ``storages`` (by storage) a value read is made of."""
+
+    def __init__(self, storages: dict[int | None, str], found: list[str]) -> None:
+        super().__init__()
+        self.storages, self.found = storages, found
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if func in _VALUE_READS:
+            for arg in args:
+                path = self.storages.get(_storage(arg)) if isinstance(arg, torch.Tensor) else None
+                if path is not None and path not in self.found:
+                    self.found.append(path)
+        return func(*args, **(kwargs or {}))
 
 
 def _storage(t: torch.Tensor) -> int | None:
