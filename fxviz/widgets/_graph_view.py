@@ -39,7 +39,9 @@ class GraphView(anywidget.AnyWidget):
             it, double-clicking a module's frame collapses it. While the pointer rests on
             a box, or as it is pressed on one, the browser asks what opening it would
             show (``{"type": "peek_module"}``, answered by a ``peeked`` message; nothing
-            changes) and lays that out ahead.
+            changes) and lays that out ahead; so it does, once idle, for a few boxes in
+            view. A change of view state that leaves the DOT as it was sends
+            ``{"type": "peeks_stale"}``: what the page peeked at may open otherwise now.
         inspector, rows, status, error: what the side panel, table, status line and error
             area show (the table: the first :data:`TABLE_ROWS` rows; ``rows_total``: how
             many there are). render_ms: the browser's last layout + paint time.
@@ -154,6 +156,10 @@ class GraphView(anywidget.AnyWidget):
                 self._move_units(moved or {})
             if self.contract != payload["contract"]:  # a comparison's fill means agreement
                 self.contract = payload["contract"]
+            if change is not None and payload["dot"] == self.dot:
+                # the view shown is the same, what opening its boxes shows may not be (a
+                # module opened inside a closed one): the page forgets the peeks it keeps
+                self.send({"type": "peeks_stale"})
             self.dot = payload["dot"]
             if not self.rows:
                 source = self._drawing.source

@@ -140,9 +140,33 @@ def test_peeking_at_a_module_gives_the_dot_its_toggle_shows_and_changes_nothing(
     view.handle({"type": "collapse_cluster", "cluster": "cluster_m_3"})  # closed again
     view.handle({"type": "peek_module", "unit": "module__3", "id": 8})
     view.handle({"type": "toggle_module", "unit": "module__3"})
-    assert view.dot == sent[-1]["dot"]  # a module closed before opens the same way
+    (peeked,) = [m for m in sent if m.get("id") == 8]
+    assert view.dot == peeked["dot"]  # a module closed before opens the same way
     view.handle({"type": "peek_module", "unit": "no_such_box", "id": 9})
     assert sent[-1] == {"type": "peeked", "id": 9, "unit": "no_such_box", "dot": None}
+
+
+def test_a_view_change_that_leaves_the_dot_as_it_was_makes_the_pages_peeks_stale():
+    """A module opened inside a closed one changes nothing drawn, but what opening the
+    closed one shows: the page must not keep what it peeked at before."""
+    model = nn.Sequential(
+        *[
+            nn.Sequential(nn.Sequential(nn.Linear(4, 4), nn.ReLU()), nn.Linear(4, 4))
+            for _ in range(30)
+        ]
+    )
+    view = fxviz.show(fxviz.trace(model), depth=1)
+    sent: list[dict] = []
+    view.send = lambda content, buffers=None: sent.append(content)  # what reaches the page
+    view.handle({"type": "peek_module", "unit": "module__3", "id": 1})
+    shown = view.dot
+    view.expanded = ["3.0"]  # inside module 3, which stays closed
+    assert view.dot == shown
+    assert sent[-1] == {"type": "peeks_stale"}
+    view.handle({"type": "peek_module", "unit": "module__3", "id": 2})
+    assert sent[-1]["dot"] != sent[0]["dot"]  # the peek kept before would be wrong now
+    view.handle({"type": "toggle_module", "unit": "module__3"})
+    assert view.dot == sent[-1]["dot"]
 
 
 def test_show_picks_the_view():
