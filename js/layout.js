@@ -54,18 +54,63 @@ globalThis.document?.addEventListener?.("securitypolicyviolation", (event) => {
 });
 
 // A DOT already being laid out (peeked at, then sent by the kernel) is laid out once.
+// `background: true` (a box opened ahead, js/ahead.js): the layout waits until the worker
+// has nothing else to do, so a draw waits for one such layout at most, never a queue of
+// them; asked for again without it meanwhile, it goes at once. Where there is no worker
+// it is not made (it would hold the page): it fails.
 export function layout(dot, options = {}) {
   const state = shared();
   const kept = state.cache.get(dot);
   if (kept !== undefined) return Promise.resolve(kept);
   state.running ??= new Map(); // dot -> its layout's promise, while the worker makes it
+  state.waiting ??= []; // background layouts not given to the worker yet: [{ dot, go }]
   const running = state.running.get(dot);
-  if (running) return running;
-  const job = layoutNew(state, dot, options)
+  if (running) {
+    if (!options.background) hurry(state, dot);
+    return running;
+  }
+  let job;
+  if (options.background) {
+    if (state.noWorker) return Promise.reject(new Error("no layout worker: not laid out ahead"));
+    job = new Promise((resolve, reject) => {
+      state.waiting.push({ dot, go: () => layoutNew(state, dot, options).then(resolve, reject) });
+    });
+  } else {
+    job = layoutNew(state, dot, options);
+  }
+  job = job
     .then((svg) => { state.cache.put(dot, svg); return svg; })
-    .finally(() => state.running.delete(dot));
+    .finally(() => { state.running.delete(dot); nextInBackground(state); });
   state.running.set(dot, job);
+  nextInBackground(state);
   return job;
+}
+
+// While a view is drawn (from its layout to the frame that paints it), no layout made
+// ahead is given to the worker: it would compete with the draw for the CPU. Returns the
+// function that ends the hold (once, whatever the number of calls).
+export function holdBackground() {
+  const state = shared();
+  state.held = (state.held ?? 0) + 1;
+  let held = true;
+  return () => {
+    if (!held) return;
+    held = false;
+    state.held -= 1;
+    nextInBackground(state);
+  };
+}
+
+// The oldest background layout to the worker, when it has nothing else to do.
+function nextInBackground(state) {
+  if (state.pending.size || state.held || !state.waiting?.length) return;
+  state.waiting.shift().go();
+}
+
+// A background layout not given to the worker yet, wanted now.
+function hurry(state, dot) {
+  const i = state.waiting.findIndex((job) => job.dot === dot);
+  if (i >= 0) state.waiting.splice(i, 1)[0].go();
 }
 
 function layoutNew(state, dot, { timeoutMs = 30000 } = {}) {
