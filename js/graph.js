@@ -2,7 +2,7 @@
 // search matches and moves the view. `ctx` is the widget (js/widget.js): its model, its
 // state (js/state.js), its elements and the page contract.
 import svgPanZoom from "svg-pan-zoom";
-import { layout } from "./layout.js";
+import { holdBackground, layout } from "./layout.js";
 import { anchoredPan, frameOf, steadyPan } from "./layout-cache.js";
 import { reveal, tileGraph } from "./cull.js";
 import { whenSized } from "./dom.js";
@@ -47,6 +47,7 @@ export async function draw(ctx, peek = null) {
   if (!dot) return;
   const run = startLayout(state);
   const started = performance.now();
+  const release = holdBackground(); // till its frame: layouts made ahead would compete for the CPU
   state.drawnDot = dot;
   state.peeks.clear(); // they open boxes of the view drawn before
   els.root.dataset.drawn = peek ? "peeked" : "sent"; // how the latest view came
@@ -55,13 +56,14 @@ export async function draw(ctx, peek = null) {
   try {
     text = peek?.svg ?? await layout(dot, { timeoutMs: 1000 * (model.get(T.layoutTimeout) || 30) });
   } catch (error) {
+    release();
     if (!isLatest(state, run)) return;
     ctx.showError(`${error.message}. Collapse modules (a smaller depth) to draw this graph.`);
     els.graph.querySelector(".fxviz-message")?.replaceChildren("the layout failed (see above)");
     ctx.send({ type: "layout_failed", message: error.message });
     return;
   }
-  if (!isLatest(state, run)) return; // a newer DOT arrived meanwhile
+  if (!isLatest(state, run)) { release(); return; } // a newer DOT arrived meanwhile
   const laidOut = stage("layout", started);
   state.panZoom?.destroy();
   ctx.minimap.show(null);
@@ -91,12 +93,14 @@ export async function draw(ctx, peek = null) {
   });
   // time to the first frame showing the new graph, not just to its insertion
   requestAnimationFrame(() => setTimeout(() => {
+    release();
     stage("frame", shown);
     model.set(T.renderMs, performance.now() - started);
     model.save_changes();
     // the kernel holds the units back until the first view is on screen (megabytes at
     // 50,000 nodes that the first paint need not wait for): ask for them now
     if (!state.painted) { state.painted = true; ctx.send({ type: "painted" }); }
+    ctx.ahead?.painted(); // its boxes in view opened ahead, once the page is idle
   }, 0));
 }
 
@@ -182,6 +186,23 @@ function inView(state, changing, top) {
     kept.set(title, { centre: { x: left + (b.width * zoom) / 2, y: up + (b.height * zoom) / 2 }, above: up + b.height * zoom <= top });
   }
   return kept;
+}
+
+// The module boxes drawn and painted (js/cull.js), each with its box in panel px, and the
+// panel's size (js/ahead.js opens those in view ahead). Read off what Graphviz wrote.
+export function modulesInView(state) {
+  const panZoom = state.panZoom;
+  if (!panZoom || !state.svg) return { svg: null, boxes: [], panel: { width: 0, height: 0 } };
+  const s = panZoom.getSizes();
+  const pan = panZoom.getPan();
+  const zoom = s.realZoom;
+  const boxes = [];
+  for (const g of state.svg.querySelectorAll("g.node.fx-module")) {
+    if (g.parentNode?.style?.display === "none") continue;
+    const b = drawnBox(g);
+    if (b) boxes.push({ g, box: { x: pan.x + b.x * zoom, y: pan.y + b.y * zoom, width: b.width * zoom, height: b.height * zoom } });
+  }
+  return { svg: state.svg, boxes, panel: { width: s.width, height: s.height } };
 }
 
 function clusterTitled(svg, title) {
@@ -299,6 +320,7 @@ function open(ctx, text, elongated) {
 function moved(ctx) {
   const { state } = ctx;
   ctx.minimap.update();
+  ctx.ahead?.rest();
   const panZoom = state.panZoom;
   if (!state.culler || !panZoom) return;
   const s = panZoom.getSizes();

@@ -35,11 +35,11 @@ export function createLayoutCache(limit = CACHE_CHARS) {
 }
 
 // Layouts made before a click (js/peek.js): what opening a box of the view shown would
-// show, laid out while the pointer rested on it. Kept by the exact DOT shown and the box:
-// asked for another view, nothing is found, and keeping one for another view first
-// forgets the old ones (a layout is never shown over a view it was not made from). At
-// most `limit` boxes, the one peeked at least recently going first.
-export const PEEKS_KEPT = 4;
+// show, laid out while the pointer rested on it, or ahead (js/ahead.js). Kept by the exact
+// DOT shown and the box: asked for another view, nothing is found, and keeping one for
+// another view first forgets the old ones (a layout is never shown over a view it was not
+// made from). At most `limit` boxes, the one peeked at least recently going first.
+export const PEEKS_KEPT = 8; // a rest's boxes opened ahead (js/ahead.js) and those hovered
 
 export function createPeeks(limit = PEEKS_KEPT) {
   let shown = null; // the DOT the entries were peeked from

@@ -2,9 +2,10 @@
 // State comes from Python as traits (js/names.js); actions go back as custom messages.
 // Everything the page must agree on with Python (states, kinds, actions, limits, wording)
 // is read from the `contract` trait (fxviz/render/_payload.py page_contract).
+import { openAhead } from "./ahead.js";
 import { h } from "./dom.js";
 import { fitHost } from "./fit.js";
-import { applyStates, draw, focusOn, followTitle, markMatches, READABLE_ZOOM, rememberAnchor, rememberFrame, unit } from "./graph.js";
+import { applyStates, draw, focusOn, followTitle, markMatches, modulesInView, READABLE_ZOOM, rememberAnchor, rememberFrame, unit } from "./graph.js";
 import { renderInspector } from "./inspector.js";
 import { handleKeys, takeFocusOnClick } from "./keys.js";
 import { overview } from "./minimap.js";
@@ -45,6 +46,7 @@ function render({ model, el }) {
   };
 
   const peeks = peekOnHover(ctx, (peek) => draw(ctx, peek)); // modules opened ahead of a click
+  ctx.ahead = openAhead(els.root, peeks.ask, () => modulesInView(state)); // ... and those in view
 
   const help = h("span", { class: "fxviz-help", tabindex: "-1", title: shortcutHelp(actions, debuggerMode()) }, "⌨ keys");
   els.toolbar.append(els.buttons, els.status);
@@ -151,7 +153,8 @@ function render({ model, el }) {
   handleKeys(els.root, { search: els.search, keys: keyMap(actions), enabled: debuggerMode, onAction: (type) => send({ type }), onSearch: () => els.search.focus() });
 
   // a DOT drawn already (a module opened from a peek, js/peek.js) is not drawn again
-  model.on(`change:${T.dot}`, () => { if (model.get(T.dot) !== state.drawnDot) draw(ctx); });
+  // (its boxes are opened ahead from now: a peek needs the kernel's view to be the one drawn)
+  model.on(`change:${T.dot}`, () => { if (model.get(T.dot) !== state.drawnDot) draw(ctx); else ctx.ahead.painted(); });
   for (const trait of [T.states, T.selected, T.inspector, T.status, T.pressed]) model.on(`change:${trait}`, queueStates);
   for (const trait of [T.rows, T.rowsTotal]) model.on(`change:${trait}`, showTable);
   model.on(`change:${T.error}`, () => ctx.showError(model.get(T.error)));
@@ -163,7 +166,7 @@ function render({ model, el }) {
   renderPanels();
   showTable();
   draw(ctx);
-  return () => { state.panZoom?.destroy(); state.layoutRun++; };
+  return () => { state.panZoom?.destroy(); state.layoutRun++; ctx.ahead.stop(); };
 }
 
 export default { render };
