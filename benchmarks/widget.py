@@ -64,6 +64,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import nbformat
+from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import sync_playwright
 
@@ -131,6 +132,27 @@ FAR_BOX = """() => {
       && r.right <= panel.right).sort((a, b) => away(b[1]) - away(a[1]))[0] ?? [];
   if (!box) throw new Error('no module box on screen to click');
   return [box.querySelector('title').textContent, r.x + r.width / 2, r.y + r.height / 2]; }"""
+# How far to drag the graph for the module box nearest the panel's centre to sit there, at
+# most ``limit`` px, and the point nearest the drag's start on no node (the drag is centred
+# on the panel's centre, so it stays in the panel): [dx, dy, x, y].
+DRAG_TO_BOX = """(limit) => {
+  const panel = document.querySelector('.fxviz-graph').getBoundingClientRect();
+  const [cx, cy] = [panel.x + panel.width / 2, panel.y + panel.height / 2];
+  const away = (r) => Math.hypot(r.x + r.width / 2 - cx, r.y + r.height / 2 - cy);
+  const r = [...document.querySelectorAll('.fxviz-graph g.node.fx-module')]
+    .map((g) => g.getBoundingClientRect()).filter((r) => r.width > 0)
+    .sort((a, b) => away(a) - away(b))[0];
+  if (!r) throw new Error('no module box in the graph');
+  let [dx, dy] = [cx - r.x - r.width / 2, cy - r.y - r.height / 2];
+  const scale = limit / Math.max(Math.abs(dx), Math.abs(dy), limit);
+  [dx, dy] = [dx * scale, dy * scale];
+  const free = [];
+  for (let y = panel.top + 4; y < panel.bottom; y += 8) for (let x = panel.left + 4;
+    x < panel.right; x += 8) free.push([Math.hypot(x - cx + dx / 2, y - cy + dy / 2), x, y]);
+  for (const [, x, y] of free.sort((a, b) => a[0] - b[0])) {
+    const hit = document.elementFromPoint(x, y);
+    if (hit?.closest('.fxviz-graph svg') && !hit.closest('g.node')) return [dx, dy, x, y]; }
+  throw new Error('no point in the graph panel to drag from'); }"""
 # Clicks the module box of that title (as a person opens one); returns when.
 CLICK = """(title) => {
   const box = [...document.querySelectorAll('.fxviz-graph g.node.fx-module')]
@@ -299,7 +321,7 @@ def draw(page, code: str | None, box: str | None = None, press: bool = False) ->
     box on screen, pressed, held :data:`PRESS_MS` and released, as a person clicks)."""
     x = y = 0.0
     if code is None and box is None:
-        box, x, y = page.evaluate(BOX)
+        box, x, y = box_in_view(page)
     page.evaluate(WATCH)
     main0, proc0 = page_cpu(page)
     if press:
@@ -340,12 +362,30 @@ def draw(page, code: str | None, box: str | None = None, press: bool = False) ->
             "main cpu": main1 - main0, "page cpu": proc1 - proc0}  # fmt: skip
 
 
+def box_in_view(page, find: str = BOX) -> tuple[str, float, float]:
+    """The module box ``find`` picks among those wholly in the graph panel (its title and
+    centre); where none is, the graph is first dragged (as a person pans it) until the box
+    nearest the panel's centre is: an opened module can fill the panel."""
+    for _ in range(20):
+        try:
+            return page.evaluate(find)
+        except PlaywrightError:  # none in the panel
+            dx, dy, x, y = page.evaluate(DRAG_TO_BOX, 300)
+            page.mouse.move(x, y)
+            page.mouse.down()
+            page.mouse.move(x + dx, y + dy, steps=8)
+            page.mouse.up()
+            page.mouse.move(0, 0)
+            time.sleep(0.2)  # the drag's repaint (and the page's peeks) settle
+    return page.evaluate(find)
+
+
 def hover_click(page) -> dict[str, float]:
     """A module box the pointer rests on (a real pointer move onto it) until the page has
     laid its opening out (js/peek.js; at most :data:`PEEK_WAIT_MS`), then clicked: timed
     from the click. The pointer then leaves the graph (no peek during the next draws)."""
     kernel(page, "view.render_ms = 0.0")
-    title, x, y = page.evaluate(BOX)
+    title, x, y = box_in_view(page)
     kept = page.evaluate(LAYOUTS_KEPT)
     page.mouse.move(x, y)
     try:
@@ -416,7 +456,7 @@ def graphs(page, repeats: int, only: list[str] | None = None) -> tuple[dict, dic
                 print(f"  {labels[name, 'press']}: {rows[name, 'press'][-1]['paint']:.0f} ms")
                 draw(page, BACK_VIEW)  # undone again: the box farthest from the centre, clicked
                 kernel(page, "view.render_ms = 0.0")
-                rows[name, "far"].append(draw(page, None, page.evaluate(FAR_BOX)[0]))
+                rows[name, "far"].append(draw(page, None, box_in_view(page, FAR_BOX)[0]))
                 print(f"  {labels[name, 'far']}: {rows[name, 'far'][-1]['paint']:.0f} ms")
                 rows[name, "trip"].append(status_trip(page))
     return rows, labels
