@@ -8,8 +8,9 @@
 // asks go together (one wait for the kernel's answers, ~5-20 ms of its time at 50,000 to
 // 100,000 nodes); the worker with every draw: their layouts wait until it has nothing else
 // to do, one at a time (js/layout.js). A press, a wheel turn or a key in the widget puts
-// asking off until the view rests again; a peek not answered within AHEAD_WAIT_MS (no
-// kernel: a saved page; a kernel busy with a cell) stops it for that view.
+// asking off until the view rests again; a peek not answered within AHEAD_WAIT_MS (a
+// kernel busy with a cell, or none: a notebook saved with its widgets) stops it for that
+// view. An HTML report answers peeks itself, from the drawings it holds (js/report.js).
 
 export const AHEAD_BOXES = 3; // boxes opened ahead each time the view rests
 export const AHEAD_REST_MS = 250; // still this long after a pan or zoom: the view rests

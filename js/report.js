@@ -22,6 +22,8 @@ class PageModel {
     this.handlers.get(event).push(handler);
   }
   send(message) { this.onMessage(message); }
+  // a custom message from "the kernel" (the page itself), a moment later as a kernel's comes
+  receive(message) { setTimeout(() => { for (const handler of this.handlers.get("msg:custom") ?? []) handler(message); }, 0); }
   save_changes() {}
 }
 
@@ -124,7 +126,7 @@ export function mountReport(el, data) {
     },
     (message) => {
       if (message.type === "toggle_module") openBox(message.unit);
-      else if (message.type === "peek_module") return; // no kernel: its boxes open at once
+      else if (message.type === "peek_module") answerPeek(message);
       else if (replay) replay.act(message.type);
     },
   );
@@ -142,6 +144,13 @@ export function mountReport(el, data) {
     model.state[T.units] = units;
     model.set(T.dot, opened.dot);
     overviewButton.style.display = "";
+  }
+  // A peek (a pointer resting on a box, or the boxes in view opened ahead: js/peek.js,
+  // js/ahead.js) is answered as the kernel answers it: with the drawing a
+  // click on that box shows, laid out before the click; none for a box without one.
+  function answerPeek({ id, unit }) {
+    const dot = Object.hasOwn(expansions, unit) ? expansions[unit].dot : "";
+    model.receive({ type: "peeked", id, unit, dot });
   }
   overviewButton.addEventListener("click", () => {
     model.state[T.units] = data.units;

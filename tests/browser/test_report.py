@@ -329,6 +329,43 @@ def test_a_20000_node_flat_chain_draws_in_groups_that_open(offline, tmp_path):
     page.wait_for_function("document.querySelectorAll('.fxviz-graph g.fx-module').length > 50")
 
 
+def test_the_report_lays_out_ahead_the_boxes_in_view_so_a_click_opens_one_at_once(
+    offline, tmp_path
+):
+    page, _ = offline
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    for i in range(3_000):
+        x = graph.call_function(torch.relu if i % 2 else torch.neg, (x,))
+    graph.output(x)
+    path = tmp_path / "chain.html"
+    fxviz.report(torch.fx.GraphModule(torch.nn.Module(), graph), path)
+    _open(page, path)
+    # once idle, the page peeks at the boxes nearest the panel's centre (no kernel: the
+    # report answers from the drawings it holds) and lays their openings out
+    page.wait_for_function("(globalThis.__fxviz_layout_v3?.cache.count ?? 0) >= 2")
+    centre = page.locator(".fxviz-graph").bounding_box()
+    box = page.evaluate(
+        """([cx, cy]) => [...document.querySelectorAll('.fxviz-graph g.node.fx-module')]
+        .map((g) => [g.querySelector('title').textContent, g.getBoundingClientRect()])
+        .sort((a, b) => Math.hypot(a[1].x + a[1].width / 2 - cx, a[1].y + a[1].height / 2 - cy)
+          - Math.hypot(b[1].x + b[1].width / 2 - cx, b[1].y + b[1].height / 2 - cy))[0][0]""",
+        [centre["x"] + centre["width"] / 2, centre["y"] + centre["height"] / 2],
+    )
+    layouts = "globalThis.__fxviz_layout_v3.nextId"  # layouts asked of the worker so far
+    asked = page.evaluate(layouts)
+    page.evaluate("document.querySelector('.fxviz').dataset.opening = ''")
+    page.locator(".fxviz-graph g.node.fx-module").filter(
+        has=page.locator(f"title:text-is('{box}')")
+    ).click()
+    page.wait_for_function("document.querySelector('.fxviz')?.dataset.opening")
+    assert page.evaluate(layouts) == asked  # its drawing was laid out before the click
+    assert 20 <= page.locator(".fxviz-graph g.node").count() <= 400  # the one group, opened
+    assert shown(page.locator(".fxviz-graph g.node").nth(5))
+    assert page.locator(".fxviz-overview").is_visible()
+    assert page.evaluate(SMALLEST_LABEL_PX) >= 11.9
+
+
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 def test_the_report_follows_the_systems_light_or_dark_setting(offline, tmp_path, scheme):
     page, _ = offline
