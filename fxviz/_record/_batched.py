@@ -45,7 +45,14 @@ from fxviz._record._moments import (
 )
 from fxviz._torch_compat import functorch_unwrapped
 
-__all__ = ["GRAIN", "batchable", "batched_statistics", "device_batch_statistics"]
+__all__ = [
+    "GRAIN",
+    "batchable",
+    "batched_statistics",
+    "device_batch_statistics",
+    "read_device_statistics",
+    "start_device_statistics",
+]
 
 # at::internal::GRAIN_SIZE: torch reduces a tensor of at most this many values on one
 # thread, so its sums are a row's, whatever the number of threads
@@ -159,16 +166,32 @@ def device_batch_statistics(tensors: Sequence[torch.Tensor]) -> list[tuple[Any, 
     >>> [s[:2] for s in device_batch_statistics(xs)]  # any device: here the CPU
     [(-2.0, 1.0), (0.0, 3.0)]
     """
-    started: dict[torch.device, list[tuple[int, torch.Tensor, torch.Tensor]]] = {}
-    for i, t in enumerate(tensors):
-        x = flat_measured(t)
-        try:
-            reductions = device_reductions(x)
-        except (RuntimeError, NotImplementedError, TypeError):  # float8, uint16...
-            continue
-        started.setdefault(x.device, []).append((i, x, reductions))
-    found: list[tuple[Any, ...] | None] = [None] * len(tensors)
-    for group in started.values():
+    return read_device_statistics([start_device_statistics(t) for t in tensors])
+
+
+def start_device_statistics(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The reductions of ``t`` on its device, started and not read (no host sync): what
+    :func:`read_device_statistics` reads, with the tensor they reduce (its statistics are
+    the values as they were now: the device runs them before any later write). ``None``
+    where the reductions refuse its dtype (float8, uint16...)."""
+    x = flat_measured(t)
+    try:
+        return x, device_reductions(x)
+    except (RuntimeError, NotImplementedError, TypeError):
+        return None
+
+
+def read_device_statistics(
+    started: Sequence[tuple[torch.Tensor, torch.Tensor] | None],
+) -> list[tuple[Any, ...] | None]:
+    """The statistics of each tensor whose reductions :func:`start_device_statistics`
+    started, read in one transfer a device (``None`` stays ``None``)."""
+    by_device: dict[torch.device, list[tuple[int, torch.Tensor, torch.Tensor]]] = {}
+    for i, pair in enumerate(started):
+        if pair is not None:
+            by_device.setdefault(pair[0].device, []).append((i, *pair))
+    found: list[tuple[Any, ...] | None] = [None] * len(started)
+    for group in by_device.values():
         read = torch.cat([reductions for _, _, reductions in group]).tolist()
         for k, (i, x, _) in enumerate(group):
             found[i] = device_statistics(x, read[5 * k : 5 * k + 5], True)

@@ -21,6 +21,7 @@ import torch.fx
 
 from fxviz._nodes import module_path, source_line, target_text
 from fxviz._record._grads import GradientWatcher
+from fxviz._record._held import HeldSummaries
 from fxviz._record._records import NodeRecord, Recording, StoredValue, new_node_record
 from fxviz._record._stats import (
     cached_summary,
@@ -140,6 +141,8 @@ class Recorder:
         # batches of nodes whose entries are made when first read (see ``defer``)
         self._pending: list[Deferred] = []
         self._pending_count = 0
+        # values dropped as the run goes, whose statistics are read together (``_held``)
+        self._held = HeldSummaries()
         self._making = threading.Lock()
         # node -> its entry, for entries summarised as they ran (``stamp`` set): the only
         # ones another node's statistics can be taken from (a view of a parameter)
@@ -178,6 +181,8 @@ class Recorder:
     @property
     def entries(self) -> list[_Entry]:
         """One entry a node run, in order (making the deferred ones first)."""
+        if self._held:
+            self._held.read()
         if self._pending:
             with self._making:  # another thread reading now waits for them whole
                 for batch in self._pending:
@@ -326,6 +331,8 @@ class Recorder:
         elif stats == "lazy" and entry.kept and (versions := note_versions(value)) is not None:
             entry.versions = versions
             return
+        elif not entry.kept and self._held.hold(entry, value):
+            pass  # measured with others' before a write or a read (``_held``)
         else:
             entry.outputs = summarize(value, True)
         if isinstance(value, torch.Tensor) and not value.is_inference():
@@ -446,6 +453,8 @@ class Recorder:
         ``finish``, and by a run that failed): it holds the recorder in turn, and a
         recording dropped is then freed at once, its values with it, not at the garbage
         collector's next pass."""
+        if self._held:
+            self._held.read()
         interpreter = self.interpreter
         if interpreter is not None:
             self._module, self._env = interpreter.module, interpreter.env
@@ -635,6 +644,8 @@ class Recorder:
         its version counters show is warned of after it; one through ``.data`` moves none,
         so each such value is checked against its statistics when first read instead
         (during the run it would cost a copy or a measure of each, every run)."""
+        if self._held:  # it could write into them too
+            self._held.before_write(tensors)
         for _, entry in self._kept_on(tensors):
             if entry.outputs is None and entry.versions is not None:
                 self.outputs(entry)
@@ -644,6 +655,8 @@ class Recorder:
     def _snapshot(self, tensors: Sequence[torch.Tensor]) -> None:
         """Copy the kept values that the next node is about to overwrite, before it does,
         and note the memory it writes (see :meth:`unwritten`)."""
+        if self._held:  # measured as they are, before the write
+            self._held.before_write(tensors)
         self._writes += 1
         for t in tensors:
             key = storage_key(t)

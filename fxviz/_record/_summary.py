@@ -23,7 +23,14 @@ from fxviz._record._frozen import positional_constructor
 from fxviz._record._moments import _statistics
 from fxviz._torch_compat import functorch_unwrapped
 
-__all__ = ["TensorSummary", "iter_tensors", "summarize", "summarize_many", "summarize_tensor"]
+__all__ = [
+    "TensorSummary",
+    "iter_tensors",
+    "measured_summary",
+    "summarize",
+    "summarize_many",
+    "summarize_tensor",
+]
 
 _STATS_TYPES = (torch.Tensor, torch.nn.Parameter)
 
@@ -204,6 +211,18 @@ def _statistics_many(tensors: Sequence[torch.Tensor]) -> list[tuple[Any, ...] | 
         for i, stats in zip(on_device, measured, strict=True):
             found[i] = stats
     return found
+
+
+def measured_summary(path: str, t: torch.Tensor, statistics: tuple[Any, ...]) -> TensorSummary:
+    """The summary of ``t`` (a plain dense tensor) at ``path``, with the ``statistics``
+    measured elsewhere (together with other tensors'); as :func:`summarize_tensor` gives.
+
+    >>> from fxviz._record._moments import _statistics
+    >>> t = torch.arange(4.0)
+    >>> measured_summary("", t, _statistics(t)) == summarize_tensor("", t, True)
+    True
+    """
+    return _described(path, t, True, True, t.numel(), statistics)
 
 
 def _described(
