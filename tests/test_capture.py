@@ -413,3 +413,69 @@ def _methods_tried(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(capture, "_faithful", spy)
     return tried
+
+
+@pytest.mark.parametrize("method", ["dynamo", "real"])
+def test_past_the_copy_limit_a_write_to_a_parameter_is_refused_and_left_as_one_call_leaves_it(
+    method, monkeypatch
+):
+    """A model whose parameters are past ``PARAMETER_COPY_BYTES`` is run without copying
+    them first; a forward that writes one in place then cannot be put back: the capture
+    says which, and the model is as one plain call leaves it (never written twice)."""
+    from fxviz._capture import _state
+
+    x, model = torch.randn(2, 3), PythonHalves()
+    reference = copy.deepcopy(model)
+    reference(x)
+    monkeypatch.setattr(_state, "PARAMETER_COPY_BYTES", 16)  # the model's: 48 bytes
+    with pytest.raises(fxviz.TraceError, match=r"lin\.weight in place.*one call of it leaves it"):
+        fxviz.trace(model, x, method=method)
+    assert torch.equal(model.lin.weight, reference.lin.weight)
+
+
+@pytest.mark.parametrize("method", ["dynamo", "real"])
+def test_past_the_copy_limit_a_model_that_writes_no_parameter_is_captured_and_recorded(
+    method, monkeypatch
+):
+    from fxviz._capture import _state
+
+    monkeypatch.setattr(_state, "PARAMETER_COPY_BYTES", 16)
+    model, x = ValueBranch(), torch.ones(3)
+    want = model(x)
+    rec = fxviz.record(model, x, method=method)
+    assert torch.equal(rec.output, want)
+
+
+def test_a_one_run_capture_of_a_big_model_does_not_copy_its_parameters(tmp_path):
+    """The peak memory of a dynamo capture of a model of 256 MiB of parameters, in a fresh
+    process: about the model's own, not twice it."""
+    script = tmp_path / "peak.py"
+    script.write_text(
+        "import resource, torch, fxviz\n"
+        "model = torch.nn.Sequential(torch.nn.Linear(8192, 8192, bias=False)).eval()\n"
+        "x = torch.randn(1, 8192)\n"
+        "fxviz.trace(torch.nn.Linear(4, 4), torch.randn(1, 4), method='dynamo')  # warm\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "fxviz.trace(model, x, method='dynamo')\n"
+        "after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "print((after - before) / 1024)\n"  # KiB -> MiB
+    )
+    import os
+    import subprocess
+    import sys
+
+    from fxviz._capture import _state
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    code = f"import fxviz._capture._state as s; s.PARAMETER_COPY_BYTES = {128 << 20}\n"
+    limited = tmp_path / "limited.py"
+    limited.write_text(code + script.read_text())
+    grown = {}
+    for name, path in (("copied", script), ("not copied", limited)):
+        done = subprocess.run(
+            [sys.executable, str(path)], capture_output=True, text=True, env=env, check=True
+        )
+        grown[name] = float(done.stdout.split()[-1])
+    assert _state.PARAMETER_COPY_BYTES >= 256 << 20  # the default copies this model's
+    assert grown["copied"] >= 200, grown  # the parameters' copy
+    assert grown["not copied"] < 64, grown

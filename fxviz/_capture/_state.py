@@ -5,7 +5,8 @@ What the capture changed — parameters, buffers, plain tensor attributes and th
 input tensors written in place, parameters and buffers replaced, plain attributes set in
 ``forward``, the random stream — is put back exactly afterwards (values, identities and
 autograd version counters), so the recorded run starts from the state the model and its
-inputs had, and tracing alone changes nothing.
+inputs had, and tracing alone changes nothing. Parameters are copied for that only up to
+:data:`PARAMETER_COPY_BYTES` in all; past it, a run that writes one is refused.
 """
 
 from __future__ import annotations
@@ -16,8 +17,11 @@ from typing import Any
 
 import torch
 
+from fxviz.errors import TraceError
+
 __all__ = [
     "MISSING",
+    "PARAMETER_COPY_BYTES",
     "ModelState",
     "WriteWatch",
     "attribute_writes",
@@ -29,6 +33,11 @@ __all__ = [
 
 _REGISTRIES = ("_parameters", "_buffers", "_modules")
 MISSING: Any = object()  # an attribute that was not there
+# A run's parameters are copied first (to put back what it writes) only up to this many
+# bytes in all: past it (a model near the machine's memory) the copies would double what
+# the model holds, for a write that forward rarely makes. Such a write is then refused
+# (see ``restored_state``), not left in the model.
+PARAMETER_COPY_BYTES = 1 << 30
 
 
 class ModelState:
@@ -64,11 +73,17 @@ class ModelState:
             registries = {r: dict(getattr(module, r)) for r in _REGISTRIES}
             self.modules.append((path, module, attrs, registries))
         seen = {id(t) for _, t, _, _ in self.tensors}
+        named = []
         for path, t in model.named_parameters():
-            if id(t) in seen:
-                continue
-            seen.add(id(t))
-            self.tensors.append((path, t, t._version, t.detach().clone() if parameters else None))
+            if id(t) not in seen:
+                seen.add(id(t))
+                named.append((path, t))
+        self.parameter_bytes = sum(t.numel() * t.element_size() for _, t in named)
+        copied = parameters and self.parameter_bytes <= PARAMETER_COPY_BYTES
+        # the parameters a write of the run leaves written (see ``lost``)
+        self.uncopied = {id(t) for _, t in named} if parameters and not copied else set()
+        for path, t in named:
+            self.tensors.append((path, t, t._version, t.detach().clone() if copied else None))
         for path, t in [*model.named_buffers(), *tensor_attributes(model)]:
             if id(t) not in seen:
                 seen.add(id(t))
@@ -89,6 +104,11 @@ class ModelState:
                     if after.get(key) is not before.get(key):
                         found.append(f"{prefix}{key} (replaced)")
         return found
+
+    def lost(self) -> list[str]:
+        """The parameters written in place that :meth:`restore` cannot put back: not
+        copied, the model's parameters being past :data:`PARAMETER_COPY_BYTES`."""
+        return [p for p, t, v, _ in self.tensors if id(t) in self.uncopied and t._version != v]
 
     def writes(self) -> list[tuple[torch.nn.Module, str | None, str, Any]]:
         """What ``forward`` assigned: ``(module, registry or None, name, value)``, the
@@ -121,7 +141,11 @@ class ModelState:
                 ):
                     after.clear()
                     after.update(before)
-        changed = [(t, v, saved) for _, t, v, saved in self.tensors if _written(t, v, saved)]
+        changed = [
+            (t, v, saved)
+            for _, t, v, saved in self.tensors
+            if _written(t, v, saved) and id(t) not in self.uncopied
+        ]
         with torch.no_grad():
             for t, _, saved in changed:
                 if saved is None:
@@ -281,6 +305,18 @@ def restored_state(
         torch.random.set_rng_state(cpu)
         if cuda is not None:
             torch.cuda.set_rng_state_all(cuda)
+    lost = state.lost()
+    if lost:
+        size = f"{state.parameter_bytes / 2**30:.1f} GiB"
+        raise TraceError(
+            f"the run wrote the parameter{'s' if len(lost) > 1 else ''} "
+            f"{', '.join(lost[:3])}{' ...' if len(lost) > 3 else ''} in place, which fxviz "
+            f"cannot put back: it copies a model's parameters before running it only up to "
+            f"{PARAMETER_COPY_BYTES / 2**30:.1f} GiB in all, and this model's are {size}. "
+            "The model is as one call of it leaves it. Capture it without running it "
+            "(method='symbolic' or 'export'), or, where memory allows, raise "
+            f"fxviz._capture._state.PARAMETER_COPY_BYTES past {size}."
+        )
 
 
 # What hands a tensor's values to Python (a branch, a loop count, a number)
