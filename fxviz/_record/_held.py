@@ -1,167 +1,144 @@
-"""Statistics of values about to be dropped, read together.
+"""Statistics of values on an accelerator about to be dropped, read together.
 
 With ``keep="stats"`` (or past a memory budget) a node's value is dropped as the run goes
-on, so its statistics are taken as it runs. One at a time, that costs a host sync a node
-on an accelerator (each read of a summary stalls the device's queue) and, on the CPU,
-six or seven reductions a small tensor where one call does many tensors of one shape
-(:mod:`fxviz._record._batched`). So the values are held a while instead (on an
-accelerator their reductions are started as the node runs, and read later) and measured
-together: the same numbers, read in one transfer a device. They are read when the values
-held pass :data:`HELD_BYTES` or :data:`HELD_VALUES` (on the CPU, :data:`CPU_HELD_BYTES`:
-while they are in the cache), when the run ends and when the recording is read; a value a
-node may write in place, or pass to code fxviz does not know, is measured before on the
-CPU, copied on an accelerator (see :meth:`HeldSummaries.before_write`).
+on, so its statistics are taken as it runs; one at a time on an accelerator, each read
+is a host sync that stalls the device's queue, once a node. Instead a value's reductions
+start on the device as its node runs (so they see it as it was then, whatever writes it
+later) and are read with many others' in one transfer: the same numbers
+(:func:`~fxviz._record._batched.read_device_statistics`). The value itself is held only
+for the rare tensor whose sums overflow or that holds a NaN (read again then), and is
+copied before a node may write it (:meth:`HeldSummaries.before_write`).
+
+They are read when they hold :data:`HELD_BYTES` of memory or :data:`HELD_VALUES` values,
+when the run ends, and when the recording is read. On the CPU there is no sync to save,
+and a value measured as its node ran is measured warm: taken at once, as before.
 
     >>> import torch
-    >>> from fxviz._record._summary import summarize
     >>> class Entry:  # what the recorder gives: an object with ``outputs``
     ...     outputs = None
-    >>> held, entries = HeldSummaries(), [Entry(), Entry()]
-    >>> values = [torch.randn(8, 4), torch.randn(8, 4)]
-    >>> [held.hold(e, v) for e, v in zip(entries, values)], entries[0].outputs
-    ([True, True], None)
-    >>> held.read()
-    >>> [e.outputs for e in entries] == [summarize(v) for v in values]
+    >>> held, entry = HeldSummaries(), Entry()
+    >>> held.hold(entry, torch.randn(8, 4))  # on the CPU: not held
+    False
+    >>> x = torch.randn(8, 4)
+    >>> anywhere = HeldSummaries(waits=lambda t: True)  # device-agnostic: any tensor waits
+    >>> anywhere.hold(entry, x), entry.outputs
+    (True, None)
+    >>> anywhere.read()
+    >>> entry.outputs[0].max == x.max().item()
     True
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
-from fxviz._record._batched import (
-    batchable,
-    batched_statistics,
-    read_device_statistics,
-    start_device_statistics,
+from fxviz._record._batched import read_device_statistics, start_device_statistics
+from fxviz._record._summary import (
+    TensorSummary,
+    iter_tensors,
+    summarize_tensor,
+    with_statistics,
 )
-from fxviz._record._summary import iter_tensors, measured_summary, summarize_tensor
 from fxviz._record._writes import storage_key
 from fxviz._torch_compat import functorch_unwrapped, is_alias_of
 
-__all__ = ["HELD_BYTES", "HELD_VALUES", "HeldSummaries"]
+__all__ = ["HELD_BYTES", "HELD_VALUES", "HeldSummaries", "on_accelerator"]
 
-HELD_BYTES = 256 << 20  # values held past this many bytes: read
-HELD_VALUES = 256  # ... or past this many values
-# On the CPU, only small tensors are held (where a reduction's call costs more than its
-# arithmetic), and only while they stay in the cache: measured cold later, a bigger one
-# costs more than it did measured warm as its node ran.
-CPU_HELD_NUMEL = 1 << 12
-CPU_HELD_BYTES = 1 << 20
+HELD_BYTES = 64 << 20  # memory held alive past this: read
+HELD_VALUES = 256  # values held past this many: read
+
+
+class _Waiting:
+    """One tensor whose statistics wait: its summary so far (layout, no statistics), its
+    reductions started on the device, and the tensor they reduce (the value, or a copy
+    once a node may write it)."""
+
+    __slots__ = ("copied", "reductions", "summary", "values")
+
+    def __init__(self, summary: TensorSummary, values: torch.Tensor, reductions: Any) -> None:
+        self.summary, self.values, self.reductions = summary, values, reductions
+        self.copied = False
 
 
 class HeldSummaries:
-    """Values (each of an entry whose ``outputs`` are set once read) whose statistics
-    wait to be read with others."""
+    """Values on an accelerator (each of an entry whose ``outputs`` are set once read)
+    whose statistics wait to be read with others."""
 
-    def __init__(self) -> None:
-        # (entry, [(path, tensor, started reductions or None on the CPU)]) in run order
-        self._held: list[tuple[Any, list[tuple[str, torch.Tensor, Any]]]] = []
-        self._keys: set[Any] = set()  # the memory under the tensors held
-        self._bytes = self._cpu_bytes = 0
+    def __init__(self, waits: Callable[[torch.Tensor], bool] | None = None) -> None:
+        """``waits``: which tensors wait (default: plain ones on an accelerator; the
+        reductions are device-agnostic torch code, which tests run on the CPU)."""
+        self._waits = on_accelerator if waits is None else waits
+        self._held: list[tuple[Any, list[_Waiting]]] = []  # (entry, its tensors), in order
+        self._keys: set[Any] = set()  # the memory of the values held (not copied)
+        self._bytes = 0
 
     def __bool__(self) -> bool:
         return bool(self._held)
 
     def hold(self, entry: Any, value: Any) -> bool:
-        """Hold ``value`` until :meth:`read` sets ``entry.outputs``; ``False`` (nothing
-        held) where its statistics are as cheap taken now: a tensor on the CPU too big to
-        share its reductions, or one the reductions do not take as it is."""
-        tensors = []
-        nbytes = cpu_bytes = 0
+        """Make ``entry.outputs`` wait for :meth:`read`; ``False`` (nothing held, measure
+        it now) unless every tensor of ``value`` is a plain one on an accelerator whose
+        dtype the reductions take."""
+        waiting = []
         for path, t in iter_tensors(value):
-            if not _measured_later(t):
+            if not self._waits(t):
                 return False
-            if t.is_cpu:
-                started = None
-                cpu_bytes += t.numel() * t.element_size()
-            else:
-                started = start_device_statistics(t)
-                if started is None:
-                    return False
-            tensors.append((path, t, started))
-            self._keys.add(storage_key(t))
-            nbytes += t.untyped_storage().nbytes()  # the memory it holds, all of it
-            if started is not None and not is_alias_of(started[0], t):
-                nbytes += started[0].untyped_storage().nbytes()  # a dense copy measured
-        if not tensors:
+            started = start_device_statistics(t)
+            if started is None:
+                return False
+            w = _Waiting(summarize_tensor(path, t, False), *started)
+            w.copied = not is_alias_of(w.values, t)  # a gapped view is measured as a copy
+            waiting.append(w)
+        if not waiting:
             return False
-        self._held.append((entry, tensors))
-        self._bytes += nbytes
-        self._cpu_bytes += cpu_bytes
-        if (
-            self._bytes > HELD_BYTES
-            or self._cpu_bytes > CPU_HELD_BYTES
-            or len(self._held) > HELD_VALUES
-        ):
-            self.read()
+        for w in waiting:
+            if not w.copied:
+                self._keys.add(storage_key(w.values))
+            self._bytes += w.values.untyped_storage().nbytes()  # all it holds alive
+        self._held.append((entry, waiting))
+        self._read_past_limits()
         return True
 
     def before_write(self, tensors: Sequence[torch.Tensor]) -> None:
         """``tensors`` may be written in place next: the values held on their memory are
-        measured now where their statistics are read from the values (the CPU), copied
-        where reductions were started as they ran (an accelerator: the value is read again
-        only for a rare sum that overflows, or a NaN; a copy costs no host sync)."""
+        copied (their reductions are queued already; a value is read again only for a
+        rare sum that overflows, or a NaN). A copy costs no host sync."""
         keys = {storage_key(t) for t in tensors} & self._keys
         keys.discard(None)
         if not keys:  # the common case: none of them
             return
-        on_cpu = False
-        for _, items in self._held:
-            for k, (path, t, started) in enumerate(items):
-                if storage_key(t) not in keys:
-                    continue
-                if started is None:
-                    on_cpu = True
-                else:
-                    copy = started[0].clone()
-                    items[k] = (path, t, (copy, started[1]))
-                    self._bytes += copy.untyped_storage().nbytes()
-        if on_cpu:
-            self.read(cpu_only=True)
+        for _, waiting in self._held:
+            for w in waiting:
+                if not w.copied and storage_key(w.values) in keys:
+                    w.values, w.copied = w.values.clone(), True
+                    self._bytes += w.values.untyped_storage().nbytes()
+        self._read_past_limits()
 
-    def read(self, cpu_only: bool = False) -> None:
-        """Measure the values held (``cpu_only``: those whose tensors are all on the CPU),
-        set their entries' ``outputs`` and let the values go."""
-        if cpu_only:
-            held, kept = [], []
-            for item in self._held:
-                on_cpu = all(started is None for _, _, started in item[1])
-                (held if on_cpu else kept).append(item)
-            self._held, self._cpu_bytes = kept, 0
-            self._keys = {storage_key(t) for _, items in kept for _, t, _ in items}
-        else:
-            held, self._held, self._bytes, self._cpu_bytes = self._held, [], 0, 0
-            self._keys = set()
-        flat = [item for _, tensors in held for item in tensors]
-        on_cpu = [i for i, (_, t, _) in enumerate(flat) if t.is_cpu]
-        found: list[Any] = read_device_statistics([started for _, _, started in flat])
-        for i, stats in zip(on_cpu, batched_statistics([flat[i][1] for i in on_cpu]), strict=True):
-            found[i] = stats
+    def read(self) -> None:
+        """Read every value's statistics, set its entry's ``outputs``, let the values go."""
+        held, self._held, self._keys, self._bytes = self._held, [], set(), 0
+        flat = [w for _, waiting in held for w in waiting]
+        found = read_device_statistics([(w.values, w.reductions) for w in flat])
         k = 0
-        for entry, tensors in held:
-            outputs = []
-            for path, t, _ in tensors:
-                stats = found[k]
-                k += 1
-                if stats is None:  # alone of its shape, or holding a NaN: measured alone
-                    outputs.append(summarize_tensor(path, t, True))
-                else:
-                    outputs.append(measured_summary(path, t, stats))
-            entry.outputs = tuple(outputs)
+        for entry, waiting in held:
+            entry.outputs = tuple(
+                with_statistics(w.summary, found[k + j]) for j, w in enumerate(waiting)
+            )
+            k += len(waiting)
+
+    def _read_past_limits(self) -> None:
+        if self._bytes > HELD_BYTES or len(self._held) > HELD_VALUES:
+            self.read()
 
 
-def _measured_later(t: torch.Tensor) -> bool:
-    """Whether the statistics of ``t`` can wait for :meth:`HeldSummaries.read`: a plain
-    dense tensor with values, on an accelerator, or on the CPU a small one that can share
-    its reductions with others of its shape."""
-    if t.is_cpu:
-        return t.numel() <= CPU_HELD_NUMEL and batchable(t)
+def on_accelerator(t: torch.Tensor) -> bool:
+    """Whether ``t`` is a plain dense tensor with values on an accelerator."""
     return (
-        type(t) in (torch.Tensor, torch.nn.Parameter)
+        not t.is_cpu
+        and type(t) in (torch.Tensor, torch.nn.Parameter)
         and t.layout == torch.strided
         and t.numel() != 0
         and functorch_unwrapped(t) is t

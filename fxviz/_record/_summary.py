@@ -26,10 +26,10 @@ from fxviz._torch_compat import functorch_unwrapped
 __all__ = [
     "TensorSummary",
     "iter_tensors",
-    "measured_summary",
     "summarize",
     "summarize_many",
     "summarize_tensor",
+    "with_statistics",
 ]
 
 _STATS_TYPES = (torch.Tensor, torch.nn.Parameter)
@@ -213,16 +213,18 @@ def _statistics_many(tensors: Sequence[torch.Tensor]) -> list[tuple[Any, ...] | 
     return found
 
 
-def measured_summary(path: str, t: torch.Tensor, statistics: tuple[Any, ...]) -> TensorSummary:
-    """The summary of ``t`` (a plain dense tensor) at ``path``, with the ``statistics``
-    measured elsewhere (together with other tensors'); as :func:`summarize_tensor` gives.
+def with_statistics(summary: TensorSummary, statistics: tuple[Any, ...]) -> TensorSummary:
+    """``summary`` (of a plain dense tensor, statistics not taken) with the ``statistics``
+    measured since (later, or together with other tensors'): what :func:`summarize_tensor`
+    gives the tensor.
 
     >>> from fxviz._record._moments import _statistics
     >>> t = torch.arange(4.0)
-    >>> measured_summary("", t, _statistics(t)) == summarize_tensor("", t, True)
+    >>> unmeasured = summarize_tensor("", t, False)
+    >>> with_statistics(unmeasured, _statistics(t)) == summarize_tensor("", t, True)
     True
     """
-    return _described(path, t, True, True, t.numel(), statistics)
+    return _new_summary(*_FIELD_VALUES(summary)[:8], *statistics)
 
 
 def _described(

@@ -1,7 +1,8 @@
-"""Values dropped as the run goes (``keep="stats"``, a byte budget) are measured together
-(``fxviz._record._held``): the statistics are those of each node's value as it ran,
-the same numbers as keeping every value gives, through in-place writes, NaNs, failures
-and runs longer than what is held at once; on CUDA, read in few transfers.
+"""Values dropped as the run goes (``keep="stats"``, a byte budget) get the statistics
+their nodes gave them: the same numbers keeping every value gives, through in-place
+writes (foreseen or not), NaNs, failures and long runs; on an accelerator their
+reductions wait and are read together (``fxviz._record._held``: checked here on CPU
+tensors, its torch code being device-agnostic), in few transfers on CUDA.
 """
 
 from __future__ import annotations
@@ -15,12 +16,13 @@ from torch import nn
 
 import fxviz
 from fxviz._record._held import HELD_VALUES
+from fxviz._record._summary import summarize_tensor
 
 
 class _Blocks(nn.Module):
-    """Many small tensors of a few shapes (held and measured together), an in-place
-    ReLU that writes a value held a moment before, a tuple output, and a log that makes
-    NaN and -inf (measured alone)."""
+    """Many nodes (more than are held at once on an accelerator), an in-place ReLU that
+    writes the value the node before gave, a tuple output, and a log that makes NaN and
+    -inf."""
 
     def __init__(self, blocks: int) -> None:
         super().__init__()
@@ -74,6 +76,82 @@ def test_a_value_written_in_place_is_measured_as_its_node_gave_it():
     rec = fxviz.record(f, x, keep="stats")
     assert rec["mul"].outputs[0].max == pytest.approx((x * 2).max().item())
     assert rec["add_"].outputs[0].min == pytest.approx((x * 2 + 100).min().item())
+
+
+_LIB = torch.library.Library("fxviz_held_test", "DEF")
+_LIB.define("bump(Tensor x) -> Tensor")  # says it writes nothing
+
+
+def _bump(x: torch.Tensor) -> torch.Tensor:
+    x.add_(100.0)  # ... and writes its input (an extension kernel with a wrong schema)
+    return x.sum().reshape(1)
+
+
+_LIB.impl("bump", _bump, "CPU")
+
+
+def test_a_write_fxviz_cannot_foresee_does_not_reach_a_value_waiting_to_be_measured():
+    """A value dropped as the run goes is measured as its node gave it, even when a later
+    node writes it where nothing said it would (a wrong op schema, a module writing a
+    buffer it shares): what waits is a copy."""
+
+    class M(nn.Module):
+        def forward(self, x):
+            h = x * 2
+            return torch.ops.fxviz_held_test.bump(h) + 1
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the interpreted engine warns of the write
+        rec = fxviz.record(M(), torch.ones(4), keep="stats", method="symbolic")
+    assert rec["mul"].outputs[0].mean == 2.0
+
+
+def test_values_waiting_are_read_as_their_nodes_gave_them_through_later_writes():
+    """The accelerator path run on CPU tensors (its torch code is device-agnostic): each
+    value's reductions start as it is held; a value a node may write is copied first
+    (``before_write``); one written where nothing said it would keeps its statistics
+    (the reductions were taken), and only the past-limit reads come in between."""
+    from fxviz._record import _held
+    from fxviz._record._moments import _device_statistics, flat_measured
+    from fxviz._record._summary import with_statistics
+
+    class Entry:
+        outputs = None
+
+    torch.manual_seed(0)
+    held = _held.HeldSummaries(waits=lambda t: True)
+    values = [torch.randn(64, 8) for _ in range(_held.HELD_VALUES + 10)]
+    values[3][0, 0] = math.nan  # read again (NaN): from its copy, taken before its write
+    want = [
+        (
+            with_statistics(
+                summarize_tensor("", v, False), _device_statistics(flat_measured(v), True)
+            ),
+        )
+        for v in values
+    ]
+    entries = [Entry() for _ in values]
+    for i, (entry, value) in enumerate(zip(entries, values, strict=True)):
+        assert held.hold(entry, value)
+        if i == 3:
+            held.before_write([value[1:]])  # a view of it is about to be written
+            value.add_(1)
+        if i == 5:
+            value.mul_(0)  # unforeseen: its reductions were taken already
+    assert entries[0].outputs is not None  # read once HELD_VALUES were held
+    assert entries[-1].outputs is None
+    held.read()
+    assert not held
+    for entry, expected in zip(entries, want, strict=True):
+        assert len(entry.outputs) == 1
+        got, wanted = entry.outputs[0], expected[0]
+        assert (got.min, got.max, got.nan, got.zeros) == (
+            wanted.min,
+            wanted.max,
+            wanted.nan,
+            wanted.zeros,
+        )
+        assert got.mean == wanted.mean or (math.isnan(got.mean) and math.isnan(wanted.mean))
 
 
 def test_a_failed_run_keeps_the_statistics_of_the_nodes_before_the_failure():
