@@ -37,6 +37,7 @@ from fxviz._capture._eager import eager_is_compiling
 from fxviz._capture._real import tensors_in
 from fxviz._capture._state import (
     ModelState,
+    UnrestorableWrite,
     attribute_writes,
     restored_attributes,
     restored_state,
@@ -168,6 +169,8 @@ def _capture(
         capture = _dynamo_of_forward if name == "dynamo" else _CAPTURES[name]
         try:
             gm = _tagged(_faithful(name, capture, obj, inputs, concrete_args), name)
+        except UnrestorableWrite:
+            raise  # the model is as the run left it: no other method may run it again
         except Exception as error:
             failures.append((name, error))
             continue

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import copy
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -415,22 +419,44 @@ def _methods_tried(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return tried
 
 
-@pytest.mark.parametrize("method", ["dynamo", "real"])
+class WritesItsWeight(nn.Module):
+    """Writes its parameter in place each call, updates batch-norm statistics, and draws
+    random numbers: three kinds of state one call leaves changed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.zeros(4))
+        self.norm = nn.BatchNorm1d(4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            self.w.add_(1.0)
+        return self.norm(x) + self.w + torch.rand(4)
+
+
+@pytest.mark.parametrize("method", ["dynamo", "real", "auto"])
 def test_past_the_copy_limit_a_write_to_a_parameter_is_refused_and_left_as_one_call_leaves_it(
     method, monkeypatch
 ):
     """A model whose parameters are past ``PARAMETER_COPY_BYTES`` is run without copying
     them first; a forward that writes one in place then cannot be put back: the capture
-    says which, and the model is as one plain call leaves it (never written twice)."""
+    says which, runs the model no more (``auto`` tries no other method), and leaves it
+    as one plain call leaves it: parameter, buffers and random stream."""
     from fxviz._capture import _state
 
-    x, model = torch.randn(2, 3), PythonHalves()
+    torch.manual_seed(0)
+    x, model = torch.randn(8, 4), WritesItsWeight()
     reference = copy.deepcopy(model)
+    state = torch.random.get_rng_state()
     reference(x)
+    after_one_call = torch.random.get_rng_state()
+    torch.random.set_rng_state(state)
     monkeypatch.setattr(_state, "PARAMETER_COPY_BYTES", 16)  # the model's: 48 bytes
-    with pytest.raises(fxviz.TraceError, match=r"lin\.weight in place.*one call of it leaves it"):
-        fxviz.trace(model, x, method=method)
-    assert torch.equal(model.lin.weight, reference.lin.weight)
+    with pytest.raises(fxviz.TraceError, match=r"parameter w in place.*one call left it"):
+        fxviz.record(model, x, method=method)
+    for name, value in reference.state_dict().items():
+        assert torch.equal(model.state_dict()[name], value), name
+    assert torch.equal(torch.random.get_rng_state(), after_one_call)
 
 
 @pytest.mark.parametrize("method", ["dynamo", "real"])
@@ -446,36 +472,61 @@ def test_past_the_copy_limit_a_model_that_writes_no_parameter_is_captured_and_re
     assert torch.equal(rec.output, want)
 
 
+@pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="needs Linux /proc")
 def test_a_one_run_capture_of_a_big_model_does_not_copy_its_parameters(tmp_path):
     """The peak memory of a dynamo capture of a model of 256 MiB of parameters, in a fresh
-    process: about the model's own, not twice it."""
+    process (Linux: its peak reset just before): about the model's own, not twice it."""
     script = tmp_path / "peak.py"
     script.write_text(
-        "import resource, torch, fxviz\n"
+        "import re, sys, torch, fxviz\n"
+        "import fxviz._capture._state as state\n"
+        "state.PARAMETER_COPY_BYTES = int(sys.argv[1])\n"
         "model = torch.nn.Sequential(torch.nn.Linear(8192, 8192, bias=False)).eval()\n"
         "x = torch.randn(1, 8192)\n"
         "fxviz.trace(torch.nn.Linear(4, 4), torch.randn(1, 4), method='dynamo')  # warm\n"
-        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "def status(key):\n"
+        "    text = open('/proc/self/status').read()\n"
+        "    return int(re.search(key + r':\\s+(\\d+) kB', text).group(1)) / 1024\n"
+        "before = status('VmRSS')\n"
+        "open('/proc/self/clear_refs', 'w').write('5')  # the peak (VmHWM) starts anew\n"
         "fxviz.trace(model, x, method='dynamo')\n"
-        "after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
-        "print((after - before) / 1024)\n"  # KiB -> MiB
+        "print(status('VmHWM') - before)\n"  # MiB
     )
-    import os
-    import subprocess
-    import sys
-
-    from fxviz._capture import _state
-
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    code = f"import fxviz._capture._state as s; s.PARAMETER_COPY_BYTES = {128 << 20}\n"
-    limited = tmp_path / "limited.py"
-    limited.write_text(code + script.read_text())
     grown = {}
-    for name, path in (("copied", script), ("not copied", limited)):
+    for name, limit in (("copied", 1 << 30), ("not copied", 128 << 20)):
         done = subprocess.run(
-            [sys.executable, str(path)], capture_output=True, text=True, env=env, check=True
+            [sys.executable, str(script), str(limit)],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+            check=True,
         )
         grown[name] = float(done.stdout.split()[-1])
-    assert _state.PARAMETER_COPY_BYTES >= 256 << 20  # the default copies this model's
     assert grown["copied"] >= 200, grown  # the parameters' copy
     assert grown["not copied"] < 64, grown
+
+
+@pytest.mark.parametrize("method", ["auto", "symbolic", "export", "dynamo", "real"])
+@pytest.mark.parametrize("built", ["inference", "normal"])
+def test_a_model_run_under_inference_mode_is_captured_and_recorded(method, built):
+    """Tensors made under ``torch.inference_mode()`` have no version counter: a model
+    built there (inference parameters), or one called there (inference inputs), is
+    captured and recorded all the same."""
+    torch.manual_seed(0)
+    if built == "inference":
+        with torch.inference_mode():
+            model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.BatchNorm1d(4)).eval()
+    else:
+        model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.BatchNorm1d(4)).eval()
+    with torch.inference_mode():
+        x = torch.randn(3, 4)
+        rec = fxviz.record(model, x, method=method)
+        assert torch.equal(rec.output, model(x))
+
+
+def test_a_debugger_captures_with_the_method_asked_for():
+    model, x = ValueBranch(), torch.ones(3)
+    dbg = fxviz.Debugger(model, x, method="dynamo")
+    assert dbg.graph_module.meta.get("fxviz_method") == "dynamo"
+    dbg.continue_()
+    assert torch.equal(dbg.output, model(x))

@@ -24,6 +24,7 @@ import torch
 
 from fxviz._capture._eager import eager_output
 from fxviz._capture._segments import tensors_in
+from fxviz._capture._state import UnrestorableWrite
 
 __all__ = ["auto_order", "export_cannot_return", "forget", "remember"]
 
@@ -71,6 +72,8 @@ def export_cannot_return(obj: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     try:
         with torch.no_grad():
             leaves, _ = pytree.tree_flatten(eager_output(obj, args, kwargs))
+    except UnrestorableWrite:
+        raise  # the model is as the call left it: nothing may run it again
     except Exception:
         return ""
     for leaf in leaves:

@@ -31,7 +31,12 @@ from fxviz._capture._eager import (
 )
 from fxviz._capture._inputs import flatten_inputs
 from fxviz._capture._segments import tensors_in
-from fxviz._capture._state import WriteWatch, restored_attributes, restored_state
+from fxviz._capture._state import (
+    UnrestorableWrite,
+    WriteWatch,
+    restored_attributes,
+    restored_state,
+)
 from fxviz._capture._stitch import Capture, GraphBreak, GraphCall, stitch
 from fxviz._nodes import source_line
 from fxviz.errors import TraceError
@@ -110,6 +115,8 @@ def capture_dynamo(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
                     # mask left): checked at the first backward pass, as above
                     again.meta[_UNCHECKED] = _GradientCheck(model, args, kwargs, again_told, why)
                 return again
+        except UnrestorableWrite:
+            raise  # the model is as the run left it: nothing may run it again
         except Exception as error:  # the library needs the truth to trace at all
             why = f"{why}, Dynamo fails ({type(error).__name__}: {str(error).splitlines()[0]})"
     asked = f"; library code told it True: {', '.join(told_true)}" if told_true else ""

@@ -17,12 +17,14 @@ from typing import Any
 
 import torch
 
+from fxviz._torch_compat import version_of
 from fxviz.errors import TraceError
 
 __all__ = [
     "MISSING",
     "PARAMETER_COPY_BYTES",
     "ModelState",
+    "UnrestorableWrite",
     "WriteWatch",
     "attribute_writes",
     "restored_attributes",
@@ -38,6 +40,12 @@ MISSING: Any = object()  # an attribute that was not there
 # the model holds, for a write that forward rarely makes. Such a write is then refused
 # (see ``restored_state``), not left in the model.
 PARAMETER_COPY_BYTES = 1 << 30
+
+
+class UnrestorableWrite(TraceError):
+    """A run wrote a parameter in place that was not copied first (the model's parameters
+    being past :data:`PARAMETER_COPY_BYTES`): the model is left as that run left it, and
+    nothing may run it again (``method="auto"`` tries no other method)."""
 
 
 class ModelState:
@@ -61,9 +69,11 @@ class ModelState:
         reported, not undone. ``inputs``: the tensors among them (the caller's, which a
         run may write in place) are kept and put back too."""
         self.modules: list[tuple[str, torch.nn.Module, dict[str, Any], dict[str, dict]]] = []
-        self.tensors: list[tuple[str, torch.Tensor, int, torch.Tensor | None]] = []
+        self.tensors: list[tuple[str, torch.Tensor, int | None, torch.Tensor | None]] = []
+        self.parameter_bytes = 0
+        self.uncopied: set[int] = set()  # the parameters a write of the run leaves written
         for i, t in enumerate(_versioned(inputs)):
-            self.tensors.append((f"input {i}", t, t._version, t.detach().clone()))
+            self.tensors.append((f"input {i}", t, version_of(t), t.detach().clone()))
         if not isinstance(model, torch.nn.Module):
             return
         for path, module in model.named_modules(remove_duplicate=True):
@@ -80,14 +90,14 @@ class ModelState:
                 named.append((path, t))
         self.parameter_bytes = sum(t.numel() * t.element_size() for _, t in named)
         copied = parameters and self.parameter_bytes <= PARAMETER_COPY_BYTES
-        # the parameters a write of the run leaves written (see ``lost``)
-        self.uncopied = {id(t) for _, t in named} if parameters and not copied else set()
+        if parameters and not copied:  # see ``lost``
+            self.uncopied = {id(t) for _, t in named}
         for path, t in named:
-            self.tensors.append((path, t, t._version, t.detach().clone() if copied else None))
+            self.tensors.append((path, t, version_of(t), t.detach().clone() if copied else None))
         for path, t in [*model.named_buffers(), *tensor_attributes(model)]:
             if id(t) not in seen:
                 seen.add(id(t))
-                self.tensors.append((path, t, t._version, t.detach().clone()))
+                self.tensors.append((path, t, version_of(t), t.detach().clone()))
 
     def changes(self) -> list[str]:
         """What differs from the snapshot: ``['steps (written in place)', 'count (set)']``."""
@@ -108,7 +118,7 @@ class ModelState:
     def lost(self) -> list[str]:
         """The parameters written in place that :meth:`restore` cannot put back: not
         copied, the model's parameters being past :data:`PARAMETER_COPY_BYTES`."""
-        return [p for p, t, v, _ in self.tensors if id(t) in self.uncopied and t._version != v]
+        return [p for p, t, v, _ in self.tensors if id(t) in self.uncopied and version_of(t) != v]
 
     def writes(self) -> list[tuple[torch.nn.Module, str | None, str, Any]]:
         """What ``forward`` assigned: ``(module, registry or None, name, value)``, the
@@ -153,7 +163,8 @@ class ModelState:
                 if t.shape != saved.shape:  # resized: its memory too (resize_ keeps a prefix)
                     t.resize_(saved.shape)
                 t.copy_(saved)
-        _set_versions([t for t, _, _ in changed], [v for _, v, _ in changed])
+        counted = [(t, v) for t, v, _ in changed if v is not None]  # inference tensors: none
+        _set_versions([t for t, _ in counted], [v for _, v in counted])
 
 
 class WriteWatch:
@@ -241,11 +252,12 @@ def _versioned(values: Sequence[Any]) -> list[torch.Tensor]:
     return list(found.values())
 
 
-def _written(t: torch.Tensor, version: int, saved: torch.Tensor | None) -> bool:
+def _written(t: torch.Tensor, version: int | None, saved: torch.Tensor | None) -> bool:
     """Whether ``t`` was written since ``saved`` was taken. The version counter says so,
     except for writes made under a tracing mode (``make_fx`` updates batch-norm
-    statistics without bumping it): the values are compared too."""
-    if t._version != version:
+    statistics without bumping it) and for inference tensors (none): the values are
+    compared too."""
+    if version_of(t) != version:
         return True
     if saved is None:
         return False
@@ -298,25 +310,34 @@ def restored_state(
     state = ModelState(model, inputs=inputs) if state is None else state
     cpu = torch.random.get_rng_state()
     cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+    lost: list[str] = []
     try:
         yield state
+        lost = state.lost()
     finally:
-        state.restore()
-        torch.random.set_rng_state(cpu)
-        if cuda is not None:
-            torch.cuda.set_rng_state_all(cuda)
-    lost = state.lost()
+        if not lost:  # else the model stays as the run left it: one call's state, whole
+            state.restore()
+            torch.random.set_rng_state(cpu)
+            if cuda is not None:
+                torch.cuda.set_rng_state_all(cuda)
     if lost:
-        size = f"{state.parameter_bytes / 2**30:.1f} GiB"
-        raise TraceError(
+        raise UnrestorableWrite(
             f"the run wrote the parameter{'s' if len(lost) > 1 else ''} "
             f"{', '.join(lost[:3])}{' ...' if len(lost) > 3 else ''} in place, which fxviz "
-            f"cannot put back: it copies a model's parameters before running it only up to "
-            f"{PARAMETER_COPY_BYTES / 2**30:.1f} GiB in all, and this model's are {size}. "
-            "The model is as one call of it leaves it. Capture it without running it "
+            "cannot put back: it copies a model's parameters before running it only up to "
+            f"{_size(PARAMETER_COPY_BYTES)} in all, and this model's are "
+            f"{_size(state.parameter_bytes)}. The model is left as that one call left it "
+            "(its buffers and the random stream too). Capture it without running it "
             "(method='symbolic' or 'export'), or, where memory allows, raise "
-            f"fxviz._capture._state.PARAMETER_COPY_BYTES past {size}."
+            "fxviz._capture._state.PARAMETER_COPY_BYTES past that size."
         )
+
+
+def _size(nbytes: int) -> str:
+    """``nbytes`` for a person: ``1.25 GiB``, ``96.0 MiB``, ``48 bytes``."""
+    if nbytes >= 1 << 30:
+        return f"{nbytes / 2**30:.2f} GiB"
+    return f"{nbytes / 2**20:.1f} MiB" if nbytes >= 1 << 20 else f"{nbytes} bytes"
 
 
 # What hands a tensor's values to Python (a branch, a loop count, a number)
