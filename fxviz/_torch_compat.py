@@ -89,6 +89,21 @@ def graph_tail(graph: torch.fx.Graph) -> torch.fx.Node:
     return graph._root._prev
 
 
+def version_of(t: torch.Tensor) -> int | None:
+    """Autograd's version counter of ``t``, or ``None`` for an inference tensor (made
+    under ``torch.inference_mode()``: it has none, and nothing outside that mode writes it).
+
+    >>> with torch.inference_mode():
+    ...     made = torch.zeros(2)
+    >>> version_of(torch.zeros(2)), version_of(made)
+    (0, None)
+    """
+    try:
+        return t._version
+    except RuntimeError:
+        return None
+
+
 def storage_id(t: torch.Tensor) -> int | None:
     """Identity of the storage under ``t``, shared by its views (real, meta or fake)."""
     try:

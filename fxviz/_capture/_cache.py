@@ -25,6 +25,7 @@ import torch
 import torch.fx
 
 from fxviz._capture._state import tensor_attributes
+from fxviz._torch_compat import version_of
 
 __all__ = ["capture_once", "clear_captures"]
 
@@ -44,7 +45,7 @@ class _Entry:
 
     def constants_unwritten(self) -> bool:
         """Whether no run wrote the capture's own tensors since it was made."""
-        return all(_version(t) == v for t, v in self.constants)
+        return all(version_of(t) == v for t, v in self.constants)
 
 
 def _constants(gm: torch.fx.GraphModule, obj: Any) -> list[tuple[torch.Tensor, int | None]]:
@@ -58,15 +59,7 @@ def _constants(gm: torch.fx.GraphModule, obj: Any) -> list[tuple[torch.Tensor, i
         owned |= {id(t) for _, t in tensor_attributes(obj)}
     tensors = [t for t in vars(gm).values() if isinstance(t, torch.Tensor)]
     tensors += gm.buffers()
-    return [(t, _version(t)) for t in tensors if id(t) not in owned]
-
-
-def _version(t: torch.Tensor) -> int | None:
-    """``t._version``, or ``None`` for an inference tensor (which has none)."""
-    try:
-        return t._version
-    except RuntimeError:
-        return None
+    return [(t, version_of(t)) for t in tensors if id(t) not in owned]
 
 
 def _data_ptr(t: torch.Tensor) -> int | None:
@@ -162,12 +155,14 @@ def _state(obj: Any, kind: str | None) -> tuple[Any, ...]:
             if p is None:
                 continue
             if one_run:  # the data pointer: an assigned ``p.data = t`` moves no version
-                params.append((id(p), p.shape, p.dtype, p.requires_grad, p._version, p.data_ptr()))
+                params.append(
+                    (id(p), p.shape, p.dtype, p.requires_grad, version_of(p), p.data_ptr())
+                )
             else:
                 params.append((id(p), p.shape, p.dtype, p.requires_grad))
         for b in m._buffers.values():
             if b is not None:
-                state = (_version(b), _data_ptr(b)) if one_run else ()
+                state = (version_of(b), _data_ptr(b)) if one_run else ()
                 buffers.append((id(b), b.shape, b.dtype, state))
         children = [c for c in m._modules.values() if c is not None]
         children.reverse()
@@ -198,7 +193,7 @@ def _module_state(m: torch.nn.Module, held: dict[int, Any], one_run: bool) -> tu
             held[id(v)] = v
         elif kind is _TENSOR and one_run:  # rare: the other modules make no list
             versions = versions or []
-            versions.append((_version(v), _data_ptr(v)))
+            versions.append((version_of(v), _data_ptr(v)))
     return (
         type(m),
         m.training,

@@ -32,6 +32,7 @@ import torch
 
 from fxviz._capture._segments import tensors_in
 from fxviz._capture._state import restored_state
+from fxviz._torch_compat import version_of
 
 __all__ = [
     "divergence",
@@ -236,7 +237,7 @@ def input_marks(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[tuple[int
     """Which tensors the inputs hold, and their versions: a capture that changes them
     (a cache object passed in, an input written in place) cannot be checked against an
     eager call, which would see other inputs."""
-    return [(id(t), t._version) for t in tensors_in([args, kwargs])]
+    return [(id(t), version_of(t)) for t in tensors_in([args, kwargs])]
 
 
 def eager_output(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
