@@ -88,7 +88,8 @@ class Debugger(DebuggerState, BreakpointCommands, RestoreCommands):
             a new one over its graph.
         *inputs, **kwargs: the inputs, as for ``model(*inputs, **kwargs)``.
         interpreter: your own ``torch.fx.Interpreter`` subclass (or instance) to run with.
-        keep, stats: as for :func:`fxviz.record`.
+        keep, stats, method: as for :func:`fxviz.record` (``method``: how to capture a
+            model that is not a graph yet).
         skip_fetches: the debugger starts past the graph's inputs, and ``step()`` and
             ``back()`` step over them and over nodes that only fetch a parameter, buffer
             or constant (``get_attr``; an exported graph starts with dozens): no step a
@@ -116,6 +117,7 @@ class Debugger(DebuggerState, BreakpointCommands, RestoreCommands):
         keep: Keep = "all",
         stats: StatsOption = True,
         skip_fetches: bool = True,
+        method: str = "auto",
         **kwargs: Any,
     ) -> None:
         self.skip_fetches = skip_fetches
@@ -132,7 +134,7 @@ class Debugger(DebuggerState, BreakpointCommands, RestoreCommands):
             kwargs = {}
             inputs = tuple(joint_backward_inputs(gm_or_module, *inputs, backward=backward))
             gm_or_module = gm_or_module.backward
-        self.graph_module = capture_once(trace, gm_or_module, inputs, kwargs)
+        self.graph_module = capture_once(trace, gm_or_module, inputs, kwargs, method)
         inputs = bind_inputs(self.graph_module, inputs, kwargs)
         self.graph: torch.fx.Graph = self.graph_module.graph
         check_inputs(self.graph_module, inputs)

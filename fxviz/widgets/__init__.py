@@ -26,7 +26,8 @@ def debug(
     ``fxviz.debug(incident, model)`` for a loaded one), the step is replayed and the
     debugger opens just after its first non-finite node.
 
-    ``options`` go to :class:`fxviz.Debugger` (``interpreter``, ``keep``, ``stats``).
+    ``options`` go to :class:`fxviz.Debugger` (``interpreter``, ``keep``, ``stats``,
+    ``method``).
 
     Examples:
         >>> import torch, fxviz
