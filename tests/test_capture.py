@@ -530,3 +530,57 @@ def test_a_debugger_captures_with_the_method_asked_for():
     assert dbg.graph_module.meta.get("fxviz_method") == "dynamo"
     dbg.continue_()
     assert torch.equal(dbg.output, model(x))
+
+
+def test_past_the_copy_limit_a_run_that_writes_a_parameter_then_fails_is_refused(monkeypatch):
+    """A forward that writes an uncopied parameter and then raises leaves the model as
+    that failed call left it (buffer too, not half put back), and ``auto`` runs it no
+    more."""
+    from fxviz._capture import _state
+
+    class WritesThenFails(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = nn.Parameter(torch.ones(8))
+            self.register_buffer("n", torch.zeros(()))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.n.add_(1)
+            with torch.no_grad():
+                self.w.add_(1)
+            raise ValueError("the model fails")
+
+    monkeypatch.setattr(_state, "PARAMETER_COPY_BYTES", 16)
+    for method in ("real", "dynamo", "auto"):
+        model = WritesThenFails()
+        with pytest.raises(_state.UnrestorableWrite):
+            fxviz.trace(model, torch.ones(8), method=method)
+        assert (model.w[0].item(), model.n.item()) == (2.0, 1.0), method
+
+
+def test_a_debugger_steps_a_model_built_under_inference_mode():
+    with torch.inference_mode():
+        model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+        x = torch.randn(2, 4)
+        dbg = fxviz.Debugger(model, x)
+        dbg.continue_()
+        assert torch.equal(dbg.output, model(x))
+        dbg.restart()
+        assert dbg.step() is not None
+
+
+def test_under_inference_mode_a_capture_whose_constant_a_run_wrote_is_made_again():
+    """A tensor ``forward`` makes becomes a constant of the graph; a recorded run that
+    writes it in place would hand the next recording what it wrote. Inference tensors
+    have no version counter to tell: their values do."""
+
+    class WritesWhatItMakes(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            c = torch.tensor([1.0, 2.0])
+            c.add_(x.sum())
+            return c * 1
+
+    model, x = WritesWhatItMakes(), torch.ones(2)
+    with torch.inference_mode():
+        maxima = [fxviz.record(model, x)["add_"].outputs[0].max for _ in range(3)]
+    assert maxima == [4.0, 4.0, 4.0]

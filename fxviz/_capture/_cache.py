@@ -44,22 +44,34 @@ class _Entry:
         self.constants = _constants(captured, obj)
 
     def constants_unwritten(self) -> bool:
-        """Whether no run wrote the capture's own tensors since it was made."""
-        return all(version_of(t) == v for t, v in self.constants)
+        """Whether no run wrote the capture's own tensors since it was made (an inference
+        tensor, which has no version counter, by its values)."""
+        return all(
+            version_of(t) == v and (saved is None or torch.equal(t, saved))
+            for t, v, saved in self.constants
+        )
 
 
-def _constants(gm: torch.fx.GraphModule, obj: Any) -> list[tuple[torch.Tensor, int | None]]:
+def _constants(
+    gm: torch.fx.GraphModule, obj: Any
+) -> list[tuple[torch.Tensor, int | None, torch.Tensor | None]]:
     """The tensors the capture made its own (a ``torch.zeros(4)`` built inside ``forward``
-    becomes a constant of the graph) and their version counters: a run that writes one in
-    place (``buf[:2] += x``) would hand the next run what it wrote, and the next run would
-    overwrite the values the first recording kept, so a written one captures again."""
+    becomes a constant of the graph) and their version counters (an inference tensor has
+    none: a copy of its values): a run that writes one in place (``buf[:2] += x``) would
+    hand the next run what it wrote, and the next run would overwrite the values the
+    first recording kept, so a written one captures again."""
     owned = set()
     if isinstance(obj, torch.nn.Module):
         owned = {id(t) for t in obj.parameters()} | {id(t) for t in obj.buffers()}
         owned |= {id(t) for _, t in tensor_attributes(obj)}
     tensors = [t for t in vars(gm).values() if isinstance(t, torch.Tensor)]
     tensors += gm.buffers()
-    return [(t, version_of(t)) for t in tensors if id(t) not in owned]
+    found = []
+    for t in tensors:
+        if id(t) not in owned:
+            version = version_of(t)
+            found.append((t, version, t.clone() if version is None else None))
+    return found
 
 
 def _data_ptr(t: torch.Tensor) -> int | None:

@@ -310,27 +310,39 @@ def restored_state(
     state = ModelState(model, inputs=inputs) if state is None else state
     cpu = torch.random.get_rng_state()
     cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
-    lost: list[str] = []
     try:
         yield state
+    except BaseException as error:
         lost = state.lost()
-    finally:
-        if not lost:  # else the model stays as the run left it: one call's state, whole
-            state.restore()
-            torch.random.set_rng_state(cpu)
-            if cuda is not None:
-                torch.cuda.set_rng_state_all(cuda)
-    if lost:
-        raise UnrestorableWrite(
-            f"the run wrote the parameter{'s' if len(lost) > 1 else ''} "
-            f"{', '.join(lost[:3])}{' ...' if len(lost) > 3 else ''} in place, which fxviz "
-            "cannot put back: it copies a model's parameters before running it only up to "
-            f"{_size(PARAMETER_COPY_BYTES)} in all, and this model's are "
-            f"{_size(state.parameter_bytes)}. The model is left as that one call left it "
-            "(its buffers and the random stream too). Capture it without running it "
-            "(method='symbolic' or 'export'), or, where memory allows, raise "
-            "fxviz._capture._state.PARAMETER_COPY_BYTES past that size."
-        )
+        if lost:  # the model stays as the run left it: nothing may run it again
+            raise _unrestorable(lost, state) from error
+        _restore(state, cpu, cuda)
+        raise
+    lost = state.lost()
+    if lost:  # the model stays as the run left it: one call's state, whole
+        raise _unrestorable(lost, state)
+    _restore(state, cpu, cuda)
+
+
+def _restore(state: ModelState, cpu: torch.Tensor, cuda: list[torch.Tensor] | None) -> None:
+    state.restore()
+    torch.random.set_rng_state(cpu)
+    if cuda is not None:
+        torch.cuda.set_rng_state_all(cuda)
+
+
+def _unrestorable(lost: list[str], state: ModelState) -> UnrestorableWrite:
+    """The error of a run that wrote uncopied parameters ``lost``."""
+    return UnrestorableWrite(
+        f"the run wrote the parameter{'s' if len(lost) > 1 else ''} "
+        f"{', '.join(lost[:3])}{' ...' if len(lost) > 3 else ''} in place, which fxviz "
+        "cannot put back: it copies a model's parameters before running it only up to "
+        f"{_size(PARAMETER_COPY_BYTES)} in all, and this model's are "
+        f"{_size(state.parameter_bytes)}. The model is left as that one call left it "
+        "(its buffers and the random stream too). Capture it without running it "
+        "(method='symbolic' or 'export'), or, where memory allows, raise "
+        "fxviz._capture._state.PARAMETER_COPY_BYTES past that size."
+    )
 
 
 def _size(nbytes: int) -> str:
@@ -446,12 +458,21 @@ def restored_attributes(model: Any) -> Iterator[None]:
     )
     try:
         yield
-    finally:
-        for module, attributes in saved:
-            state = vars(module)
-            changed = state.keys() != attributes.keys() or any(
-                state[k] is not v for k, v in attributes.items()
-            )  # by identity: == would compare tensors (or proxies) by value
-            if changed:
-                state.clear()
-                state.update(attributes)
+    except UnrestorableWrite:
+        raise  # the model stays as the run that wrote it left it, attributes too
+    except BaseException:
+        _put_back_attributes(saved)
+        raise
+    _put_back_attributes(saved)
+
+
+def _put_back_attributes(saved: list[tuple[torch.nn.Module, dict[str, Any]]]) -> None:
+    """Each module's ``__dict__`` as it was (see :func:`restored_attributes`)."""
+    for module, attributes in saved:
+        state = vars(module)
+        changed = state.keys() != attributes.keys() or any(
+            state[k] is not v for k, v in attributes.items()
+        )  # by identity: == would compare tensors (or proxies) by value
+        if changed:
+            state.clear()
+            state.update(attributes)

@@ -296,7 +296,9 @@ class Debugger(DebuggerState, BreakpointCommands, RestoreCommands):
             released()
         # (weakly: the recorder can hold this debugger, in a failed node's traceback)
         self._release = weakref.finalize(self, _release, weakref.ref(self._recorder))
-        self._parameter_versions = {n: p._version for n, p in self.graph_module.named_parameters()}
+        self._parameter_versions = {
+            n: tensor_version(p) for n, p in self.graph_module.named_parameters()
+        }
         self._interp.env = {}
         self._interp.args_iter = iter(self.graph.process_inputs(*self._inputs))
         # Version counters are shared by a tensor and all its views: a write into an input

@@ -3,11 +3,13 @@
 With ``keep="stats"`` (or past a memory budget) a node's value is dropped as the run goes
 on, so its statistics are taken as it runs; one at a time on an accelerator, each read
 is a host sync that stalls the device's queue, once a node. Instead a value's reductions
-start on the device as its node runs (so they see it as it was then, whatever writes it
-later) and are read with many others' in one transfer: the same numbers
+start on the device as its node runs (so they see it as it was then) and are read with
+many others' in one transfer: the same numbers
 (:func:`~fxviz._record._batched.read_device_statistics`). The value itself is held only
-for the rare tensor whose sums overflow or that holds a NaN (read again then), and is
-copied before a node may write it (:meth:`HeldSummaries.before_write`).
+for the rare tensor read again (its sums overflow or cancel, or it holds a NaN), and is
+copied before a node may write it (:meth:`HeldSummaries.before_write`); a write fxviz
+cannot foresee (an op whose schema hides it) reaches such a re-read, as it reaches the
+statistics of a kept value.
 
 They are read when they hold :data:`HELD_BYTES` of memory or :data:`HELD_VALUES` values,
 when the run ends, and when the recording is read. On the CPU there is no sync to save,

@@ -25,7 +25,7 @@ class RestoreCommands:
     _options: dict[str, Any]
     _parameters: dict[int | None, str]
     _parameter_copies: dict[str, torch.Tensor]
-    _parameter_versions: dict[str, int]
+    _parameter_versions: dict[str, int | None]
     _recorder: Recorder
 
     def _restore_inputs(self) -> None:
@@ -60,7 +60,7 @@ class RestoreCommands:
         changed = [
             name
             for name, p in self.graph_module.named_parameters()
-            if p._version != self._parameter_versions.get(name, p._version)
+            if tensor_version(p) != self._parameter_versions.get(name, tensor_version(p))
             and name not in self._parameter_copies
         ]
         if changed:
