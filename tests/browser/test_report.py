@@ -302,16 +302,21 @@ def test_hostile_node_names_get_their_states(offline, tmp_path):
     assert "fxviz-current" in legendish_node.get_attribute("class")
 
 
-def test_a_20000_node_flat_chain_draws_in_groups_that_open(offline, tmp_path):
-    page, _ = offline
+def _chain_report(page, tmp_path, length: int) -> None:
+    """Open the report of a flat chain of ``length`` ops (drawn in groups)."""
     graph = torch.fx.Graph()
     x = graph.placeholder("x")
-    for i in range(20_000):
+    for i in range(length):
         x = graph.call_function(torch.relu if i % 2 else torch.neg, (x,))
     graph.output(x)
     path = tmp_path / "chain.html"
     fxviz.report(torch.fx.GraphModule(torch.nn.Module(), graph), path)
     _open(page, path)
+
+
+def test_a_20000_node_flat_chain_draws_in_groups_that_open(offline, tmp_path):
+    page, _ = offline
+    _chain_report(page, tmp_path, 20_000)
     boxes = page.locator(".fxviz-graph g.fx-module")
     assert 50 <= boxes.count() <= 120
     assert page.evaluate(SMALLEST_LABEL_PX) >= 11.9
@@ -333,14 +338,7 @@ def test_the_report_lays_out_ahead_the_boxes_in_view_so_a_click_opens_one_at_onc
     offline, tmp_path
 ):
     page, _ = offline
-    graph = torch.fx.Graph()
-    x = graph.placeholder("x")
-    for i in range(3_000):
-        x = graph.call_function(torch.relu if i % 2 else torch.neg, (x,))
-    graph.output(x)
-    path = tmp_path / "chain.html"
-    fxviz.report(torch.fx.GraphModule(torch.nn.Module(), graph), path)
-    _open(page, path)
+    _chain_report(page, tmp_path, 3_000)
     # once idle, the page peeks at the boxes nearest the panel's centre (no kernel: the
     # report answers from the drawings it holds) and lays their openings out
     page.wait_for_function("(globalThis.__fxviz_layout_v3?.cache.count ?? 0) >= 2")
