@@ -233,7 +233,7 @@ def gradient_divergence(got: Any, want: Any, model: Any) -> str:
     return ""
 
 
-def input_marks(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[tuple[int, int]]:
+def input_marks(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[tuple[int, int | None]]:
     """Which tensors the inputs hold, and their versions: a capture that changes them
     (a cache object passed in, an input written in place) cannot be checked against an
     eager call, which would see other inputs."""

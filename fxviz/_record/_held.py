@@ -124,12 +124,13 @@ class HeldSummaries:
         held, self._held, self._keys, self._bytes = self._held, [], set(), 0
         flat = [w for _, waiting in held for w in waiting]
         found = read_device_statistics([(w.values, w.reductions) for w in flat])
-        k = 0
+        measured = iter(found)
         for entry, waiting in held:
-            entry.outputs = tuple(
-                with_statistics(w.summary, found[k + j]) for j, w in enumerate(waiting)
-            )
-            k += len(waiting)
+            outputs = []
+            for w in waiting:
+                stats = next(measured)  # every one was started: none is None
+                outputs.append(w.summary if stats is None else with_statistics(w.summary, stats))
+            entry.outputs = tuple(outputs)
 
     def _read_past_limits(self) -> None:
         if self._bytes > HELD_BYTES or len(self._held) > HELD_VALUES:
