@@ -10,6 +10,7 @@ import torch.fx
 
 from fxviz._record._recorder import Recorder
 from fxviz._record._writes import storage_key
+from fxviz._torch_compat import version_of
 from fxviz.errors import FxvizWarning
 
 __all__ = ["RestoreCommands", "parameter_keys", "tensor_version"]
@@ -83,6 +84,4 @@ def parameter_keys(module: torch.nn.Module) -> dict[int | None, str]:
 def tensor_version(t: Any) -> int | None:
     """A tensor's version counter (bumped by every write, through any view); ``None`` for
     non-tensors and inference tensors, which have none."""
-    if not isinstance(t, torch.Tensor) or t.is_inference():
-        return None
-    return t._version
+    return version_of(t) if isinstance(t, torch.Tensor) else None
