@@ -83,6 +83,8 @@ def watch(
     Example:
         >>> import torch, fxviz
         >>> model = torch.nn.Linear(2, 1)
+        >>> with torch.no_grad():  # the first step's output is then -2
+        ...     _ = model.weight.fill_(1.0), model.bias.zero_()
         >>> opt = torch.optim.SGD(model.parameters(), lr=0.1)
         >>> def train_step(x):
         ...     opt.zero_grad()
@@ -94,7 +96,7 @@ def watch(
         >>> before = model.weight.detach().clone()
         >>> try:
         ...     for i in range(3):
-        ...         step(torch.full((1, 2), float(i)) - 1)
+        ...         _ = step(torch.full((1, 2), float(i)) - 1)
         ... except fxviz.NonFiniteStep as e:
         ...     print(e.incident.step, e.incident.what, torch.equal(model.weight, before))
         0 loss True
