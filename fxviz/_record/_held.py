@@ -41,13 +41,14 @@ from fxviz._record._batched import read_device_statistics, start_device_statisti
 from fxviz._record._summary import (
     TensorSummary,
     iter_tensors,
+    measured_on_device,
     summarize_tensor,
     with_statistics,
 )
 from fxviz._record._writes import storage_key
-from fxviz._torch_compat import functorch_unwrapped, is_alias_of
+from fxviz._torch_compat import is_alias_of
 
-__all__ = ["HELD_BYTES", "HELD_VALUES", "HeldSummaries", "on_accelerator"]
+__all__ = ["HELD_BYTES", "HELD_VALUES", "HeldSummaries"]
 
 HELD_BYTES = 64 << 20  # memory held alive past this: read
 HELD_VALUES = 256  # values held past this many: read
@@ -72,7 +73,7 @@ class HeldSummaries:
     def __init__(self, waits: Callable[[torch.Tensor], bool] | None = None) -> None:
         """``waits``: which tensors wait (default: plain ones on an accelerator; the
         reductions are device-agnostic torch code, which tests run on the CPU)."""
-        self._waits = on_accelerator if waits is None else waits
+        self._waits = measured_on_device if waits is None else waits
         self._held: list[tuple[Any, list[_Waiting]]] = []  # (entry, its tensors), in order
         self._keys: set[Any] = set()  # the memory of the values held (not copied)
         self._bytes = 0
@@ -135,15 +136,3 @@ class HeldSummaries:
     def _read_past_limits(self) -> None:
         if self._bytes > HELD_BYTES or len(self._held) > HELD_VALUES:
             self.read()
-
-
-def on_accelerator(t: torch.Tensor) -> bool:
-    """Whether ``t`` is a plain dense tensor with values on an accelerator."""
-    return (
-        not t.is_cpu
-        and type(t) in (torch.Tensor, torch.nn.Parameter)
-        and t.layout == torch.strided
-        and t.numel() != 0
-        and functorch_unwrapped(t) is t
-        and not (t.is_meta or t.is_complex() or t.is_quantized)
-    )

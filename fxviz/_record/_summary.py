@@ -26,6 +26,7 @@ from fxviz._torch_compat import functorch_unwrapped
 __all__ = [
     "TensorSummary",
     "iter_tensors",
+    "measured_on_device",
     "summarize",
     "summarize_many",
     "summarize_tensor",
@@ -198,14 +199,7 @@ def _statistics_many(tensors: Sequence[torch.Tensor]) -> list[tuple[Any, ...] | 
     """The statistics of each tensor that can be measured with others: small float32 CPU
     tensors of one shape together, those on an accelerator read in one transfer."""
     found = batched_statistics(tensors)
-    on_device = [
-        i
-        for i, t in enumerate(tensors)
-        if not t.is_cpu
-        and type(t) in _STATS_TYPES
-        and functorch_unwrapped(t) is t
-        and _measurable(t, t.layout == torch.strided, t.numel())
-    ]
+    on_device = [i for i, t in enumerate(tensors) if measured_on_device(t)]
     if on_device:
         measured = device_batch_statistics([tensors[i] for i in on_device])
         for i, stats in zip(on_device, measured, strict=True):
@@ -225,6 +219,17 @@ def with_statistics(summary: TensorSummary, statistics: tuple[Any, ...]) -> Tens
     True
     """
     return _new_summary(*_FIELD_VALUES(summary)[:8], *statistics)
+
+
+def measured_on_device(t: torch.Tensor) -> bool:
+    """Whether ``t`` is a plain tensor with values on an accelerator, measured there
+    (``fxviz._record._batched``'s device path)."""
+    return (
+        not t.is_cpu
+        and type(t) in _STATS_TYPES
+        and functorch_unwrapped(t) is t
+        and _measurable(t, t.layout == torch.strided, t.numel())
+    )
 
 
 def _described(
