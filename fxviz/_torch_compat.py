@@ -30,6 +30,7 @@ __all__ = [
     "OpOverload",
     "OpOverloadPacket",
     "TorchDispatchMode",
+    "built_output",
     "cpu_attention_kernel",
     "device_factories",
     "extract_tensor_metadata",
@@ -320,40 +321,57 @@ def _only_in_this_thread(new_fn: Callable[..., Any], before: Any) -> Callable[..
     return dispatch
 
 
-def positional_graph(gm: torch.fx.GraphModule) -> None:
+def positional_graph(gm: torch.fx.GraphModule, build: Any = None) -> None:
     """Make an exported module take its inputs as flat, named placeholders (keyword inputs
-    included) and build its structured output in a last ``unflatten`` node, in place."""
+    included) and build its structured output in a last ``unflatten`` node, in place
+    (``build``: that node's function, called with the flat outputs; by default pytree's
+    unflatten of the graph's output spec)."""
     info = getattr(gm.graph._codegen, "pytree_info", None)  # private: _PyTreeCodeGen
     if info is None:
         return
-    out_spec = info.out_spec
     from torch.fx.graph import CodeGen
 
     gm.graph._codegen = CodeGen()
-    output = next(iter(reversed(gm.graph.nodes)))
-    flat = output.args[0]
-    with gm.graph.inserting_before(output):
-        node = gm.graph.call_function(_Unflatten(out_spec), (list(flat),))
-    node._rename("unflatten")  # private; unique in the graph (SigLIP has its own unflatten)
-    output.args = (node,)
-    gm.recompile()
+    _output_through(gm, _Unflatten(info.out_spec) if build is None else build)
     # The exported module checks each call against the (args, kwargs) structure it no
     # longer takes (a forward pre-hook); its placeholders are positional now.
     gm._forward_pre_hooks.clear()
 
 
+def built_output(gm: torch.fx.GraphModule, build: Any) -> None:
+    """Have an exported module return ``build(flat outputs)`` from a last ``unflatten``
+    node instead of unflattening its output spec, its inputs left as they are."""
+    codegen: Any = gm.graph._codegen  # private: _PyTreeCodeGen
+    info = getattr(codegen, "pytree_info", None)
+    if info is not None:
+        codegen.pytree_info = info._replace(out_spec=None)
+    _output_through(gm, build)
+
+
+def _output_through(gm: torch.fx.GraphModule, build: Any) -> None:
+    output = next(iter(reversed(gm.graph.nodes)))
+    flat = output.args[0]
+    with gm.graph.inserting_before(output):
+        node = gm.graph.call_function(build, (list(flat),))
+    node._rename("unflatten")  # private; unique in the graph (SigLIP has its own unflatten)
+    output.args = (node,)
+    gm.recompile()
+
+
 def writes_nothing(target: Any) -> bool:
     """Whether ``target`` (a node's function, or the module it calls) is graph plumbing
-    that writes no tensor: the ``unflatten`` that :func:`positional_graph` adds, or the
-    guard function ``torch.export`` adds to an unlifted module (``torch._assert`` calls
+    that writes no tensor: the ``unflatten`` that :func:`positional_graph` adds (or a
+    function that says so: ``writes_nothing = True``), or the guard function ``torch.export`` adds to an unlifted module (``torch._assert`` calls
     only; ``torch.export._unlift.GuardsFn``, checked on torch 2.13).
 
     >>> writes_nothing(_Unflatten(None)), writes_nothing(torch.relu)
     (True, False)
     """
     cls = type(target)
-    return cls is _Unflatten or (
-        cls.__name__ == "GuardsFn" and cls.__module__ == "torch.export._unlift"
+    return (
+        cls is _Unflatten
+        or getattr(cls, "writes_nothing", False) is True
+        or (cls.__name__ == "GuardsFn" and cls.__module__ == "torch.export._unlift")
     )
 
 

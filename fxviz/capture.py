@@ -32,9 +32,11 @@ from fxviz._capture import (
     trace_joint,
     traced_forward,
 )
-from fxviz._capture._auto import auto_order, export_cannot_return, remember
+from fxviz._capture._auto import auto_order, remember
 from fxviz._capture._eager import eager_is_compiling
+from fxviz._capture._gradient_check import UNCHECKED, GradientCheck
 from fxviz._capture._real import tensors_in
+from fxviz._capture._rebuild import RebuiltOutput, flat_output
 from fxviz._capture._state import (
     ModelState,
     UnrestorableWrite,
@@ -47,6 +49,7 @@ from fxviz._capture._subject import traceable
 from fxviz._collector import old_objects_set_aside
 from fxviz._torch_compat import (
     OpOverload,
+    built_output,
     op_written_arguments,
     positional_graph,
     thread_scoped_fx_patches,
@@ -162,10 +165,6 @@ def _capture(
     failures: list[tuple[str, BaseException]] = []
     order = _AUTO_ORDER if (inputs[0] or inputs[1]) else ("symbolic",)
     for name in auto_order(obj, inputs, order):
-        cannot = export_cannot_return(obj, *inputs) if name == "export" else ""
-        if cannot:  # a failed export traces the whole model first (seconds for an LLM)
-            failures.append((name, TraceError(cannot)))
-            continue
         capture = _dynamo_of_forward if name == "dynamo" else _CAPTURES[name]
         try:
             gm = _tagged(_faithful(name, capture, obj, inputs, concrete_args), name)
@@ -334,7 +333,8 @@ def _export(obj: Any, args: tuple, kwargs: dict, concrete_args: Any) -> torch.fx
         eager_is_compiling(dynamo=False),
     ):
         warnings.simplefilter("ignore")
-        with attribute_writes(obj) as written:
+        # an output pytree cannot hold (a DynamicCache) leaves the graph as its tensors
+        with flat_output(module) as traced, attribute_writes(obj) as written:
             program = torch.export.export(module, tuple(args), kwargs or None)
     if written:
         raise TraceError(
@@ -343,9 +343,16 @@ def _export(obj: Any, args: tuple, kwargs: dict, concrete_args: Any) -> torch.fx
             "fxviz.trace(model, *args, method='dynamo') (or method='real')"
         )
     gm = program.module()
+    if isinstance(obj, torch.nn.Module) and any(p.requires_grad for p in obj.parameters()):
+        # a library may have traced a branch eager does not take (transformers' causal
+        # mask): checked on the first backward pass asked of the graph
+        gm.meta[UNCHECKED] = GradientCheck(obj, args, kwargs, [], why="", kind="export")
+    build = None if traced.output is None else RebuiltOutput(traced.output)
     if kwargs:
-        positional_graph(gm)  # placeholders named after the keyword inputs
+        positional_graph(gm, build)  # placeholders named after the keyword inputs
         _check_same_output(gm, obj, args, kwargs)
+    elif build is not None:
+        built_output(gm, build)
     return gm
 
 

@@ -205,8 +205,11 @@ def test_a_captures_python_segments_are_known_code_that_writes_nothing():
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
-def test_auto_does_not_export_a_model_whose_output_export_cannot_return(monkeypatch):
-    # a language model's DynamicCache: a failed export traces the whole model first
+def test_a_language_model_whose_output_holds_a_cache_is_exported_and_its_output_rebuilt(
+    monkeypatch,
+):
+    # a DynamicCache holds its tensors in plain attributes, which pytree cannot flatten:
+    # the graph returns them flat and its last node puts them back into the structure
     import transformers as tf
 
     from fxviz._capture._auto import forget
@@ -218,14 +221,67 @@ def test_auto_does_not_export_a_model_whose_output_export_cannot_return(monkeypa
     tried = _methods_tried(monkeypatch)
     state = {k: v.clone() for k, v in model.state_dict().items()}
     before = torch.random.get_rng_state()
-    gm = fxviz.trace(model, input_ids=ids)
-    assert tried == ["symbolic", "dynamo"]
-    assert gm.meta["fxviz_method"] == "dynamo"
-    assert torch.equal(torch.random.get_rng_state(), before)  # the eager call left no trace
+    rec = fxviz.record(model, input_ids=ids)
+    assert tried == ["symbolic", "export"]
+    assert rec.method == "export"
+    assert "forward" not in vars(model)
+    assert torch.equal(torch.random.get_rng_state(), before)
     assert all(torch.equal(v, model.state_dict()[k]) for k, v in state.items())
-    with pytest.raises(fxviz.TraceError, match=r"could not capture .*Found .*DynamicCache"):
-        fxviz.trace(model, input_ids=ids, method="export")  # asked for: export's own error
+    want = model(input_ids=ids)
+    got = rec.output
+    assert type(got) is type(want)
+    assert type(got.past_key_values) is type(want.past_key_values)
+    assert torch.equal(got.logits, want.logits)
+    layer, expected = got.past_key_values.layers[0], want.past_key_values.layers[0]
+    assert torch.equal(layer.keys, expected.keys)
+    assert torch.equal(layer.values, expected.values)
+    assert got.past_key_values.get_seq_length() == 5
+    again = fxviz.record(model, input_ids=ids).output  # a new object, with new tensors
+    assert again.past_key_values is not got.past_key_values
+    assert again.past_key_values.layers[0].keys is not layer.keys
     forget()
+
+
+class _Cache:
+    def __init__(self, keys: list[torch.Tensor], length: int) -> None:
+        self.keys, self.length = keys, length
+
+
+class ReturnsACache(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x):
+        y = self.proj(x)
+        return y.relu(), _Cache([y, y * 2, x], x.shape[0])
+
+
+def test_an_output_object_pytree_cannot_hold_is_rebuilt_with_positional_inputs():
+    model, x = ReturnsACache(), torch.randn(3, 4)
+    gm = fxviz.trace(model, x, method="export")
+    assert "forward" not in vars(model)
+    out, cache = gm(x)
+    want, want_cache = model(x)
+    assert torch.equal(out, want)
+    assert all(torch.equal(a, b) for a, b in zip(cache.keys, want_cache.keys, strict=True))
+    assert cache.keys[0] is not cache.keys[1]
+    assert cache.keys[2] is x  # an input stays itself
+    assert cache.length == 3
+    rec = fxviz.record(model, x, method="export")
+    assert torch.equal(rec.output[1].keys[1], want_cache.keys[1])
+    assert rec["unflatten"].op == "call_function"
+
+
+class ReturnsASet(nn.Module):
+    def forward(self, x):
+        return {"seen": {x + 1}}  # pytree knows no set, and fxviz cannot put it back
+
+
+def test_an_output_fxviz_cannot_rebuild_after_export_is_refused_by_name():
+    with pytest.raises(fxviz.TraceError, match=r"holds tensors fxviz cannot put back"):
+        fxviz.trace(ReturnsASet(), torch.ones(2), method="export")
+    assert fxviz.trace(ReturnsASet(), torch.ones(2)).meta["fxviz_method"] == "dynamo"
 
 
 def test_recording_a_dynamo_capture_leaves_the_models_attributes_as_they_were():
@@ -434,6 +490,14 @@ class WritesItsWeight(nn.Module):
         return self.norm(x) + self.w + torch.rand(4)
 
 
+class WritesItsWeightAndBranches(WritesItsWeight):
+    """Also branches on a value: ``torch.export`` cannot trace it, so ``auto`` runs it."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = super().forward(x)
+        return y if y.sum() > 0 else -y
+
+
 @pytest.mark.parametrize("method", ["dynamo", "real", "auto"])
 def test_past_the_copy_limit_a_write_to_a_parameter_is_refused_and_left_as_one_call_leaves_it(
     method, monkeypatch
@@ -445,7 +509,10 @@ def test_past_the_copy_limit_a_write_to_a_parameter_is_refused_and_left_as_one_c
     from fxviz._capture import _state
 
     torch.manual_seed(0)
-    x, model = torch.randn(8, 4), WritesItsWeight()
+    x, model = (
+        torch.randn(8, 4),
+        (WritesItsWeightAndBranches if method == "auto" else WritesItsWeight)(),
+    )
     reference = copy.deepcopy(model)
     state = torch.random.get_rng_state()
     reference(x)

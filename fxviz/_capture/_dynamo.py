@@ -11,9 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import threading
 import warnings
-import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -24,10 +22,16 @@ from fxviz._capture._eager import (
     divergence,
     eager_is_compiling,
     eager_output,
-    gradient_divergence,
     input_marks,
     is_user_file,
     model_files,
+)
+from fxviz._capture._gradient_check import (
+    GRADIENTS_DIFFER,
+    UNCHECKED,
+    GradientCheck,
+    capture_gradients,
+    gradients_differ_message,
 )
 from fxviz._capture._inputs import flatten_inputs
 from fxviz._capture._segments import tensors_in
@@ -41,18 +45,7 @@ from fxviz._capture._stitch import Capture, GraphBreak, GraphCall, stitch
 from fxviz._nodes import source_line
 from fxviz.errors import TraceError
 
-__all__ = [
-    "GRADIENTS_DIFFER",
-    "capture_dynamo",
-    "gradients_differ",
-    "is_user_file",
-    "traced_forward",
-]
-
-# A capture's ``meta`` key: why its gradients are not eager's (its forward is)
-GRADIENTS_DIFFER = "fxviz_gradients_differ"
-# A capture's ``meta`` key: its gradient check, run on the first backward pass asked for
-_UNCHECKED = "fxviz_gradients_unchecked"
+__all__ = ["capture_dynamo", "is_user_file", "traced_forward"]
 
 
 def capture_dynamo(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Capture:
@@ -93,9 +86,9 @@ def capture_dynamo(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
             # telling the model's files False changes nothing (a second capture of an LLM
             # costs seconds): the gradients are checked when a backward pass is asked for
             if isinstance(model, torch.nn.Module):
-                capture.meta[_UNCHECKED] = _GradientCheck(model, args, kwargs, told_true)
+                capture.meta[UNCHECKED] = GradientCheck(model, args, kwargs, told_true)
             return capture
-        grads = _gradients(model, capture, output, want, args, kwargs)
+        grads = capture_gradients(model, capture, output, want, args, kwargs)
         if not grads:
             return capture
     else:
@@ -107,13 +100,13 @@ def capture_dynamo(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
             again, output = _capture_once(model, args, kwargs, files, again_told)
             want = eager_output(model, args, kwargs)
             if not divergence(output, want) and not (
-                grads and _gradients(model, again, output, want, args, kwargs)
+                grads and capture_gradients(model, again, output, want, args, kwargs)
             ):
                 if not grads and again_told and isinstance(model, torch.nn.Module):
                     # eager's output now, but a library still told True may take another
                     # path to it (Jamba: its own scan fixed, masking_utils' explicit causal
                     # mask left): checked at the first backward pass, as above
-                    again.meta[_UNCHECKED] = _GradientCheck(model, args, kwargs, again_told, why)
+                    again.meta[UNCHECKED] = GradientCheck(model, args, kwargs, again_told, why)
                 return again
         except UnrestorableWrite:
             raise  # the model is as the run left it: nothing may run it again
@@ -121,7 +114,7 @@ def capture_dynamo(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
             why = f"{why}, Dynamo fails ({type(error).__name__}: {str(error).splitlines()[0]})"
     asked = f"; library code told it True: {', '.join(told_true)}" if told_true else ""
     if not first:  # the same output by another path: only its gradients are not eager's
-        capture.meta[GRADIENTS_DIFFER] = _gradients_differ_message(grads, asked, why)
+        capture.meta[GRADIENTS_DIFFER] = gradients_differ_message("Dynamo", grads, asked, why)
         return capture
     if divergence(eager_output(model, args, kwargs), want):  # eager differs from itself
         return capture
@@ -134,97 +127,11 @@ def capture_dynamo(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
     )
 
 
-def _gradients_differ_message(grads: str, asked: str, why: str) -> str:
-    """What ``meta[GRADIENTS_DIFFER]`` says: how the gradients differ (``grads``), which
-    frames were told True (``asked``), and what capturing again did (``why``)."""
-    return (
-        f"the gradients of this Dynamo capture are not eager's ({grads}): the "
-        f"code takes a branch only compiled code takes (torch.compiler.is_compiling(){asked}), "
-        f"with the same output; with {why}. Record the backward pass of one real run: "
-        "fxviz.record(fxviz.trace(model, *args, method='real'), *args, backward=...) "
-        "(fxviz.record(model, ..., backward=...) does)"
-    )
-
-
-class _GradientCheck:
-    """A capture's gradient check, not yet run: the model (weakly: a capture kept by the
-    captures' cache must not keep its model alive through it), the inputs it ran on, and
-    the library frames told ``is_compiling()`` True."""
-
-    __slots__ = ("args", "kwargs", "model", "told_true", "why")
-
-    def __init__(
-        self,
-        model: torch.nn.Module,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        told: list[str],
-        why: str = "no file of its modules asked",
-    ) -> None:
-        self.model = weakref.ref(model)
-        self.args, self.kwargs, self.told_true = args, kwargs, list(told)
-        self.why = why  # what capturing again did (or why it was not tried)
-
-    def run(self, capture: Capture) -> str | None:
-        """Why the capture's gradients are not eager's (``None``: they are)."""
-        model = self.model()
-        if model is None:  # nothing to compare with: no backward pass is said to be eager's
-            return (
-                "the gradients of this Dynamo capture cannot be checked against eager's: "
-                "its model is gone. Capture the model again: fxviz.trace(model, *args)"
-            )
-        grads = _gradients(model, capture, None, None, self.args, self.kwargs)
-        if not grads:
-            return None
-        asked = f"; library code told it True: {', '.join(self.told_true)}"
-        return _gradients_differ_message(grads, asked, self.why)
-
-
-def gradients_differ(gm: torch.fx.GraphModule) -> str | None:
-    """Why ``gm``'s parameter gradients are not eager's, or ``None`` (they are, or ``gm``
-    is no capture whose gradients can differ). A Dynamo capture whose check waits for a
-    backward pass runs it on the first call; the answer is kept with the capture."""
-    with _CHECK_LOCK:
-        check = gm.meta.pop(_UNCHECKED, None)
-        if check is not None:
-            why = check.run(gm)
-            if why is not None:
-                gm.meta[GRADIENTS_DIFFER] = why
-    return gm.meta.get(GRADIENTS_DIFFER)
-
-
-_CHECK_LOCK = threading.Lock()
-
-
 def _asked_from(told_true: list[str], files: frozenset[str]) -> bool:
     """Whether any frame told ``is_compiling()`` True (``path:line (function)``, its path
     from the installed-packages folder on) lies in ``files`` (absolute paths)."""
     paths = {where.rsplit(":", 1)[0] for where in told_true}
     return any(f == p or f.endswith(os.sep + p) for f in files for p in paths)
-
-
-def _gradients(
-    model: Any,
-    capture: Capture,
-    got: Any,
-    want: Any,
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-) -> str:
-    """How the capture's parameter gradients differ from eager's: those of the runs made
-    (``got``, ``want``), or, where they hold none (grad mode off, or no runs: ``None``),
-    of the capture and the model run again with it on."""
-    if not any(t.requires_grad for t in tensors_in(got)):
-        if not isinstance(model, torch.nn.Module) or not any(
-            p.requires_grad for p in model.parameters()
-        ):
-            return ""
-        with torch.enable_grad():
-            flat = capture.flat_inputs(args, kwargs)
-            with restored_state(model, inputs=flat):
-                got = capture(*flat)
-            want = eager_output(model, args, kwargs)
-    return gradient_divergence(got, want, model)
 
 
 def _capture_once(

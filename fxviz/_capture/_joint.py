@@ -23,6 +23,7 @@ from typing import Any
 import torch
 import torch.fx
 
+from fxviz._capture._rebuild import RebuiltOutput
 from fxviz._providers import provider
 from fxviz._torch_compat import (
     ProvenanceInterpreter,
@@ -224,14 +225,17 @@ def trace_joint(obj: Any, model: torch.fx.GraphModule, *example_inputs: Any) -> 
 
 
 def _graphs_only(obj: Any, model: torch.fx.GraphModule) -> torch.fx.GraphModule:
-    """A one-run capture (Dynamo, real) whose only Python is its return, as a graph that
-    returns the tensors the model's output is built from (a Hugging Face model's output
-    object and cache are Python, which AOTAutograd cannot trace); a capture with Python
-    between its graphs is refused."""
+    """A one-run capture (Dynamo, real) whose only Python is its return, or an exported
+    graph that builds an object pytree cannot hold, as a graph that returns the tensors
+    the model's output is built from (a Hugging Face model's output object and cache are
+    Python, which AOTAutograd cannot trace); a capture with Python between its graphs is
+    refused."""
     segments = [n for n in model.graph.nodes if "fxviz_break" in n.meta]
-    if not segments:
-        return model
-    if len(segments) > 1 or segments[0].name != "python_return":
+    if not segments:  # an exported graph may build an output object pytree cannot hold
+        segments = [n for n in model.graph.nodes if isinstance(n.target, RebuiltOutput)]
+        if not segments:
+            return model
+    elif len(segments) > 1 or segments[0].name != "python_return":
         raise TraceError(
             f"method='joint' needs one graph of {type(obj).__name__}: its capture "
             f"({getattr(model, 'method', 'one run')}) has {len(segments) - 1} Python "
@@ -246,7 +250,7 @@ def _graphs_only(obj: Any, model: torch.fx.GraphModule) -> torch.fx.GraphModule:
             break
         if node is not segments[0]:
             env[node] = graph.node_copy(node, lambda n: env[n])
-    returned = [a for a in segments[0].args if isinstance(a, torch.fx.Node)]
+    returned = [a for a in tree_leaves(segments[0].args) if isinstance(a, torch.fx.Node)]
     graph.output(tuple(env[a] for a in returned if a.op != "placeholder"))
     return torch.fx.GraphModule(model, graph, class_name=type(model).__name__)
 

@@ -12,7 +12,7 @@ from fxviz._capture._inputs import describe_value
 from fxviz._torch_compat import is_fake
 from fxviz.errors import InputError
 
-__all__ = ["PythonSegment", "check_same_inputs", "tensors_in"]
+__all__ = ["PythonSegment", "check_same_inputs", "substitute", "tensors_in"]
 
 
 class PythonSegment:
@@ -64,7 +64,7 @@ class PythonSegment:
         new = {k: args[i] for k, i in self.replace.items()}
         if self.writes and not any(_is_abstract(a) for a in args):
             _assign(self.writes, new)  # also when no graph made the output
-        return _substitute(self.values, new, {}) if new else self.values
+        return substitute(self.values, new, {}) if new else self.values
 
     def __repr__(self) -> str:
         return f"<python {self.__name__}>"
@@ -134,10 +134,10 @@ def _assign(writes: Sequence[tuple[Any, str | None, str, Any]], new: dict[int, A
         if value is MISSING:
             where.pop(name, None)
         else:
-            where[name] = _substitute(value, new, {})
+            where[name] = substitute(value, new, {})
 
 
-def _substitute(value: Any, new: dict[int, Any], memo: dict[int, Any]) -> Any:
+def substitute(value: Any, new: dict[int, Any], memo: dict[int, Any]) -> Any:
     """``value`` with each tensor whose ``id`` is in ``new`` replaced, containers and plain
     objects copied where something inside changed (the captured value is left alone)."""
     if id(value) in memo:
@@ -149,14 +149,14 @@ def _substitute(value: Any, new: dict[int, Any], memo: dict[int, Any]) -> Any:
     memo[id(value)] = value  # a cycle reads the original
     result = value
     if isinstance(value, dict):
-        items = {k: _substitute(v, new, memo) for k, v in value.items()}
+        items = {k: substitute(v, new, memo) for k, v in value.items()}
         if any(items[k] is not v for k, v in value.items()):
             result = copy.copy(value)
             for k, v in items.items():  # item by item: a ModelOutput refuses update()
                 if v is not value[k]:
                     result[k] = v
     elif isinstance(value, (list, tuple)):
-        items_list = [_substitute(v, new, memo) for v in value]
+        items_list = [substitute(v, new, memo) for v in value]
         if any(a is not b for a, b in zip(items_list, value, strict=True)):
             if isinstance(value, list):
                 result = type(value)(items_list)
@@ -165,7 +165,7 @@ def _substitute(value: Any, new: dict[int, Any], memo: dict[int, Any]) -> Any:
             else:
                 result = type(value)(items_list)
     elif hasattr(value, "__dict__") and not isinstance(value, type):
-        attrs = {k: _substitute(v, new, memo) for k, v in vars(value).items()}
+        attrs = {k: substitute(v, new, memo) for k, v in vars(value).items()}
         if any(attrs[k] is not v for k, v in vars(value).items()):
             result = copy.copy(value)
             vars(result).update(attrs)

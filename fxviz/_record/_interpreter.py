@@ -15,7 +15,7 @@ import torch.fx
 
 from fxviz._capture import JointGraph, bind_inputs
 from fxviz._capture._cache import capture_once
-from fxviz._capture._dynamo import gradients_differ
+from fxviz._capture._gradient_check import gradients_differ
 from fxviz._collector import old_objects_set_aside
 from fxviz._record._engine import Engine, check_engine, record_compiled
 from fxviz._record._explain import drop_own_frames, wrap_node_failure

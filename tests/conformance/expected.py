@@ -18,11 +18,6 @@ KEYWORD_ONLY = frozenset(
      "t5", "bart", "bert", "vit", "swin", "wav2vec2", "clip", "siglip", "llava", "detr", "unet2d",
      "deepseek_v3", "jamba", "vae"}
 )  # fmt: skip
-# Language models whose default output holds a DynamicCache (torch.export cannot flatten it).
-CACHED = frozenset(
-    {"gpt2", "llama", "mistral", "qwen3", "phi3", "gemma3", "mixtral", "qwen3_moe", "mamba",
-     "t5", "bart", "llava", "deepseek_v3", "jamba"}
-)  # fmt: skip
 DATA_DEPENDENT = frozenset({"value_if", "detector"})
 
 RUNS = ("record", "debugger", "backward", "shapes_real", "shapes_fake", "shapes_meta")
@@ -34,7 +29,7 @@ REFUSALS: dict[tuple[str, str, str], str] = {}
 for _name in ZOO:
     if _name not in ("anchor_detector",):  # HF forwards, tensor conditions, forks
         REFUSALS[(_name, "symbolic", ALL)] = r"torch\.fx\.symbolic_trace could not capture"
-    if _name in CACHED or _name in DATA_DEPENDENT:
+    if _name in DATA_DEPENDENT:
         REFUSALS[(_name, "export", ALL)] = r"torch\.export\.export could not capture"
 for _verb in (*RUNS[1:], "compare_pass", "diff"):
     # a file holds values, not a model: nothing to run again (its record is itself, and
@@ -79,9 +74,13 @@ for _verb in ("shapes_fake", "shapes_meta"):
 # bitwise eager's, the gradients are not, and the library cannot trace eager's branch
 # (it reads the mask's values): the capture's backward pass is refused (record(model,
 # backward=) with method "auto" records one real run)
+# (torch.export: it asks is_exporting() and sees fake tensors, so the mask is built too)
 for _name in ("llama", "mistral", "qwen3", "phi3", "mixtral", "qwen3_moe", "jamba"):
     REFUSALS[(_name, "dynamo", "backward")] = (
         r"the gradients of this Dynamo capture are not eager's .*masking_utils\.py"
+    )
+    REFUSALS[(_name, "export", "backward")] = (
+        r"the gradients of this export capture are not eager's .*is_exporting\(\)"
     )
 
 # Cells that are not cells: the verb does not take what that kind gives.

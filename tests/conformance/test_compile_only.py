@@ -35,6 +35,12 @@ def scale(x, w):
     return x * w
 
 
+def scale_unless_exporting(x, w):
+    if torch.compiler.is_exporting():  # as transformers' causal mask: torch.export only
+        return x * w + (w - w.detach()) * 0.5
+    return x * w
+
+
 class Block(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -166,11 +172,13 @@ def test_a_gradient_only_difference_asked_from_a_library_is_captured_once(librar
 def test_the_gradient_check_waits_for_the_first_backward_pass_and_runs_once(library, monkeypatch):
     # a forward-only capture (fxviz.debug, record without backward=) never pays for the
     # check: one more run of the capture and of the model, with their backward passes
-    from fxviz._capture import _dynamo
+    from fxviz._capture import _gradient_check
 
     checks = []
-    check = _dynamo.gradient_divergence
-    monkeypatch.setattr(_dynamo, "gradient_divergence", lambda *a: checks.append(a) or check(*a))
+    check = _gradient_check.gradient_divergence
+    monkeypatch.setattr(
+        _gradient_check, "gradient_divergence", lambda *a: checks.append(a) or check(*a)
+    )
     torch.manual_seed(0)
     model, x = Scaled(library), torch.randn(2, 4)
     capture = fxviz.trace(model, x, method="dynamo")
@@ -224,3 +232,53 @@ def test_the_gradient_check_of_a_model_whose_own_backward_fails_lets_the_recordi
     capture = fxviz.trace(model, input_ids=ids, method="dynamo")
     with pytest.raises(fxviz.NodeError, match=r"(?s)the backward pass failed: .*wrote in place"):
         fxviz.record(capture, input_ids=ids, backward=lambda out: out.logits.sum())
+
+
+class ExportScaled(torch.nn.Module):
+    """A model symbolic tracing cannot take (a branch on a shape) that calls a library
+    function whose branch under torch.export gives eager's output with other gradients."""
+
+    def __init__(self, library):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+        self.w = torch.nn.Parameter(torch.tensor(1.5))
+        self.scale = library.scale_unless_exporting
+
+    def forward(self, x):
+        y = self.lin(x)
+        if x.shape[0] > 1:  # a shape steers Python: torch.export specializes it
+            y = y * 2
+        return self.scale(y, self.w)
+
+
+def test_an_exported_graphs_gradients_are_checked_at_its_first_backward_pass(library):
+    from fxviz._capture._gradient_check import UNCHECKED
+
+    torch.manual_seed(0)
+    model, x = ExportScaled(library), torch.randn(2, 4)
+    params = dict(model.named_parameters())
+    want = dict(
+        zip(params, torch.autograd.grad(model(x).sum(), list(params.values())), strict=True)
+    )
+    capture = fxviz.trace(model, x, method="export")
+    assert UNCHECKED in capture.meta  # a forward-only capture pays nothing for it
+    with torch.no_grad():
+        assert torch.equal(fxviz.record(capture, x).output, model(x))
+    with pytest.raises(
+        TraceError, match=r"gradients of this export capture are not eager's \(the gradient of w "
+    ):
+        fxviz.record(capture, x, backward=True)
+    rec = fxviz.record(model, x, backward=True)  # auto: export, refused, one real run
+    assert rec.graph_module.meta["fxviz_method"] == "real"
+    got = rec.gradients.parameters
+    for name, g in want.items():
+        assert torch.equal(got[name].value, g), name
+
+
+def test_an_exported_graph_with_eagers_gradients_records_its_backward_pass(library):
+    torch.manual_seed(0)
+    model, x = library.Block(), torch.randn(2, 4)
+    capture = fxviz.trace(model, x, method="export")
+    rec = fxviz.record(capture, x, backward=True)
+    assert rec.graph_module.meta["fxviz_method"] == "export"
+    assert set(rec.gradients.parameters) == {"lin.weight", "lin.bias"}

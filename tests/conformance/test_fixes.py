@@ -20,10 +20,10 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
 @functools.cache
-def _llama_recording():
+def _llama_recording(method="auto"):
     model, args, kwargs = build("llama")
     with torch.no_grad():
-        return model, kwargs, model(**kwargs), fxviz.record(model, *args, **kwargs)
+        return model, kwargs, model(**kwargs), fxviz.record(model, *args, method=method, **kwargs)
 
 
 def test_a_saved_cache_loads_back_as_its_own_types(tmp_path):
@@ -114,7 +114,7 @@ def test_titles_name_the_capture(method, title):
 
 
 def test_dynamo_module_paths_are_the_models_own():
-    model, _, _, rec = _llama_recording()
+    model, _, _, rec = _llama_recording("dynamo")
     assert rec.method == "dynamo"
     named = dict(model.named_modules())
     paths = {
