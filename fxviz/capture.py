@@ -334,7 +334,8 @@ def _export(obj: Any, args: tuple, kwargs: dict, concrete_args: Any) -> torch.fx
     ):
         warnings.simplefilter("ignore")
         # an output pytree cannot hold (a DynamicCache) leaves the graph as its tensors
-        with flat_output(module) as traced, attribute_writes(obj) as written:
+        hooked = bool(_users(torch.nn.modules.module._global_forward_hooks))
+        with flat_output(module, hooked) as traced, attribute_writes(obj) as written:
             program = torch.export.export(module, tuple(args), kwargs or None)
     if written:
         raise TraceError(
@@ -532,8 +533,8 @@ def _hints(
     elif method == "export":
         if "register a pytree" in text or "not a known type" in text:
             hints.append(
-                "the output holds a type torch.export cannot flatten (a cache object): "
-                f"{capture_run} records it as it is"
+                "the inputs (or a hook's output) hold a type torch.export cannot flatten "
+                f"(a cache object): {capture_run} records it as it is"
             )
         hints.append("method='symbolic' if the model has no data-dependent shapes")
         hints.append(f"for data-dependent control flow, capture one run with {capture_run}")

@@ -47,6 +47,9 @@ EXPECTED_METHOD = {"value_if": "dynamo", "detector": "dynamo", "forked": "real"}
 
 @pytest.fixture(scope="module", params=CASES)
 def recorded(request):
+    from fxviz._capture._auto import forget
+
+    forget()  # auto's memory of a class's method: another test's model may have taught it
     model, args, kwargs = _case(request.param)
     with torch.no_grad():
         want = model(*args, **kwargs)

@@ -273,6 +273,80 @@ def test_an_output_object_pytree_cannot_hold_is_rebuilt_with_positional_inputs()
     assert rec["unflatten"].op == "call_function"
 
 
+class _Slotted:
+    __slots__ = ("n", "t")
+
+    def __init__(self, t: torch.Tensor, n: int) -> None:
+        self.t, self.n = t, n
+
+
+class _Tagged(tuple):
+    """A tuple subclass with attributes of its own."""
+
+
+class ReturnsHiddenTensors(nn.Module):
+    """Tensors where only an object's slots or a tuple subclass's attributes hold them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(3))
+
+    def forward(self, x):
+        tagged = _Tagged([x * self.w])
+        tagged.extra, tagged.flag = x * 3, "hi"
+        return {"y": x + 1, "h": _Cache([_Slotted(x * 2, 1)], 0), "tagged": tagged}
+
+
+def test_tensors_in_slots_and_tuple_subclass_attributes_are_rebuilt_after_export():
+    model, x = ReturnsHiddenTensors(), torch.randn(3)
+    want = model(x)
+    for method in ("export", "auto"):
+        out = fxviz.record(model, x, method=method).output
+        slotted = out["h"].keys[0]
+        assert type(slotted.t) is torch.Tensor  # not the fake tensor of the trace
+        assert torch.equal(slotted.t, want["h"].keys[0].t)
+        assert slotted.n == 1
+        assert type(out["tagged"]) is _Tagged
+        assert torch.equal(out["tagged"][0], want["tagged"][0])
+        assert torch.equal(out["tagged"].extra, want["tagged"].extra)
+        assert out["tagged"].flag == "hi"
+
+
+@pytest.mark.parametrize("where", ["root", "global"])
+def test_a_hook_sees_the_models_own_output_while_it_is_exported(where):
+    # the hook reorders forward's output: flattening forward would hand it the tensors
+    from fxviz._capture._auto import forget
+
+    forget()
+    model, x = ReturnsACache(), torch.randn(3, 4)
+    swap = lambda m, i, out: (out[1], out[0]) if m is model else None  # noqa: E731
+    if where == "root":
+        handle = model.register_forward_hook(swap)
+    else:
+        handle = torch.nn.modules.module.register_module_forward_hook(swap)
+    try:
+        want = model(x)
+        rec = fxviz.record(model, x)
+    finally:
+        handle.remove()
+    assert rec.method == "dynamo"  # export cannot return the cache through the hook
+    got = rec.output
+    assert type(got[0]) is _Cache
+    assert torch.equal(got[1], want[1])
+    assert all(torch.equal(a, b) for a, b in zip(got[0].keys, want[0].keys, strict=True))
+
+
+class BranchesOnLayout(nn.Module):
+    def forward(self, x):
+        return x * 2 if x.is_contiguous() else x * 3
+
+
+def test_an_input_of_other_strides_is_captured_again():
+    model, base = BranchesOnLayout(), torch.randn(3, 2)
+    assert torch.equal(fxviz.record(model, base[:, 0].contiguous()).output, base[:, 0] * 2)
+    assert torch.equal(fxviz.record(model, base[:, 0]).output, base[:, 0] * 3)
+
+
 class ReturnsASet(nn.Module):
     def forward(self, x):
         return {"seen": {x + 1}}  # pytree knows no set, and fxviz cannot put it back

@@ -255,14 +255,16 @@ def _leaves(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[list[Any], A
 
 
 def _signature(leaves: list[Any], spec: Any) -> tuple[Any, ...]:
-    """The inputs' structure (``spec``), and each leaf's shape, dtype, device and grad flag
-    (or its type and value, for a plain Python value)."""
+    """The inputs' structure (``spec``), and each leaf's shape, dtype, device, grad flag and
+    strides (or its type and value, for a plain Python value)."""
     described: list[Any] = [spec]  # a TreeSpec compares by structure (its text costs ~0.3 ms)
     for leaf in leaves:
         if isinstance(leaf, torch.Tensor):
             described.append(
                 (type(leaf), leaf.shape, leaf.dtype, leaf.device, leaf.requires_grad, leaf.layout)
             )
+            # a forward may branch on the layout (is_contiguous()): a traced graph keeps one
+            described.append(leaf.stride() if leaf.layout == torch.strided else None)
         elif leaf is None or isinstance(leaf, (bool, int, float, str)):
             described.append((type(leaf), leaf))
         else:

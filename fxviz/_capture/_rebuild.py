@@ -49,12 +49,19 @@ class _Traced:
 
 
 @contextlib.contextmanager
-def flat_output(module: torch.nn.Module) -> Iterator[_Traced]:
+def flat_output(module: torch.nn.Module, hooked: bool = False) -> Iterator[_Traced]:
     """While the block runs (``torch.export.export(module, ...)``), ``module``'s forward
     returns the tensors of its output (:func:`tensors_in`'s order) where pytree cannot
     flatten that output, and the output itself otherwise. Only in this thread: a call
-    from another one gets the plain forward. The forward is the instance's again after."""
+    from another one gets the plain forward. The forward is the instance's again after.
+    Nothing is changed for a module with forward hooks, or with ``hooked`` (global forward
+    hooks of the user's are set): they would see the tensors."""
     traced = _Traced()
+    if hooked or module._forward_hooks:
+        # a hook sees (and may change) forward's output: it must get the real one, so the
+        # output is left to torch.export (which refuses one it cannot flatten)
+        yield traced
+        return
     owner = threading.get_ident()
     attrs = vars(module)
     had, before = "forward" in attrs, attrs.get("forward")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -12,7 +13,7 @@ from fxviz._capture._inputs import describe_value
 from fxviz._torch_compat import is_fake
 from fxviz.errors import InputError
 
-__all__ = ["PythonSegment", "check_same_inputs", "substitute", "tensors_in"]
+__all__ = ["PythonSegment", "attributes", "check_same_inputs", "substitute", "tensors_in"]
 
 
 class PythonSegment:
@@ -102,27 +103,71 @@ def check_same_inputs(expected: Sequence[Any], given: Sequence[Any]) -> None:
 
 def tensors_in(value: Any, _seen: set[int] | None = None) -> list[torch.Tensor]:
     """Every tensor in ``value``: containers, dataclasses and plain objects (a Hugging Face
-    ``DynamicCache`` holds its tensors in attributes pytree cannot see)."""
+    ``DynamicCache`` holds its tensors in attributes pytree cannot see), their slots too;
+    in the order :func:`substitute` walks them."""
     seen = set() if _seen is None else _seen
     if id(value) in seen or isinstance(value, (str, bytes, int, float, bool, type(None))):
         return []
     seen.add(id(value))
     if isinstance(value, torch.Tensor):
         return [value]
-    if isinstance(value, torch.nn.Module):
+    if isinstance(value, (torch.nn.Module, type)):
         return []
-    if isinstance(value, dict):
-        items: Any = value.values()
-    elif isinstance(value, (list, tuple, set)):
-        items = value
-    elif hasattr(value, "__dict__"):
-        items = vars(value).values()
+    if isinstance(value, dict):  # a ModelOutput's fields are its items (and attributes)
+        items: list[Any] = list(value.values())
     else:
-        return []
+        items = list(value) if isinstance(value, (list, tuple, set)) else []
+        items += attributes(value).values()
     found: list[torch.Tensor] = []
     for item in items:
         found.extend(tensors_in(item, seen))
     return found
+
+
+def attributes(value: Any) -> dict[str, Any]:
+    """An object's own attributes: its ``__dict__`` and the slots that are set (none for
+    a builtin container or a class).
+
+    >>> class Slotted:
+    ...     __slots__ = ("a", "__b")
+    ...     def __init__(self): self.a, self.__b = 1, 2
+    >>> attributes(Slotted()), attributes([1]), attributes(Slotted)
+    ({'a': 1, '_Slotted__b': 2}, {}, {})
+    """
+    cls = type(value)
+    if cls in _BUILTIN_CONTAINERS or isinstance(value, type):
+        return {}
+    found = dict(vars(value)) if hasattr(value, "__dict__") else {}
+    for names in _slot_names(cls):
+        for name in names:
+            got = getattr(value, name, _UNSET)
+            if got is not _UNSET:
+                found.setdefault(name, got)
+    return found
+
+
+_BUILTIN_CONTAINERS = (dict, list, tuple, set, frozenset)
+_UNSET = object()
+
+
+@functools.lru_cache(maxsize=1024)
+def _slot_names(cls: type) -> tuple[tuple[str, ...], ...]:
+    """The slot attribute names of ``cls`` and its bases (private ones mangled)."""
+    found: list[tuple[str, ...]] = []
+    for klass in cls.__mro__:
+        slots = klass.__dict__.get("__slots__", ())
+        if isinstance(slots, str):
+            slots = (slots,)
+        names = []
+        for name in slots:
+            if name in ("__dict__", "__weakref__"):
+                continue
+            if name.startswith("__") and not name.endswith("__"):
+                name = f"_{klass.__name__.lstrip('_')}{name}"
+            names.append(name)
+        if names:
+            found.append(tuple(names))
+    return tuple(found)
 
 
 def _assign(writes: Sequence[tuple[Any, str | None, str, Any]], new: dict[int, Any]) -> None:
@@ -139,12 +184,13 @@ def _assign(writes: Sequence[tuple[Any, str | None, str, Any]], new: dict[int, A
 
 def substitute(value: Any, new: dict[int, Any], memo: dict[int, Any]) -> Any:
     """``value`` with each tensor whose ``id`` is in ``new`` replaced, containers and plain
-    objects copied where something inside changed (the captured value is left alone)."""
+    objects (their ``__dict__`` and slots) copied where something inside changed (the
+    captured value is left alone)."""
     if id(value) in memo:
         return memo[id(value)]
     if isinstance(value, torch.Tensor):
         return new.get(id(value), value)
-    if isinstance(value, (str, bytes, int, float, bool, type(None), torch.nn.Module)):
+    if isinstance(value, (str, bytes, int, float, bool, type(None), torch.nn.Module, type)):
         return value
     memo[id(value)] = value  # a cycle reads the original
     result = value
@@ -157,17 +203,44 @@ def substitute(value: Any, new: dict[int, Any], memo: dict[int, Any]) -> Any:
                     result[k] = v
     elif isinstance(value, (list, tuple)):
         items_list = [substitute(v, new, memo) for v in value]
-        if any(a is not b for a, b in zip(items_list, value, strict=True)):
+        changed = _changed_attributes(value, new, memo)
+        if changed or any(a is not b for a, b in zip(items_list, value, strict=True)):
             if isinstance(value, list):
                 result = type(value)(items_list)
             elif hasattr(value, "_fields"):  # a namedtuple
                 result = type(value)(*items_list)
             else:
                 result = type(value)(items_list)
-    elif hasattr(value, "__dict__") and not isinstance(value, type):
-        attrs = {k: substitute(v, new, memo) for k, v in vars(value).items()}
-        if any(attrs[k] is not v for k, v in vars(value).items()):
+            _set_attributes(result, {**attributes(value), **changed})  # a subclass's own
+    else:
+        changed = _changed_attributes(value, new, memo)
+        if changed:
             result = copy.copy(value)
-            vars(result).update(attrs)
+            _set_attributes(result, changed)
     memo[id(value)] = result
     return result
+
+
+def _changed_attributes(value: Any, new: dict[int, Any], memo: dict[int, Any]) -> dict[str, Any]:
+    """The attributes of ``value`` that :func:`substitute` changes, with their new values."""
+    changed = {}
+    for name, item in attributes(value).items():
+        got = substitute(item, new, memo)
+        if got is not item:
+            changed[name] = got
+    return changed
+
+
+def _set_attributes(obj: Any, values: dict[str, Any]) -> None:
+    """Set ``values`` on ``obj`` as they are: into its ``__dict__``, or its slots (past a
+    frozen dataclass's ``__setattr__``)."""
+    own = vars(obj) if hasattr(obj, "__dict__") else {}
+    for name, value in values.items():
+        if hasattr(obj, "__dict__") and (name in own or not _is_slot(type(obj), name)):
+            own[name] = value
+        else:
+            object.__setattr__(obj, name, value)
+
+
+def _is_slot(cls: type, name: str) -> bool:
+    return any(name in names for names in _slot_names(cls))

@@ -63,6 +63,13 @@ for _kind in ("dynamo", "real"):
             r"In mode='(fake|meta)' this op needs the tensor's values .*use mode='real'"
         )
 
+# Llava's exported graph checks its image tokens against the image features as it runs
+# (aten.item of _is_all_true, then runtime asserts): fake and meta runs have no values
+for _verb in ("shapes_fake", "shapes_meta"):
+    REFUSALS[("llava", "export", _verb)] = (
+        r"In mode='(fake|meta)' this op needs the tensor's values .*use mode='real'"
+    )
+
 # torch's fake/meta kernel of aten._grouped_mm (transformers' MoE experts, as one real run
 # records them) takes bfloat16 only, while the CPU kernel runs float32
 for _verb in ("shapes_fake", "shapes_meta"):
