@@ -167,6 +167,9 @@ class _Run:
         node = self.compiled.nodes[i]
         kept = self._keep_all or recorder._admit(node.op, value)
         entry = _Entry(node, value, kept, elapsed)
+        if value is None:  # nothing to describe (torch.export's metadata checks give None)
+            entry.outputs = ()
+            return entry
         plain_op = self.compiled.plain[i]
         if not plain_op and self._lazy and (type(value) is _PARAMETER or type(value) is _TENSOR):
             # an input or a parameter (it outlives the run): what ``describe`` does, inlined

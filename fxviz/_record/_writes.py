@@ -266,11 +266,19 @@ def _running_stats_writes(node: torch.fx.Node) -> list[Location]:
     return written
 
 
+# ops whose schema marks ``self`` written (``Tensor(a!)``) that change only its autograd
+# state, never its values or its version (an exported language model's cache update
+# runs ``detach_``): nothing of a recorded value to keep from them
+_AUTOGRAD_ONLY = frozenset({"aten::detach_", "aten::requires_grad_"})
+
+
 @functools.cache
 def _schema_writes(target: OpOverload | OpOverloadPacket) -> tuple[Location, ...]:
     if isinstance(target, OpOverloadPacket):
         overloads = [getattr(target, name) for name in target.overloads()]
         return tuple(dict.fromkeys(loc for o in overloads for loc in _schema_writes(o)))
+    if target._schema.name in _AUTOGRAD_ONLY:
+        return ()
     found: list[Location] = []
     for i, name, kwarg_only in op_written_arguments(target):
         if not kwarg_only:

@@ -79,6 +79,26 @@ def _failing(x: torch.Tensor) -> Any:
     return y @ torch.ones(3, 3)  # a shape error
 
 
+@pytest.mark.parametrize("stats", [True, False, "eager"])
+def test_both_engines_record_a_node_that_returns_nothing_alike(stats):
+    # torch.export's metadata checks (aten._assert_tensor_metadata) give None: the
+    # generated code describes them without looking at inputs
+    def f(x):
+        torch.ops.aten._assert_tensor_metadata.default(x, dtype=torch.float32)
+        y = x * 2
+        torch.ops.aten._assert_tensor_metadata.default(y, dtype=torch.float32)
+        return y.sum()
+
+    gm = torch.fx.symbolic_trace(f)
+    x = torch.randn(3, requires_grad=True)
+    compiled, interpreted = (_record_on(e, gm, x, stats=stats) for e in ("compiled", "interpreted"))
+    assert_same_recording(compiled, interpreted)
+    (check, *_) = [r for r in compiled.values() if "assert_tensor_metadata" in r.target]
+    assert check.outputs == ()
+    assert check.kept
+    assert check.value is None
+
+
 def test_a_failing_node_raises_the_same_error_with_the_same_partial_recording():
     gm = fxviz.trace(_failing, torch.ones(4))
     compiled = _record_on("compiled", gm, torch.ones(4))

@@ -44,6 +44,30 @@ def test_views_are_snapshotted_with_their_base():
     assert rec["view"].aliases == ("add",)
 
 
+def test_detach_in_place_writes_no_value_and_is_recorded_as_the_view_it_is():
+    # an exported language model's cache update runs aten.detach_: its schema marks self
+    # written, but it changes only autograd state (no value, no version)
+    def f(x):
+        y = torch.ops.aten.mul.Tensor(x, 2)
+        z = torch.ops.aten.detach_.default(y)
+        return z + 1
+
+    x = torch.tensor([1.0, -2.0], requires_grad=True)
+    gm = torch.fx.symbolic_trace(f)
+    rec = fxviz.record(gm, x)
+    assert torch.equal(rec.output, f(x).detach())
+    assert rec["detach__default"].mutates == ()
+    assert rec["detach__default"].aliases == ("mul_tensor",)
+    assert torch.equal(rec["mul_tensor"].value, torch.tensor([2.0, -4.0]))
+    assert rec["mul_tensor"].outputs[0].min == -4.0
+    from fxviz._record._writes import written_locations
+
+    (detach,) = [n for n in gm.graph.nodes if n.target is torch.ops.aten.detach_.default]
+    assert written_locations(detach, {}) == ()  # nothing to copy before it runs
+    add_ = gm.graph.call_function(torch.ops.aten.add_.Tensor, (detach, 1))
+    assert written_locations(add_, {}) == (("arg", 0), ("kwarg", "self"))
+
+
 def test_inputs_written_in_place_are_written_as_by_the_graph():
     def f(x):
         x.copy_(x * 3)
