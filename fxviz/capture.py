@@ -37,6 +37,7 @@ from fxviz._capture._eager import eager_is_compiling
 from fxviz._capture._gradient_check import UNCHECKED, GradientCheck
 from fxviz._capture._real import tensors_in
 from fxviz._capture._rebuild import RebuiltOutput, flat_output
+from fxviz._capture._segments import attributes
 from fxviz._capture._state import (
     ModelState,
     UnrestorableWrite,
@@ -316,7 +317,38 @@ def _tagged(gm: torch.fx.GraphModule, method: str) -> torch.fx.GraphModule:
 
 
 def _symbolic(obj: Any, args: tuple, kwargs: dict, concrete_args: Any) -> torch.fx.GraphModule:
-    return torch.fx.symbolic_trace(obj, concrete_args=concrete_args)
+    gm = torch.fx.symbolic_trace(obj, concrete_args=concrete_args)
+    output = next(iter(reversed(gm.graph.nodes)))
+    held = _object_holding_proxy(output.args)
+    if held is not None:
+        raise TraceError(
+            f"{_name(obj)}.forward returns a {type(held).__qualname__} holding traced "
+            "values: torch.fx.symbolic_trace keeps the object itself in the graph, with "
+            "the tracer's Proxy objects inside, not this call's tensors"
+        )
+    return gm
+
+
+def _object_holding_proxy(value: Any, seen: set[int] | None = None, inside: Any = None) -> Any:
+    """The first object (not a container fx rebuilds) in a node's arguments that holds a
+    ``torch.fx.Proxy`` left by tracing, or ``None``."""
+    seen = set() if seen is None else seen
+    if id(value) in seen or isinstance(value, (str, bytes, int, float, bool, type(None))):
+        return None
+    seen.add(id(value))
+    if isinstance(value, torch.fx.Proxy):
+        return inside
+    if isinstance(value, (torch.fx.Node, torch.Tensor, torch.nn.Module, type)):
+        return None
+    plain = type(value) in (tuple, list, dict)  # fx rebuilds these from their nodes
+    items = list(value.values()) if isinstance(value, dict) else []
+    items += list(value) if isinstance(value, (tuple, list, set, frozenset)) else []
+    items += attributes(value).values()
+    for item in items:
+        found = _object_holding_proxy(item, seen, inside if plain else value)
+        if found is not None:
+            return found
+    return None
 
 
 def _export(obj: Any, args: tuple, kwargs: dict, concrete_args: Any) -> torch.fx.GraphModule:

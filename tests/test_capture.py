@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -310,6 +311,94 @@ def test_tensors_in_slots_and_tuple_subclass_attributes_are_rebuilt_after_export
         assert torch.equal(out["tagged"][0], want["tagged"][0])
         assert torch.equal(out["tagged"].extra, want["tagged"].extra)
         assert out["tagged"].flag == "hi"
+
+
+class _NewArgs:
+    """Made with an argument ``copy`` passes back through ``__getnewargs__``."""
+
+    def __new__(cls, a: int) -> _NewArgs:
+        made = super().__new__(cls)
+        made.a = a
+        return made
+
+    def __getnewargs__(self) -> tuple[int]:
+        return (self.a,)
+
+
+class _Complex(complex):
+    """A builtin's subclass: its value lives outside ``__dict__``."""
+
+
+class _Dict(dict):
+    """A dict subclass with an attribute of its own."""
+
+
+class _Inner:
+    pass
+
+
+class _Proxy:
+    """Slots, and every other attribute read from the object it wraps."""
+
+    __slots__ = ("_inner",)
+
+    def __init__(self, inner: _Inner) -> None:
+        object.__setattr__(self, "_inner", inner)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(object.__getattribute__(self, "_inner"), name)
+
+
+def _holder(kind: str, y: torch.Tensor) -> Any:
+    if kind == "new_args":
+        held: Any = _NewArgs(3)
+    elif kind == "complex":
+        held = _Complex(1, 2)
+    elif kind == "dict":
+        held = _Dict(a=y + 1)
+    else:
+        inner = _Inner()
+        inner.t = y
+        return _Proxy(inner)  # reads t from the object it wraps
+    held.t = y
+    return held
+
+
+class ReturnsAHolder(nn.Module):
+    def __init__(self, kind: str) -> None:
+        super().__init__()
+        self.kind, self.lin = kind, nn.Linear(3, 3)
+
+    def forward(self, x):
+        y = self.lin(x)
+        return {"y": y + 1, "held": _holder(self.kind, y * 2)}
+
+
+@pytest.mark.parametrize("kind", ["new_args", "complex", "dict", "proxy"])
+def test_objects_that_copy_unusually_are_rebuilt_with_each_calls_tensors(kind):
+    model = ReturnsAHolder(kind)
+    for _ in range(2):  # the second call reads the captured structure again
+        x = torch.randn(2, 3)
+        want = model(x)["held"]
+        got = fxviz.record(model, x, method="export").output["held"]
+        assert type(got) is type(want)
+        assert type(got.t) is torch.Tensor
+        assert torch.equal(got.t, want.t)
+        if kind == "complex":
+            assert got == want == 1 + 2j
+        if kind == "dict":
+            assert torch.equal(got["a"], want["a"])
+        if kind == "new_args":
+            assert got.a == 3
+
+
+def test_a_symbolic_trace_that_keeps_traced_values_inside_an_object_is_refused():
+    model, x = ReturnsAHolder("complex"), torch.randn(2, 3)
+    with pytest.raises(fxviz.TraceError, match=r"returns a _Complex holding traced values"):
+        fxviz.trace(model, x, method="symbolic")
+    rec = fxviz.record(model, x)  # auto: export
+    assert rec.method == "export"
+    assert torch.equal(rec.output["held"].t, model(x)["held"].t)
 
 
 @pytest.mark.parametrize("where", ["root", "global"])

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import copyreg
 import functools
+import types
 from collections.abc import Sequence
 from typing import Any
 
@@ -104,8 +106,8 @@ def check_same_inputs(expected: Sequence[Any], given: Sequence[Any]) -> None:
 
 def tensors_in(value: Any, _seen: set[int] | None = None) -> list[torch.Tensor]:
     """Every tensor in ``value``: containers, dataclasses and plain objects (a Hugging Face
-    ``DynamicCache`` holds its tensors in attributes pytree cannot see), their slots too;
-    in the order :func:`substitute` walks them."""
+    ``DynamicCache`` holds its tensors in attributes pytree cannot see), their slots and a
+    container subclass's own attributes too; in the order :func:`substitute` walks them."""
     seen = set() if _seen is None else _seen
     if id(value) in seen or isinstance(value, (str, bytes, int, float, bool, type(None))):
         return []
@@ -118,7 +120,7 @@ def tensors_in(value: Any, _seen: set[int] | None = None) -> list[torch.Tensor]:
         items: list[Any] = list(value.values())
     else:
         items = list(value) if isinstance(value, (list, tuple, set)) else []
-        items += attributes(value).values()
+    items += attributes(value).values()
     found: list[torch.Tensor] = []
     for item in items:
         found.extend(tensors_in(item, seen))
@@ -127,47 +129,39 @@ def tensors_in(value: Any, _seen: set[int] | None = None) -> list[torch.Tensor]:
 
 def attributes(value: Any) -> dict[str, Any]:
     """An object's own attributes: its ``__dict__`` and the slots that are set (none for
-    a builtin container or a class).
+    a builtin container or a class), read past any ``__getattr__`` of its class.
 
     >>> class Slotted:
-    ...     __slots__ = ("a", "__b")
+    ...     __slots__ = ("a", "__b", "c")
     ...     def __init__(self): self.a, self.__b = 1, 2
     >>> attributes(Slotted()), attributes([1]), attributes(Slotted)
-    ({'a': 1, '_Slotted__b': 2}, {}, {})
+    ({'_Slotted__b': 2, 'a': 1}, {}, {})
     """
     cls = type(value)
     if cls in _BUILTIN_CONTAINERS or isinstance(value, type):
         return {}
-    found = dict(vars(value)) if hasattr(value, "__dict__") else {}
-    for names in _slot_names(cls):
-        for name in names:
-            got = getattr(value, name, _UNSET)
-            if got is not _UNSET:
-                found.setdefault(name, got)
+    found = dict(object.__getattribute__(value, "__dict__")) if cls.__dictoffset__ else {}
+    for name, slot in _slots(cls):
+        with contextlib.suppress(AttributeError):  # a slot not set
+            found.setdefault(name, slot.__get__(value, cls))
     return found
 
 
 _BUILTIN_CONTAINERS = (dict, list, tuple, set, frozenset)
-_UNSET = object()
 
 
 @functools.lru_cache(maxsize=1024)
-def _slot_names(cls: type) -> tuple[tuple[str, ...], ...]:
-    """The slot attribute names of ``cls`` and its bases (private ones mangled)."""
-    found: list[tuple[str, ...]] = []
+def _slots(cls: type) -> tuple[tuple[str, Any], ...]:
+    """``(name, descriptor)`` of each slot of ``cls`` and its bases (names as Python
+    stores them: private ones mangled)."""
+    found = []
     for klass in cls.__mro__:
-        slots = klass.__dict__.get("__slots__", ())
-        if isinstance(slots, str):
-            slots = (slots,)
-        names = []
-        for name in slots:
-            if name in ("__dict__", "__weakref__"):
-                continue
-            if name.startswith("__") and not name.endswith("__"):
-                name = f"_{klass.__name__.lstrip('_')}{name}"
-            names.append(name)
-        if names:
-            found.append(tuple(names))
+        if "__slots__" in klass.__dict__:
+            found += [
+                (name, d)
+                for name, d in klass.__dict__.items()
+                if isinstance(d, types.MemberDescriptorType)
+            ]
     return tuple(found)
 
 
@@ -197,11 +191,13 @@ def substitute(value: Any, new: dict[int, Any], memo: dict[int, Any]) -> Any:
     result = value
     if isinstance(value, dict):
         items = {k: substitute(v, new, memo) for k, v in value.items()}
-        if any(items[k] is not v for k, v in value.items()):
-            result = copy.copy(value)
+        changed = _changed_attributes(value, new, memo)  # a subclass's own
+        if changed or any(items[k] is not v for k, v in value.items()):
+            result = _copied(value)
             for k, v in items.items():  # item by item: a ModelOutput refuses update()
                 if v is not value[k]:
                     result[k] = v
+            _set_attributes(result, changed)
     elif isinstance(value, (list, tuple)):
         items_list = [substitute(v, new, memo) for v in value]
         changed = _changed_attributes(value, new, memo)
@@ -216,7 +212,7 @@ def substitute(value: Any, new: dict[int, Any], memo: dict[int, Any]) -> Any:
     else:
         changed = _changed_attributes(value, new, memo)
         if changed:
-            result = _shallow_copy(value)
+            result = _copied(value)
             _set_attributes(result, changed)
     memo[id(value)] = result
     return result
@@ -233,18 +229,29 @@ def _changed_attributes(value: Any, new: dict[int, Any], memo: dict[int, Any]) -
 
 
 def _set_attributes(obj: Any, values: dict[str, Any]) -> None:
-    """Set ``values`` on ``obj`` as they are: into its ``__dict__``, or its slots (past a
-    frozen dataclass's ``__setattr__``)."""
-    own = vars(obj) if hasattr(obj, "__dict__") else {}
+    """Set ``values`` on ``obj`` as they are: into its slots (past a frozen dataclass's
+    ``__setattr__``), or its ``__dict__``."""
+    cls = type(obj)
+    slots = dict(_slots(cls))
     for name, value in values.items():
-        if hasattr(obj, "__dict__") and (name in own or not _is_slot(type(obj), name)):
-            own[name] = value
+        if name in slots:
+            slots[name].__set__(obj, value)
         else:
-            object.__setattr__(obj, name, value)
+            object.__getattribute__(obj, "__dict__")[name] = value
 
 
-def _is_slot(cls: type, name: str) -> bool:
-    return any(name in names for names in _slot_names(cls))
+def _copied(value: Any) -> Any:
+    """A shallow copy of ``value`` to put new tensors into; a ``TypeError`` where its copy
+    is itself (an enum member, a ``__copy__`` that returns ``self``): setting them would
+    change the captured object every later call reads."""
+    made = _shallow_copy(value)
+    if made is value:
+        kind = type(value)
+        raise TypeError(
+            f"cannot put this call's tensors into a {kind.__module__}.{kind.__qualname__}: "
+            "its copy is the object itself, which every call shares"
+        )
+    return made
 
 
 def _shallow_copy(obj: Any) -> Any:
@@ -268,15 +275,23 @@ def _shallow_copy(obj: Any) -> Any:
 @functools.lru_cache(maxsize=1024)
 def _copied_plainly(cls: type) -> bool:
     """Whether ``copy.copy`` of a ``cls`` instance is ``cls.__new__(cls)`` given the same
-    ``__dict__``: no copy or pickling hook of its own, and no slots."""
+    ``__dict__``: a plain Python class (object's ``__new__``, no builtin base), with no
+    copy or pickling hook of its own, and no slots."""
     return (
-        cls.__reduce_ex__ is object.__reduce_ex__
+        cls.__new__ is object.__new__
+        and all(
+            k is object or ("__module__" in vars(k) and k.__module__ != "builtins")
+            for k in cls.__mro__
+        )
+        and getattr(cls, "__getnewargs__", None) is None
+        and getattr(cls, "__getnewargs_ex__", None) is None
+        and cls.__reduce_ex__ is object.__reduce_ex__
         and cls.__reduce__ is object.__reduce__
         and getattr(cls, "__getstate__", None) is getattr(object, "__getstate__", None)
         and getattr(cls, "__copy__", None) is None
         and getattr(cls, "__setstate__", None) is None
         and cls.__dictoffset__ != 0
-        and not _slot_names(cls)
+        and not _slots(cls)
         and copy._copy_dispatch.get(cls) is None  # type: ignore[attr-defined]
         and copyreg.dispatch_table.get(cls) is None
     )
