@@ -130,13 +130,17 @@ class Scaled(torch.nn.Module):
         return self.scale(y, self.w)
 
 
+def _eager_gradients(model: torch.nn.Module, x: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Each parameter's gradient of ``model(x).sum()``, by name."""
+    params = dict(model.named_parameters())
+    grads = torch.autograd.grad(model(x).sum(), list(params.values()))
+    return dict(zip(params, grads, strict=True))
+
+
 def test_a_compile_only_branch_with_eagers_output_but_other_gradients_is_not_recorded(library):
     torch.manual_seed(0)
     model, x = Scaled(library), torch.randn(2, 4)
-    params = dict(model.named_parameters())
-    want = dict(
-        zip(params, torch.autograd.grad(model(x).sum(), list(params.values())), strict=True)
-    )
+    want = _eager_gradients(model, x)
     capture = fxviz.trace(model, x, method="dynamo")
     with torch.no_grad():  # its forward pass is eager's
         assert torch.equal(tensors_in(fxviz.record(capture, x).output)[0], model(x))
@@ -256,10 +260,7 @@ def test_an_exported_graphs_gradients_are_checked_at_its_first_backward_pass(lib
 
     torch.manual_seed(0)
     model, x = ExportScaled(library), torch.randn(2, 4)
-    params = dict(model.named_parameters())
-    want = dict(
-        zip(params, torch.autograd.grad(model(x).sum(), list(params.values())), strict=True)
-    )
+    want = _eager_gradients(model, x)
     capture = fxviz.trace(model, x, method="export")
     assert UNCHECKED in capture.meta  # a forward-only capture pays nothing for it
     with torch.no_grad():
