@@ -245,6 +245,25 @@ def test_a_language_model_whose_output_holds_a_cache_is_exported_and_its_output_
     forget()
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_an_exported_capture_with_a_rebuilt_output_lets_go_of_its_model():
+    # the rebuilt output's structure and the gradient check stay with the capture (kept
+    # by the captures' cache): neither may hold the model
+    import gc
+    import weakref
+
+    import transformers as tf
+
+    config = tf.GPT2Config(vocab_size=50, n_layer=1, n_embd=16, n_head=2, n_positions=16)
+    model, ids = tf.GPT2LMHeadModel(config).eval(), torch.randint(0, 50, (1, 5))
+    rec = fxviz.record(model, input_ids=ids, method="export")
+    assert type(rec.output.past_key_values).__name__ == "DynamicCache"
+    gone = weakref.ref(model)
+    del model, rec
+    gc.collect()
+    assert gone() is None
+
+
 class _Cache:
     def __init__(self, keys: list[torch.Tensor], length: int) -> None:
         self.keys, self.length = keys, length
