@@ -51,6 +51,7 @@ __all__ = [
     "shares_storage",
     "storage_id",
     "store_node_value",
+    "stored_values",
     "thread_scoped_fx_patches",
     "tree_leaves",
     "tree_map_only_tensors",
@@ -245,6 +246,26 @@ def store_node_value(interp: torch.fx.Interpreter, node: torch.fx.Node, value: A
 # ``shares_storage`` without its guard, for the compiled recording engine's hot path, which
 # calls it only on plain tensors (checked on torch 2.4 - 2.13)
 is_alias_of = torch._C._is_alias_of  # pyright: ignore[reportAttributeAccessIssue]
+
+
+_COMPRESSED = (torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr, torch.sparse_bsc)
+
+
+def stored_values(t: torch.Tensor) -> torch.Tensor | None:
+    """The values ``t`` holds in memory: ``t`` itself when strided, a sparse tensor's
+    stored values (its implicit zeros left out; of a COO tensor, once its duplicate
+    indices are added up), ``None`` for other layouts.
+
+    >>> stored_values(torch.sparse_coo_tensor([[0, 2]], [5.0, 6.0], (4,))).tolist()
+    [5.0, 6.0]
+    """
+    if t.layout == torch.strided:
+        return t
+    if t.layout == torch.sparse_coo:  # duplicate indices add up: coalesced first
+        return (t if t.is_coalesced() else t.coalesce())._values()
+    if t.layout in _COMPRESSED:
+        return t.values()
+    return None
 
 
 def shares_storage(a: torch.Tensor, b: torch.Tensor) -> bool:

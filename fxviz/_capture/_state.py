@@ -263,6 +263,8 @@ def _written(t: torch.Tensor, version: int | None, saved: torch.Tensor | None) -
         return False
     if t.is_meta or t.shape != saved.shape or t.dtype != saved.dtype:
         return t.shape != saved.shape
+    if t.layout != torch.strided:  # sparse: no bytes to view, no ``equal`` of its own
+        return t.layout != saved.layout or not torch.equal(t.to_dense(), saved.to_dense())
     try:
         return not torch.equal(
             t.detach().view(-1).view(torch.uint8), saved.view(-1).view(torch.uint8)

@@ -65,6 +65,7 @@ class NodeComparison:
 
 
 _METRIC_FIELDS = {f.name for f in dataclasses.fields(Metrics)}
+_DENSE_MAX = 1 << 24  # values of a sparse pair made dense to compare (128 MiB of float64)
 
 
 def measure_pairs(aligned: list[Any], criterion: Criterion) -> list[NodeComparison]:
@@ -170,6 +171,11 @@ def _tensors(
         return _found(None, True, f"shape {_shape(x.shape)} vs {_shape(y.shape)}", "values")
     if x.is_meta or y.is_meta or _fake(x) or _fake(y):
         return _found(None, False, "not measured: meta or fake tensors hold no values", "")
+    if x.layout != torch.strided or y.layout != torch.strided:  # sparse: compared dense
+        if x.numel() > _DENSE_MAX:
+            why = f"not measured: sparse tensors of {x.numel():,} values (compared dense up to {_DENSE_MAX:,})"
+            return _found(None, False, why, "")
+        x, y = x.detach().to_dense(), y.detach().to_dense()
     key = memory_key(x, y)
     metrics = measured.get(key) if key is not None else None
     if metrics is None:

@@ -14,6 +14,7 @@ import torch
 
 from fxviz._record._records import NodeRecord
 from fxviz._record._summary import iter_tensors
+from fxviz._torch_compat import stored_values
 
 __all__ = ["dtype_changed", "has_nonfinite"]
 
@@ -35,9 +36,9 @@ def has_nonfinite(record: NodeRecord) -> bool:
     if any(s.nan is not None for s in record.outputs):
         return record.nonfinite_count > 0
     return any(
-        t.is_floating_point() and not bool(torch.isfinite(t).all())
+        t.is_floating_point() and not bool(torch.isfinite(stored).all())
         for _, t in iter_tensors(record.value)
-        if type(t) in _PLAIN and not t.is_meta
+        if type(t) in _PLAIN and not t.is_meta and (stored := stored_values(t)) is not None
     )
 
 

@@ -116,8 +116,8 @@ def cached_summary(value: Any) -> tuple[TensorSummary, ...]:
     input), measured once per version of it."""
     if type(value) is not torch.nn.Parameter:  # a functorch wrapper is a plain Tensor
         value = functorch_unwrapped(value)  # a vmap'd value has no storage: what it holds
-    if type(value) not in _PLAIN or value.is_inference():
-        return summarize(value, True)
+    if type(value) not in _PLAIN or value.is_inference() or value.layout != torch.strided:
+        return summarize(value, True)  # no counter, or no data pointer (sparse): not cached
     key = (
         value._version,
         value.data_ptr(),

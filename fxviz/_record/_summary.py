@@ -21,7 +21,7 @@ import torch
 from fxviz._record._batched import batched_statistics, device_batch_statistics
 from fxviz._record._frozen import positional_constructor
 from fxviz._record._moments import _statistics
-from fxviz._torch_compat import functorch_unwrapped
+from fxviz._torch_compat import functorch_unwrapped, stored_values
 
 __all__ = [
     "TensorSummary",
@@ -151,6 +151,8 @@ def summarize_tensor(path: str, t: torch.Tensor, stats: bool) -> TensorSummary:
     strided = t.layout == torch.strided
     numel = t.numel()
     measured = stats and plain and _measurable(t, strided, numel)
+    if stats and plain and not strided and isinstance(numel, int) and numel and not t.is_meta:
+        return _described(path, t, plain, strided, numel, _sparse_statistics(t))
     return _described(path, t, plain, strided, numel, _measure(t) if measured else ())
 
 
@@ -261,6 +263,35 @@ def _measure(t: torch.Tensor) -> tuple[Any, ...]:
         return _statistics(t.detach().to(torch.float32 if t.is_floating_point() else torch.float64))
     except (RuntimeError, NotImplementedError, TypeError):
         return ()
+
+
+def _sparse_statistics(t: torch.Tensor) -> tuple[Any, ...]:
+    """The statistics of a sparse tensor, its implicit zeros counted, from those of the
+    values it stores (none for a layout that stores none, or a complex one).
+
+    >>> s = torch.sparse_coo_tensor([[1, 3]], [2.0, 4.0], (4,))
+    >>> _sparse_statistics(s) == _statistics(s.to_dense())
+    True
+    """
+    stored = stored_values(t.detach())
+    if stored is None or stored.is_complex():
+        return ()
+    found = _measure(stored) if stored.numel() else (None,) * 5 + (0, 0, 0, 0)
+    implicit = t.numel() - stored.numel()
+    if not found or implicit == 0:
+        return found
+    low, high, mean, std, _, nan, posinf, neginf, zeros = found
+    finite = stored.numel() - nan - posinf - neginf
+    n = finite + implicit  # the implicit zeros are finite values
+    if finite == 0:
+        low = high = mean = 0.0
+        std = 0.0 if n > 1 else None
+    else:  # the sums of the stored values, the zeros added (float64 arithmetic)
+        squares = (std * std * (finite - 1) if std is not None else 0.0) + finite * mean * mean
+        mean = mean * finite / n
+        std = math.sqrt(max((squares - n * mean * mean) / (n - 1), 0.0)) if n > 1 else None
+        low, high = min(low, 0), max(high, 0)
+    return (low, high, mean, std, max(abs(low), abs(high)), nan, posinf, neginf, zeros + implicit)
 
 
 def _dim(size: Any) -> int | str:

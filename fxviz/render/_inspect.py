@@ -10,7 +10,7 @@ from fxviz._nodes import module_path, target_text
 from fxviz._record._records import NodeRecord
 from fxviz._record._summary import dtype_name
 from fxviz._shapes._report import format_shape
-from fxviz._torch_compat import functorch_unwrapped
+from fxviz._torch_compat import functorch_unwrapped, stored_values
 
 __all__ = ["inspector_data", "table_rows"]
 
@@ -152,9 +152,25 @@ def _histogram(t: torch.Tensor) -> dict[str, Any] | None:
 
 
 def _preview(t: torch.Tensor, limit: int = _PREVIEW_VALUES) -> str:
+    """The first ``limit`` values in logical order; of a sparse tensor, the first values it
+    stores (it has no cheap logical order to read them in).
+
+    >>> _preview(torch.sparse_coo_tensor([[0, 2]], [5.0, 6.0], (4,)))
+    '[5, 6] (the 2 values stored, sparse_coo)'
+    """
     if t.is_meta:
         return ""
-    flat = t.detach().flatten()[:limit]
-    values = ", ".join(f"{v:.4g}" if isinstance(v, float) else str(v) for v in flat.tolist())
-    more = f", … ({t.numel() - flat.numel():,} more)" if t.numel() > flat.numel() else ""
+    if t.layout == torch.strided:
+        return _listed(t.detach().flatten(), limit)
+    stored = stored_values(t.detach())
+    if stored is None:
+        return ""
+    layout = str(t.layout).removeprefix("torch.")
+    return f"{_listed(stored.flatten(), limit)} (the {stored.numel():,} values stored, {layout})"
+
+
+def _listed(flat: torch.Tensor, limit: int) -> str:
+    shown = flat[:limit]
+    values = ", ".join(f"{v:.4g}" if isinstance(v, float) else str(v) for v in shown.tolist())
+    more = f", … ({flat.numel() - shown.numel():,} more)" if flat.numel() > shown.numel() else ""
     return f"[{values}{more}]"
