@@ -27,6 +27,7 @@ from typing import Any, overload
 
 import torch
 
+from fxviz._capture._segments import tensors_in
 from fxviz._record._moments import _statistics
 from fxviz._record._summary import TensorSummary, iter_tensors, summarize
 from fxviz.errors import FxvizError, InputError, NodeError, first_line, node_error_type
@@ -340,7 +341,10 @@ def backward_roots(
         if not loss.requires_grad:
             raise InputError(_NOTHING_REQUIRES_GRAD)
         return [loss], None
-    roots = [t for _, t in iter_tensors(output) if t.requires_grad]
+    tensors = [t for _, t in iter_tensors(output)]
+    if not tensors:  # an object that holds its tensors in attributes (a dataclass...)
+        tensors = tensors_in(output)
+    roots = [t for t in tensors if t.requires_grad]
     if not roots:
         raise InputError(_NOTHING_REQUIRES_GRAD)
     if backward is True:

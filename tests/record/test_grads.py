@@ -366,3 +366,34 @@ def test_a_backward_pass_autograd_refuses_names_the_nodes_that_wrote_in_place():
         model(input_ids=ids, use_cache=False).logits.sum(), [model.head.weight]
     )[0]
     assert torch.equal(rec.gradients.parameters["head.weight"].value, want)
+
+
+class _Result:
+    """A model's output that is no container: its tensors are attributes."""
+
+    def __init__(self, loss: torch.Tensor, logits: torch.Tensor) -> None:
+        self.loss, self.logits = loss, logits
+
+
+class _ObjectOut(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x: torch.Tensor) -> _Result:
+        y = self.lin(x)
+        return _Result(y.pow(2).mean(), y)
+
+
+@pytest.mark.parametrize("method", ["auto", "export", "dynamo"])
+def test_backward_true_reaches_the_tensors_an_output_object_holds(method):
+    """backward=True on an output that holds its tensors in attributes: every one of them
+    (before: "nothing in the output requires grad", of a model with parameters)."""
+    torch.manual_seed(0)
+    model, x = _ObjectOut(), torch.randn(2, 3)
+    rec = fxviz.record(model, x, method=method, backward=True)
+    out = model(x)
+    expected = torch.autograd.grad(out.loss + out.logits.sum(), list(model.parameters()))
+    got = [rec.gradients.parameters[name].value for name in ("lin.weight", "lin.bias")]
+    assert all(torch.allclose(g, e) for g, e in zip(got, expected, strict=True))
+    assert all(p.grad is None for p in model.parameters())
