@@ -48,6 +48,7 @@ __all__ = [
     "positional_graph",
     "qualified_name",
     "reparametrize",
+    "same_bits",
     "shares_storage",
     "storage_id",
     "store_node_value",
@@ -265,6 +266,45 @@ def stored_values(t: torch.Tensor) -> torch.Tensor | None:
         return (t if t.is_coalesced() else t.coalesce())._values()
     if t.layout in _COMPRESSED:
         return t.values()
+    return None
+
+
+def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two tensors hold the same values bit for bit (a NaN equals the same NaN,
+    ``-0.0`` is not ``0.0``): of the same shape, dtype and layout; a sparse tensor by the
+    indices and values it stores, never made dense.
+
+    >>> nan = torch.tensor([float("nan"), 1.0])
+    >>> same_bits(nan, nan.clone()), torch.equal(nan, nan.clone())
+    (True, False)
+    >>> s = torch.sparse_coo_tensor([[0, 3]], [1.0, 2.0], (10**9,))
+    >>> same_bits(s, s.clone()), same_bits(s, s * 2)
+    (True, False)
+    """
+    if a.shape != b.shape or a.dtype != b.dtype or a.layout != b.layout:
+        return False
+    a, b = a.detach(), b.detach()
+    if a.layout == torch.strided:
+        a, b = a.contiguous(), b.contiguous()
+        try:
+            return torch.equal(a.view(-1).view(torch.uint8), b.view(-1).view(torch.uint8))
+        except RuntimeError:  # a dtype with no byte view
+            return bool(torch.equal(a, b))
+    ours, theirs = _stored_parts(a), _stored_parts(b)
+    if ours is None or theirs is None:
+        return False  # a layout without parts to compare: not known to be the same
+    return all(same_bits(x, y) for x, y in zip(ours, theirs, strict=True))
+
+
+def _stored_parts(t: torch.Tensor) -> tuple[torch.Tensor, ...] | None:
+    """The strided tensors a sparse tensor is made of (its indices and values)."""
+    if t.layout == torch.sparse_coo:
+        t = t if t.is_coalesced() else t.coalesce()
+        return (t._indices(), t._values())
+    if t.layout in (torch.sparse_csr, torch.sparse_bsr):
+        return (t.crow_indices(), t.col_indices(), t.values())
+    if t.layout in (torch.sparse_csc, torch.sparse_bsc):
+        return (t.ccol_indices(), t.row_indices(), t.values())
     return None
 
 

@@ -53,6 +53,7 @@ from fxviz._torch_compat import (
     built_output,
     op_written_arguments,
     positional_graph,
+    same_bits,
     thread_scoped_fx_patches,
 )
 from fxviz.errors import TraceError
@@ -447,7 +448,8 @@ def _check_same_output(gm: Any, obj: Any, args: tuple, kwargs: dict) -> None:
     with restored_state(obj, inputs=inputs):
         want = tensors_in(obj(*args, **kwargs))
     if len(got) != len(want) or not all(
-        a.shape == b.shape and torch.equal(a, b) for a, b in zip(got, want, strict=True)
+        a.shape == b.shape and (torch.equal(a, b) or same_bits(a, b))  # NaN too
+        for a, b in zip(got, want, strict=True)
     ):
         raise TraceError("the exported graph does not reproduce the model's output")
 

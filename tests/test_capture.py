@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import math
 import os
 import subprocess
 import sys
@@ -835,3 +836,29 @@ def test_under_inference_mode_a_capture_whose_constant_a_run_wrote_is_made_again
     with torch.inference_mode():
         maxima = [fxviz.record(model, x)["add_"].outputs[0].max for _ in range(3)]
     assert maxima == [4.0, 4.0, 4.0]
+
+
+class _LogScaled(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+
+    def forward(self, x: torch.Tensor, *, scale: float = 1.0) -> torch.Tensor:
+        return self.lin(x).log() * scale
+
+
+@pytest.mark.parametrize("method", ["real", "export"])
+def test_inputs_and_outputs_holding_nan_are_the_same_as_themselves(method):
+    """A NaN is not equal to itself, but a capture of an input that holds one, or of a
+    model whose output does, is the same run (before: the real capture refused the very
+    inputs it was made with, and export with keyword inputs 'does not reproduce the
+    model's output')."""
+    torch.manual_seed(0)
+    model, x = _LogScaled(), torch.randn(4, 3)
+    x[0, 0] = math.nan
+    rec = fxviz.record(model, x, scale=2.0, method=method)
+    again = fxviz.record(model, x, scale=2.0, method=method)
+    want = model(x, scale=2.0)
+    for got in (rec.output, again.output):
+        assert torch.equal(got.isnan(), want.isnan())
+        assert torch.equal(got.nan_to_num(), want.nan_to_num())

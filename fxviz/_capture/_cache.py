@@ -25,7 +25,7 @@ import torch
 import torch.fx
 
 from fxviz._capture._state import tensor_attributes
-from fxviz._torch_compat import version_of
+from fxviz._torch_compat import same_bits, version_of
 
 __all__ = ["capture_once", "clear_captures"]
 
@@ -47,7 +47,7 @@ class _Entry:
         """Whether no run wrote the capture's own tensors since it was made (an inference
         tensor, which has no version counter, by its values)."""
         return all(
-            version_of(t) == v and (saved is None or torch.equal(t, saved))
+            version_of(t) == v and (saved is None or same_bits(t, saved))
             for t, v, saved in self.constants
         )
 
@@ -281,7 +281,7 @@ def _copies(leaves: list[Any]) -> list[Any]:
 def _same_values(kept: list[Any], leaves: list[Any]) -> bool:
     for a, b in zip(kept, leaves, strict=True):
         if isinstance(a, torch.Tensor):
-            if a.is_meta or b.is_meta or not torch.equal(a, b.detach()):
+            if a.is_meta or b.is_meta or not same_bits(a, b):
                 return False
         elif a is not b and a != b:
             return False

@@ -32,7 +32,7 @@ import torch
 
 from fxviz._capture._segments import tensors_in
 from fxviz._capture._state import restored_state
-from fxviz._torch_compat import version_of
+from fxviz._torch_compat import same_bits, version_of
 
 __all__ = [
     "divergence",
@@ -225,7 +225,7 @@ def gradient_divergence(got: Any, want: Any, model: Any) -> str:
     if isinstance(grads[0], RuntimeError):
         return f"its backward pass fails where eager's runs ({str(grads[0]).splitlines()[0]})"
     for (name, _), x, y in zip(named, *grads, strict=True):
-        if (x is None) != (y is None) or (x is not None and not _bitwise(x, y)):
+        if (x is None) != (y is None) or (x is not None and not same_bits(x, y)):
             by = ""
             if x is not None and y is not None:
                 by = f" (by up to {(x.double() - y.double()).abs().max().item():.3g})"
@@ -256,17 +256,9 @@ def divergence(got: Any, want: Any) -> str:
             return (
                 f"output tensor {i} is {x.dtype}{list(x.shape)}, eager's {y.dtype}{list(y.shape)}"
             )
-        if not _bitwise(x, y):
+        if not same_bits(x, y):
             by = ""
             if x.is_floating_point():
                 by = f" (by up to {(x.detach().double() - y.detach().double()).abs().max().item():.3g})"
             return f"output tensor {i} {list(x.shape)} differs from eager's{by}"
     return ""
-
-
-def _bitwise(x: torch.Tensor, y: torch.Tensor) -> bool:
-    x, y = x.detach().contiguous(), y.detach().contiguous()
-    try:
-        return torch.equal(x.view(-1).view(torch.uint8), y.view(-1).view(torch.uint8))
-    except RuntimeError:  # a layout or dtype with no byte view
-        return bool(torch.equal(x, y))

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from fxviz._capture._inputs import describe_value
-from fxviz._torch_compat import is_fake
+from fxviz._torch_compat import is_fake, same_bits
 from fxviz.errors import InputError
 
 __all__ = ["PythonSegment", "attributes", "check_same_inputs", "substitute", "tensors_in"]
@@ -88,12 +88,7 @@ def check_same_inputs(expected: Sequence[Any], given: Sequence[Any]) -> None:
         if isinstance(got, torch.Tensor):
             if _is_abstract(got):
                 continue
-            same = (
-                isinstance(want, torch.Tensor)
-                and got.shape == want.shape
-                and got.dtype == want.dtype
-                and torch.equal(got, want)
-            )
+            same = isinstance(want, torch.Tensor) and same_bits(got, want)  # NaN too
         else:
             same = got is want or bool(got == want)
         if not same:

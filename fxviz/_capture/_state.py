@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from fxviz._torch_compat import version_of
+from fxviz._torch_compat import same_bits, version_of
 from fxviz.errors import TraceError
 
 __all__ = [
@@ -263,14 +263,7 @@ def _written(t: torch.Tensor, version: int | None, saved: torch.Tensor | None) -
         return False
     if t.is_meta or t.shape != saved.shape or t.dtype != saved.dtype:
         return t.shape != saved.shape
-    if t.layout != torch.strided:  # sparse: no bytes to view, no ``equal`` of its own
-        return t.layout != saved.layout or not torch.equal(t.to_dense(), saved.to_dense())
-    try:
-        return not torch.equal(
-            t.detach().view(-1).view(torch.uint8), saved.view(-1).view(torch.uint8)
-        )
-    except RuntimeError:  # a layout with no byte view
-        return not torch.equal(t, saved)
+    return not same_bits(t, saved)
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -15,6 +15,7 @@ import torch
 from fxviz._compare._metrics import Metrics, measure, measure_statistics, memory_key, one_thread
 from fxviz._compare._thresholds import Criterion
 from fxviz._record._records import NodeRecord, unwritten_memory
+from fxviz._torch_compat import stored_values
 
 __all__ = ["NodeComparison", "measure_pairs"]
 
@@ -171,12 +172,17 @@ def _tensors(
         return _found(None, True, f"shape {_shape(x.shape)} vs {_shape(y.shape)}", "values")
     if x.is_meta or y.is_meta or _fake(x) or _fake(y):
         return _found(None, False, "not measured: meta or fake tensors hold no values", "")
-    if x.layout != torch.strided or y.layout != torch.strided:  # sparse: compared dense
+    key = None  # dense copies are not what their memory key would name (freed, reused)
+    if _not_strided(x) or _not_strided(y):
+        layouts = f"{x.layout} and {y.layout}".replace("torch.", "")
+        if stored_values(x) is None or stored_values(y) is None:
+            return _found(None, False, f"not measured: {layouts} tensors are not compared", "")
         if x.numel() > _DENSE_MAX:
             why = f"not measured: sparse tensors of {x.numel():,} values (compared dense up to {_DENSE_MAX:,})"
             return _found(None, False, why, "")
         x, y = x.detach().to_dense(), y.detach().to_dense()
-    key = memory_key(x, y)
+    else:
+        key = memory_key(x, y)
     metrics = measured.get(key) if key is not None else None
     if metrics is None:
         metrics = measure(
@@ -200,6 +206,11 @@ def _first(record: NodeRecord | None) -> Any:
 
 def _has_statistics(summary: Any) -> bool:
     return summary.mean is not None or summary.numel == 0
+
+
+def _not_strided(t: torch.Tensor) -> bool:
+    """Sparse or nested: no strides, no one block of memory to measure."""
+    return t.layout != torch.strided or t.is_nested
 
 
 def _fake(t: torch.Tensor) -> bool:

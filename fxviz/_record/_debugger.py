@@ -22,7 +22,12 @@ from fxviz._record._breakpoints import (
 from fxviz._record._debugger_breaks import BreakpointCommands
 from fxviz._record._debugger_state import DebuggerState, node_state, status_line
 from fxviz._record._explain import describe_failure, drop_own_frames
-from fxviz._record._interpreter import as_recording_interpreter, check_inputs, reject_specs
+from fxviz._record._interpreter import (
+    as_recording_interpreter,
+    check_inputs,
+    reject_specs,
+    reject_strided_nested,
+)
 from fxviz._record._joint import joint_backward_inputs
 from fxviz._record._random import RandomStream, may_draw_random
 from fxviz._record._recorder import Keep
@@ -128,6 +133,7 @@ class Debugger(DebuggerState, BreakpointCommands, RestoreCommands):
                 "fxviz.record(gm, interpreter=...) and debug the module it returns."
             )
         reject_specs(inputs, "fxviz.Debugger")
+        reject_strided_nested((inputs, kwargs), "fxviz.Debugger")
         if isinstance(gm_or_module, JointGraph):  # the backward pass, fed real saved tensors
             backward = kwargs.pop("backward", True)
             inputs = gm_or_module.bind(inputs, kwargs)

@@ -44,6 +44,11 @@ __all__ = [
 Backward = bool | Callable[[Any], torch.Tensor] | torch.Tensor | Sequence[torch.Tensor] | None
 
 
+def _memory(t: torch.Tensor) -> int:
+    """Where ``t``'s values live: its data pointer (a sparse tensor has none: its id)."""
+    return t.data_ptr() if t.layout == torch.strided else id(t)
+
+
 class _Pending:
     """A kept gradient's statistics, taken on first read. Exact: nothing writes into a
     gradient once its hook has seen it, as autograd adds in place only into tensors (and
@@ -189,7 +194,7 @@ class GradientWatcher:
         self._seen_leaves: set[int] = set()
         self._last = 0.0
         self._previous: tuple[Any, Any] = (None, None)
-        self._given: set[int] = set()  # data pointers of the gradients the caller passed
+        self._given: set[int] = set()  # memory of the gradients the caller passed
 
     def watch(self, name: str, value: Any) -> None:
         """Hook every tensor of a node's output that requires grad."""
@@ -223,7 +228,7 @@ class GradientWatcher:
             # autograd hands the caller's own gradient tensors (backward=tensors) to the
             # outputs' hooks: copied, so that the caller's later writes to them change
             # neither the value kept nor the statistics taken from it when read
-            kept = grad.detach().clone() if grad.data_ptr() in self._given else grad.detach()
+            kept = grad.detach().clone() if _memory(grad) in self._given else grad.detach()
         summary: TensorSummary | _Pending
         if grad is self._previous[0]:  # one tensor, several nodes (a node and `output`)
             summary = self._previous[1]
@@ -260,7 +265,7 @@ class GradientWatcher:
         try:
             roots, grad_outputs = backward_roots(output, backward)
             if grad_outputs is not None and backward is not True:
-                self._given = {g.data_ptr() for g in grad_outputs}
+                self._given = {_memory(g) for g in grad_outputs}
             start = self._last = time.perf_counter()
             try:
                 if self._leaves:

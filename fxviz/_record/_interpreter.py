@@ -16,6 +16,7 @@ import torch.fx
 from fxviz._capture import JointGraph, bind_inputs
 from fxviz._capture._cache import capture_once
 from fxviz._capture._gradient_check import gradients_differ
+from fxviz._capture._segments import tensors_in
 from fxviz._collector import old_objects_set_aside
 from fxviz._record._engine import Engine, check_engine, record_compiled
 from fxviz._record._explain import drop_own_frames, wrap_node_failure
@@ -360,6 +361,7 @@ def record(
         True
     """
     reject_specs(inputs, "fxviz.record")
+    reject_strided_nested((inputs, kwargs), "fxviz.record")
     if isinstance(gm_or_module, JointGraph):
         return _record_joint(  # type: ignore[return-value]  (a JointRecording)
             gm_or_module, inputs, kwargs, backward=True if backward is None else backward,
@@ -514,6 +516,19 @@ def reject_specs(inputs: tuple[Any, ...], caller: str) -> None:
                 f"no values, so {caller} cannot run the graph on it. Specs are for "
                 "fxviz.shapes(model, spec, mode='fake' or 'meta'); to run on random "
                 "values of that shape pass spec.materialize(), or pass a real tensor."
+            )
+
+
+def reject_strided_nested(inputs: Any, caller: str) -> None:
+    """Raise :class:`InputError` for nested tensors of the strided layout among
+    ``inputs``: they have no shape or strides to read (torch raises an internal error)."""
+    for t in tensors_in(inputs):
+        if t.is_nested and t.layout == torch.strided:
+            raise InputError(
+                f"an input is a nested tensor of layout torch.strided ({t.size(0)} components), "
+                f"which has no shape or strides, so {caller} cannot describe its values. "
+                "Make it with torch.nested.nested_tensor(..., layout=torch.jagged), which "
+                f"{caller} takes, or pass its components as separate tensors."
             )
 
 
