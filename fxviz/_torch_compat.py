@@ -45,6 +45,7 @@ __all__ = [
     "op_arguments",
     "op_name",
     "op_written_arguments",
+    "permuted_dense",
     "positional_graph",
     "qualified_name",
     "reparametrize",
@@ -269,35 +270,69 @@ def stored_values(t: torch.Tensor) -> torch.Tensor | None:
     return None
 
 
+def permuted_dense(x: torch.Tensor) -> bool:
+    """Whether ``x`` covers a block of memory exactly once, in some order of its dims."""
+    if x.is_contiguous():  # the common case, in that order
+        return True
+    expected = 1
+    for stride, size in sorted(
+        (st, sz) for st, sz in zip(x.stride(), x.shape, strict=True) if sz != 1
+    ):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
 def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Whether two tensors hold the same values bit for bit (a NaN equals the same NaN,
-    ``-0.0`` is not ``0.0``): of the same shape, dtype and layout; a sparse tensor by the
-    indices and values it stores, never made dense.
+    ``-0.0`` is not ``0.0``): of the same shape, dtype and layout; a sparse or jagged
+    tensor by the indices and values it stores, never made dense; without a copy where
+    both cover their memory alike (a layout that overlaps, an expanded one: by value,
+    NaN equal to NaN).
 
     >>> nan = torch.tensor([float("nan"), 1.0])
     >>> same_bits(nan, nan.clone()), torch.equal(nan, nan.clone())
     (True, False)
+    >>> same_bits(torch.tensor([0.0]), torch.tensor([-0.0]))
+    False
     >>> s = torch.sparse_coo_tensor([[0, 3]], [1.0, 2.0], (10**9,))
     >>> same_bits(s, s.clone()), same_bits(s, s * 2)
     (True, False)
     """
+    if a is b:
+        return True
     if a.shape != b.shape or a.dtype != b.dtype or a.layout != b.layout:
         return False
-    a, b = a.detach(), b.detach()
-    if a.layout == torch.strided:
-        a, b = a.contiguous(), b.contiguous()
-        try:
-            return torch.equal(a.view(-1).view(torch.uint8), b.view(-1).view(torch.uint8))
+    if a.is_nested or a.layout != torch.strided:
+        ours, theirs = _stored_parts(a), _stored_parts(b)
+        if ours is None or theirs is None:
+            return False  # a layout without parts to compare: not known to be the same
+        return all(same_bits(x, y) for x, y in zip(ours, theirs, strict=True))
+    if a.is_quantized:  # no byte view (it crashes): equal compares values and parameters
+        return bool(torch.equal(a, b))
+    a, b = a.detach().resolve_conj().resolve_neg(), b.detach().resolve_conj().resolve_neg()
+    if a.stride() == b.stride() and permuted_dense(a) and permuted_dense(b):
+        try:  # the memory both cover, as bytes
+            return torch.equal(_flat_bytes(a), _flat_bytes(b))
         except RuntimeError:  # a dtype with no byte view
-            return bool(torch.equal(a, b))
-    ours, theirs = _stored_parts(a), _stored_parts(b)
-    if ours is None or theirs is None:
-        return False  # a layout without parts to compare: not known to be the same
-    return all(same_bits(x, y) for x, y in zip(ours, theirs, strict=True))
+            pass
+    if torch.equal(a, b):
+        return True
+    if not (a.is_floating_point() or a.is_complex()):
+        return False
+    return bool(((a == b) | (a.isnan() & b.isnan())).all())  # rare: laid out otherwise
+
+
+def _flat_bytes(t: torch.Tensor) -> torch.Tensor:
+    """The bytes of a tensor that covers one block of memory once (``permuted_dense``)."""
+    return t.as_strided((t.numel(),), (1,)).view(torch.uint8)
 
 
 def _stored_parts(t: torch.Tensor) -> tuple[torch.Tensor, ...] | None:
-    """The strided tensors a sparse tensor is made of (its indices and values)."""
+    """The strided tensors a sparse or jagged tensor is made of (indices and values)."""
+    if t.is_nested and t.layout == torch.jagged:
+        return (t.offsets(), t.values())  # pyright: ignore[reportAttributeAccessIssue]
     if t.layout == torch.sparse_coo:
         t = t if t.is_coalesced() else t.coalesce()
         return (t._indices(), t._values())

@@ -862,3 +862,36 @@ def test_inputs_and_outputs_holding_nan_are_the_same_as_themselves(method):
     for got in (rec.output, again.output):
         assert torch.equal(got.isnan(), want.isnan())
         assert torch.equal(got.nan_to_num(), want.nan_to_num())
+
+
+def _same_bits_cases():
+    x = torch.tensor([math.nan, -0.0, 1.0])
+    q = torch.quantize_per_tensor(torch.tensor([0.5, -1.0]), 0.1, 0, torch.quint8)
+    jagged = torch.nested.nested_tensor([torch.ones(2, 3), torch.zeros(1, 3)], layout=torch.jagged)
+    complex_nan = torch.tensor([complex(math.nan, 1.0), 1 + 2j])
+    wide = torch.randn(64, 32)
+    yield "NaN and -0.0", x, x.clone(), x.nan_to_num()
+    yield "sign of a zero", torch.tensor([0.0]), torch.tensor([0.0]), torch.tensor([-0.0])
+    yield "transposed", wide.t(), wide.clone().t(), (wide + 1).t()
+    yield "expanded", x[:1].expand(5), x[:1].clone().expand(5), torch.ones(5)
+    yield "conjugate view", complex_nan.conj(), complex_nan.clone().conj(), complex_nan
+    yield "quantized", q, q.clone(), torch.quantize_per_tensor(q.dequantize(), 0.2, 0, torch.quint8)
+    yield "jagged", jagged, jagged.clone(), jagged * 2
+    coo = torch.sparse_coo_tensor([[0, 2]], [math.nan, 2.0], (10**8,))
+    yield "sparse", coo, coo.clone(), coo * 0.5
+
+
+@pytest.mark.parametrize(
+    ("a", "same", "other"),
+    [c[1:] for c in _same_bits_cases()],
+    ids=[c[0] for c in _same_bits_cases()],
+)
+def test_same_bits_of_every_kind_of_tensor(a, same, other):
+    """What a capture's checks compare inputs, buffers and outputs with: a NaN is itself,
+    a zero's sign counts, and no layout is copied whole or made dense (a quantized byte
+    view crashed the process)."""
+    from fxviz._torch_compat import same_bits
+
+    assert same_bits(a, same)
+    assert same_bits(a, a)
+    assert not same_bits(a, other)

@@ -29,6 +29,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from fxviz._torch_compat import permuted_dense
+
 _NO_NONFINITE = (0, 0, 0)
 
 # CPU reductions run one chunk at a time: 1M float32 values (4 MiB) stay in the last-level
@@ -377,20 +379,6 @@ def flat_dense(x: torch.Tensor) -> torch.Tensor:
     if permuted_dense(x):
         return x.as_strided((x.numel(),), (1,))
     return x.contiguous()  # overlapping or gapped (expand, slicing): copy once
-
-
-def permuted_dense(x: torch.Tensor) -> bool:
-    """Whether ``x`` covers a block of memory exactly once, in some order of its dims."""
-    if x.is_contiguous():  # the common case, in that order
-        return True
-    expected = 1
-    for stride, size in sorted(
-        (st, sz) for st, sz in zip(x.stride(), x.shape, strict=True) if sz != 1
-    ):
-        if stride != expected:
-            return False
-        expected *= size
-    return True
 
 
 def _read(exact: torch.dtype, *scalars: torch.Tensor) -> list[Any]:
