@@ -32,7 +32,7 @@ from fxviz._capture import (
     trace_joint,
     traced_forward,
 )
-from fxviz._capture._auto import auto_order, export_cannot_return, remember
+from fxviz._capture._auto import auto_order, remember
 from fxviz._capture._eager import eager_is_compiling
 from fxviz._capture._gradient_check import UNCHECKED, GradientCheck
 from fxviz._capture._real import tensors_in
@@ -167,10 +167,6 @@ def _capture(
     failures: list[tuple[str, BaseException]] = []
     order = _AUTO_ORDER if (inputs[0] or inputs[1]) else ("symbolic",)
     for name in auto_order(obj, inputs, order):
-        cannot = export_cannot_return(obj, *inputs) if name == "export" else ""
-        if cannot:  # a language model: auto keeps Dynamo's graphs (see _auto)
-            failures.append((name, TraceError(cannot)))
-            continue
         capture = _dynamo_of_forward if name == "dynamo" else _CAPTURES[name]
         try:
             gm = _tagged(_faithful(name, capture, obj, inputs, concrete_args), name)

@@ -281,6 +281,18 @@ function firstUser(state, title) {
   return null;
 }
 
+// The nodes drawn that an input flows into (one pass over the edges drawn).
+function fedByInputs(state) {
+  const fed = new Set();
+  for (const t of state.svg.querySelectorAll("g.edge > title")) {
+    const [tail, head] = t.textContent.split("->");
+    const from = state.byTitle.get(tail?.split(":")[0]);
+    const to = from && isInput(from) ? state.byTitle.get(head?.split(":")[0]) : null;
+    if (to) fed.add(to);
+  }
+  return fed;
+}
+
 // The input nodes drawn, each with the node it flows into first (found when asked).
 function inputsOf(state) {
   return [...state.byTitle].filter(([, g]) => isInput(g)).map(([title, g]) => ({ g, user: () => firstUser(state, title) }));
@@ -293,11 +305,11 @@ function open(ctx, text, elongated) {
     dblClickZoomEnabled: false, onPan: () => moved(ctx), onZoom: () => moved(ctx),
   });
   state.culler = tileGraph(state.svg, (tile) => nodeBox(state.svg, tile)); // big graphs only
-  const top = topmostNode(state.byTitle.values());
   const anchor = state.anchor;
   state.anchor = null;
   const cursorTitle = currentTitle(model);
   const cursor = cursorTitle && state.byTitle.get(cursorTitle);
+  const top = topmostNode(state.byTitle.values(), { fed: fedByInputs(state), near: cursor });
   const pair = cursor ? [cursor, isInput(cursor) ? firstUser(state, cursorTitle) : null] : null;
   const opening = openInPlace(ctx, anchor) ? "in place" : openingView(state.panZoom, state.svg, top, { cursor: pair, inputs: inputsOf(state) });
   els.root.dataset.opening = opening;

@@ -121,18 +121,30 @@ export function drawnBox(g) {
 
 // The node drawn highest up (the first rank), the one a top-anchored view starts from.
 // The model's own first node is preferred to an input: the view opens on the model, not
-// on an input drawn beside empty frames.
-export function topmostNode(nodes) {
-  let best = null;
-  let bestY = Infinity;
-  let input = null;
-  let inputY = Infinity;
-  for (const g of nodes) {
-    const text = g.querySelector("text");
-    const y = text ? Number(text.getAttribute("y")) : Infinity;
-    if (isInput(g)) { if (y < inputY) { inputY = y; input = g; } } else if (y < bestY) { bestY = y; best = g; }
-  }
-  return best ?? input;
+// on an input drawn beside empty frames; and of the model's nodes, one an input flows
+// into (in `fed`) to one that reads no input (an exported graph's `arange` chains, some
+// of them unused, share the first rank with the inputs, far from where the data enters).
+// Of several on that rank, the one nearest `near` across (the debugger's cursor).
+export function topmostNode(nodes, { fed = new Set(), near = null } = {}) {
+  const kinds = [[], [], []]; // fed by an input, another of the model's, an input
+  for (const g of nodes) kinds[isInput(g) ? 2 : fed.has(g) ? 0 : 1].push(g);
+  const found = kinds.find((k) => k.length) ?? [];
+  const centres = found.map(labelCentre);
+  const top = Math.min(...centres.map(([, y]) => y));
+  const first = found.filter((_, i) => centres[i][1] <= top + 1); // one rank: one centre line
+  if (!near || first.length < 2) return first[0] ?? null;
+  const [x] = labelCentre(near);
+  const across = (g) => Math.abs(labelCentre(g)[0] - x);
+  return first.reduce((a, b) => (across(b) < across(a) ? b : a));
+}
+
+// The centre of a node's label, read off its text lines (Graphviz centres them on the
+// node, and a rank's nodes on one line): no layout is forced to find it.
+function labelCentre(g) {
+  const lines = g.querySelectorAll("text");
+  if (!lines.length) return [0, Infinity];
+  const at = (el, key) => Number(el.getAttribute(key));
+  return [at(lines[0], "x"), (at(lines[0], "y") + at(lines[lines.length - 1], "y")) / 2];
 }
 
 export const isInput = (g) => g.classList.contains("kind-placeholder");

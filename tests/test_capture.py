@@ -223,10 +223,8 @@ def test_a_language_model_whose_output_holds_a_cache_is_exported_and_its_output_
     tried = _methods_tried(monkeypatch)
     state = {k: v.clone() for k, v in model.state_dict().items()}
     before = torch.random.get_rng_state()
-    assert fxviz.trace(model, input_ids=ids).meta["fxviz_method"] == "dynamo"
-    assert tried == ["symbolic", "dynamo"]  # auto keeps Dynamo's graphs of these
-    assert torch.equal(torch.random.get_rng_state(), before)  # its eager call left no trace
-    rec = fxviz.record(model, input_ids=ids, method="export")
+    rec = fxviz.record(model, input_ids=ids)
+    assert tried == ["symbolic", "export"]
     assert rec.method == "export"
     assert "forward" not in vars(model)
     assert torch.equal(torch.random.get_rng_state(), before)
@@ -240,7 +238,7 @@ def test_a_language_model_whose_output_holds_a_cache_is_exported_and_its_output_
     assert torch.equal(layer.keys, expected.keys)
     assert torch.equal(layer.values, expected.values)
     assert got.past_key_values.get_seq_length() == 5
-    again = fxviz.record(model, input_ids=ids, method="export").output  # a new object
+    again = fxviz.record(model, input_ids=ids).output  # a new object, with new tensors
     assert again.past_key_values is not got.past_key_values
     assert again.past_key_values.layers[0].keys is not layer.keys
     forget()
@@ -418,8 +416,8 @@ def test_a_symbolic_trace_that_keeps_traced_values_inside_an_object_is_refused()
     model, x = ReturnsAHolder("complex"), torch.randn(2, 3)
     with pytest.raises(fxviz.TraceError, match=r"returns a _Complex holding traced values"):
         fxviz.trace(model, x, method="symbolic")
-    rec = fxviz.record(model, x)  # auto: the output is an object pytree cannot flatten
-    assert rec.method == "dynamo"
+    rec = fxviz.record(model, x)  # auto: export
+    assert rec.method == "export"
     assert torch.equal(rec.output["held"].t, model(x)["held"].t)
 
 

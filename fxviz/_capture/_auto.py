@@ -3,11 +3,7 @@
 The method that captured a model class with inputs of one structure is tried right after
 symbolic tracing (which fails in milliseconds) for the next model of that class, so the
 costly methods that failed on the first one are not paid for again (a model's failed
-export costs as much as a whole trace of it: seconds for a large one). Before the first
-export of a model, one eager call shows whether its output is one ``torch.export``
-returns as it is: a language model's ``DynamicCache`` is not (export then rebuilds the
-output object, but ``auto`` keeps Dynamo's graphs for those models; ``method="export"``
-takes them).
+export costs as much as a whole trace of it: seconds for a large one).
 
     >>> import torch
     >>> remember(torch.nn.ReLU(), ((torch.ones(1),), {}), "dynamo")
@@ -24,11 +20,7 @@ from typing import Any
 
 import torch
 
-from fxviz._capture._eager import eager_output
-from fxviz._capture._rebuild import unflattenable
-from fxviz._capture._state import UnrestorableWrite
-
-__all__ = ["auto_order", "export_cannot_return", "forget", "remember"]
+__all__ = ["auto_order", "forget", "remember"]
 
 # model class -> {input structure: the method auto used}; classes are weakly held
 _chosen: weakref.WeakKeyDictionary[type, dict[Any, str]] = weakref.WeakKeyDictionary()
@@ -57,28 +49,6 @@ def remember(obj: Any, inputs: Any, method: str) -> None:
     if key is not None:
         with _lock:
             _chosen.setdefault(type(obj), {})[key] = method
-
-
-def export_cannot_return(obj: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
-    """Why ``auto`` does not export ``obj`` (``""``: it may): one eager call (under
-    ``torch.no_grad()``, leaving the model and the random stream as they were) whose
-    output holds an object pytree does not know that holds tensors. A call that fails
-    says nothing: export then reports its own error."""
-    try:
-        with torch.no_grad():
-            held = unflattenable(eager_output(obj, args, kwargs))
-    except UnrestorableWrite:
-        raise  # the model is as the call left it: nothing may run it again
-    except Exception:
-        return ""
-    if held is None:
-        return ""
-    kind = type(held)
-    return (
-        f"one call's output holds a {kind.__module__}.{kind.__qualname__}, which pytree "
-        "cannot flatten: auto keeps Dynamo's graphs for it (method='export' exports it, "
-        "and rebuilds the output)"
-    )
 
 
 def forget() -> None:

@@ -35,7 +35,7 @@ from torch.utils import _pytree as pytree  # private, stable since torch 1.13
 from fxviz._capture._segments import substitute, tensors_in
 from fxviz.errors import TraceError
 
-__all__ = ["RebuiltOutput", "cannot_flatten", "flat_output", "unflattenable"]
+__all__ = ["RebuiltOutput", "cannot_flatten", "flat_output"]
 
 # What torch.export returns as it is (AOTAutograd's known output types, less its own)
 _RETURNABLE = (torch.Tensor, int, float, bool, str, type(None), torch.ScriptObject)
@@ -92,16 +92,8 @@ def cannot_flatten(value: Any) -> bool:
     >>> cannot_flatten({"y": torch.ones(1)}), cannot_flatten([type("C", (), {"t": 1})()])
     (False, False)
     """
-    return unflattenable(value) is not None
-
-
-def unflattenable(value: Any) -> Any:
-    """The first of ``value``'s pytree leaves that is an object with tensors inside, or
-    ``None``."""
     leaves, _ = pytree.tree_flatten(value)
-    return next(
-        (leaf for leaf in leaves if not isinstance(leaf, _RETURNABLE) and tensors_in(leaf)), None
-    )
+    return any(not isinstance(leaf, _RETURNABLE) and tensors_in(leaf) for leaf in leaves)
 
 
 class RebuiltOutput:

@@ -3,10 +3,10 @@ import assert from "node:assert/strict";
 import test from "node:test";
 import { drawnBox, fitLabels, openingSpan, shapeBox, topmostNode } from "../view.js";
 
-const node = (name, y, kind) => ({
+const node = (name, y, kind, x = 0) => ({
   name,
   classList: { contains: (c) => c === `kind-${kind}` },
-  querySelector: () => ({ getAttribute: () => String(y) }),
+  querySelectorAll: () => [{ getAttribute: (key) => String(key === "x" ? x : y) }],
 });
 
 test("the view opens on the model's own first node, not an input beside it", () => {
@@ -14,6 +14,21 @@ test("the view opens on the model's own first node, not an input beside it", () 
   assert.equal(topmostNode(nodes).name, "embed");
   assert.equal(topmostNode([node("x", 10, "placeholder"), node("y", 5, "placeholder")]).name, "y"); // only inputs
   assert.equal(topmostNode([]), null);
+});
+
+test("of the model's nodes, the view opens on one an input flows into", () => {
+  // an exported graph: an unused `arange` chain drawn on the inputs' rank, far across
+  const input = node("input_ids", 10, "placeholder"), view = node("view", 60, "call_function");
+  const arange = node("arange_1", 10, "call_function");
+  assert.equal(topmostNode([input, arange, view], { fed: new Set([view]) }).name, "view");
+  assert.equal(topmostNode([input, arange, view]).name, "arange_1"); // no input drawn flowing
+  assert.equal(topmostNode([input, arange], { fed: new Set([input]) }).name, "arange_1"); // fed: an input
+  // four inputs flowing into four nodes of the first rank: the one nearest the cursor
+  const first = [0, 200, 400, 600].map((x, i) => node(`first_${i}`, 60, "call_function", x));
+  const fed = { fed: new Set(first) };
+  assert.equal(topmostNode(first, { ...fed, near: first[2] }).name, "first_2");
+  assert.equal(topmostNode(first, { ...fed, near: node("below", 200, "call_function", 580) }).name, "first_3");
+  assert.equal(topmostNode(first, fed).name, "first_0");
 });
 
 // The opening view's span across (graph units): a panel 300 units wide, top-anchored at 0.

@@ -411,18 +411,30 @@ LABELS_CRAMPED = """() => {
   return out;
 }"""
 
-# What the opening view shows of the model: its topmost node that is not an input, and
-# the debugger's cursor (the current node), each inside the graph panel.
+# What the opening view shows of the model: its topmost node that reads an input (where
+# the data enters; else its topmost node that is not an input: a node reading none, as an
+# exported graph's unused ``arange`` chain, may be drawn as high), of several on that
+# rank the one nearest the cursor across, and the debugger's cursor (the current node),
+# each inside the graph panel.
 OPENING = """() => {
   const panel = document.querySelector('.fxviz-graph').getBoundingClientRect();
   const inside = (g) => { const r = g.getBoundingClientRect();
     return r.width > 0 && r.left >= panel.left - 1 && r.right <= panel.right + 1
       && r.top >= panel.top - 1 && r.bottom <= panel.bottom + 1; };
-  const nodes = [...document.querySelectorAll('.fxviz-graph g.node')]
-    .filter((g) => !g.classList.contains('kind-placeholder'));
-  const y = (g) => Number(g.querySelector('text')?.getAttribute('y') ?? Infinity);
-  const top = nodes.reduce((a, b) => (y(b) < y(a) ? b : a));
+  const all = [...document.querySelectorAll('.fxviz-graph g.node')];
+  const title = (g) => g.querySelector('title').textContent;
+  const inputs = new Set(all.filter((g) => g.classList.contains('kind-placeholder')).map(title));
+  const fed = new Set([...document.querySelectorAll('.fxviz-graph g.edge > title')]
+    .map((t) => t.textContent.split('->').map((end) => end.split(':')[0]))
+    .filter(([tail]) => inputs.has(tail)).map(([, head]) => head));
+  const model = all.filter((g) => !inputs.has(title(g)));
+  const nodes = model.some((g) => fed.has(title(g))) ? model.filter((g) => fed.has(title(g))) : model;
+  const centre = (g) => { const r = g.getBoundingClientRect(); return [r.left + r.width / 2, r.top + r.height / 2]; };
+  const high = Math.min(...nodes.map((g) => centre(g)[1]));
+  const rank = nodes.filter((g) => centre(g)[1] <= high + 2);
   const current = document.querySelector('.fxviz-graph g.fxviz-current');
+  const across = (g) => (current ? Math.abs(centre(g)[0] - centre(current)[0]) : 0);
+  const top = rank.reduce((a, b) => (across(b) < across(a) ? b : a));
   return { top: top.querySelector('title').textContent, topShown: inside(top),
            current: current?.querySelector('title').textContent ?? null,
            currentShown: !!current && inside(current),

@@ -410,22 +410,26 @@ def test_a_module_opened_near_the_panels_bottom_shows_its_first_row(browser, lab
     frame = next(c[6:] for c in box.get_attribute("class").split() if c.startswith("opens-"))
     bottom = page.evaluate(PANEL)[3]
     # drag the graph (from empty space beside the box) until the box is 10 px above the
-    # panel's bottom edge
-    p_top = page.evaluate(PANEL)[2]
+    # panel's bottom edge, across wholly inside the panel (centred)
+    p_left, p_right, p_top = page.evaluate(PANEL)[:3]
     for _ in range(8):
-        left, _, _, b_bottom = box.evaluate(RECT)
+        left, right, _, b_bottom = box.evaluate(RECT)
         shift = (bottom - 10) - b_bottom
-        if abs(shift) <= 4:
+        across = (p_left + p_right) / 2 - (left + right) / 2
+        if abs(shift) <= 4 and abs(across) <= 40:
             break
         # from empty space left of the box, within the panel from start to end
         y = p_top + 20 if shift > 0 else bottom - 20
         shift = max(min(shift, bottom - 40 - y), p_top + 20 - y)
-        page.mouse.move(left - 20, y)
+        x = min(max(left - 20, p_left + 20), p_right - 20)
+        across = max(min(across, p_right - 20 - x), p_left + 20 - x)
+        page.mouse.move(x, y)
         page.mouse.down()
-        page.mouse.move(left - 20, y + shift, steps=8)
+        page.mouse.move(x + across, y + shift, steps=8)
         page.mouse.up()
     left, right, top, b_bottom = box.evaluate(RECT)
     assert abs(b_bottom - (bottom - 10)) <= 4, (b_bottom, bottom)
+    assert p_left <= left and right <= p_right, (left, right, p_left, p_right)
 
     def press() -> None:  # pressed for ~100 ms, as a person clicks
         page.mouse.move((left + right) / 2, (top + b_bottom) / 2)

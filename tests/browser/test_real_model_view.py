@@ -1,5 +1,5 @@
 """A Hugging Face GPT-2 with four inputs, as a person first sees it (report, JupyterLab,
-Notebook 7): the model's own names (one Dynamo graph: no frame, no g0_ prefix), the opening
+Notebook 7): the model's own names (one exported graph: no frame, no g0_ prefix), the opening
 view on the model's first node with the debugger's cursor in it (the inputs are given, the
 run starts past them), labels inside their shapes with room, and the table clear of the
 graph inside the output area."""
@@ -59,7 +59,7 @@ def test_report_of_gpt2_with_four_inputs(offline, tmp_path, scheme):
     page.set_viewport_size({"width": 1280, "height": 800})
     fxviz, model, inputs = _gpt2()
     rec = fxviz.record(model, **inputs)
-    assert rec.method == "dynamo"
+    assert rec.method == "export"
     path = tmp_path / "gpt2.html"
     fxviz.report(rec, path)
     page.goto(path.as_uri())
@@ -69,8 +69,8 @@ def test_report_of_gpt2_with_four_inputs(offline, tmp_path, scheme):
     _check_what_a_person_sees(page)
     header = page.locator("header").inner_text()
     assert "g0" not in header
-    assert "(dynamo: 1 graph, 1 call, no breaks)" in header  # nothing stitched
-    assert "break python_return" not in header
+    assert "captured by: torch.export" in header  # one graph: nothing stitched
+    assert "break" not in header
     screenshot(page, page.locator("body"), f"report-gpt2-{scheme}.png")
 
 
