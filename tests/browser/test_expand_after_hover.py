@@ -429,7 +429,8 @@ def test_a_module_opened_near_the_panels_bottom_shows_its_first_row(browser, lab
         page.mouse.up()
     left, right, top, b_bottom = box.evaluate(RECT)
     assert abs(b_bottom - (bottom - 10)) <= 4, (b_bottom, bottom)
-    assert p_left <= left and right <= p_right, (left, right, p_left, p_right)
+    assert p_left <= left, (left, p_left)
+    assert right <= p_right, (right, p_right)
 
     def press() -> None:  # pressed for ~100 ms, as a person clicks
         page.mouse.move((left + right) / 2, (top + b_bottom) / 2)
