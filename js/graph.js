@@ -272,22 +272,26 @@ function keptInside(pan, box, { realZoom: zoom, width }) {
   return pan;
 }
 
-// The first drawn node an edge from `title` goes into (edge titles read "tail->head").
-function firstUser(state, title) {
+// The drawn edges' ends, as [tail, head] node titles (edge titles read "tail:port->head").
+function* edgeEnds(state) {
   for (const t of state.svg.querySelectorAll("g.edge > title")) {
     const [tail, head] = t.textContent.split("->");
-    if (tail?.split(":")[0] === title) return state.byTitle.get(head?.split(":")[0]) ?? null;
+    yield [tail?.split(":")[0], head?.split(":")[0]];
   }
+}
+
+// The first drawn node an edge from `title` goes into.
+function firstUser(state, title) {
+  for (const [tail, head] of edgeEnds(state)) if (tail === title) return state.byTitle.get(head) ?? null;
   return null;
 }
 
 // The nodes drawn that an input flows into (one pass over the edges drawn).
 function fedByInputs(state) {
   const fed = new Set();
-  for (const t of state.svg.querySelectorAll("g.edge > title")) {
-    const [tail, head] = t.textContent.split("->");
-    const from = state.byTitle.get(tail?.split(":")[0]);
-    const to = from && isInput(from) ? state.byTitle.get(head?.split(":")[0]) : null;
+  for (const [tail, head] of edgeEnds(state)) {
+    const from = state.byTitle.get(tail);
+    const to = from && isInput(from) ? state.byTitle.get(head) : null;
     if (to) fed.add(to);
   }
   return fed;
