@@ -47,15 +47,22 @@ class _ShapeInterpreter(RecordingInterpreter):
 
     In meta mode, device constants baked into the graph (``torch.export`` writes
     ``device=cpu`` into ``arange``/``to``) are retargeted to the meta device, and every node's
-    output is checked to be a meta (fake) tensor, so nothing ever computes on real data.
+    output is checked to be a meta (fake) tensor, so nothing ever computes on real data. In
+    fake mode, ``moved`` (the device a capture ran on, the one the run pretends) retargets
+    the constants a capture baked in to the pretended device.
     """
 
     def __init__(
-        self, module: torch.nn.Module, mode: str = "real", counter: FlopCounter | None = None
+        self,
+        module: torch.nn.Module,
+        mode: str = "real",
+        counter: FlopCounter | None = None,
+        moved: tuple[torch.device, torch.device] | None = None,
     ) -> None:
         super().__init__(module, keep="stats", stats=False)
         self._mode = mode
         self._counter = counter
+        self._moved = (None, _META) if mode == "meta" else moved
 
     def fxviz_start(self) -> Any:
         recorder = super().fxviz_start()
@@ -75,19 +82,21 @@ class _ShapeInterpreter(RecordingInterpreter):
     _unused_scalar = False
 
     def _call_function(self, target: Any, args: Any, kwargs: Any) -> Any:
-        if self._mode == "meta":
-            args, kwargs = retarget_devices((args, kwargs))
-            if target in device_factories() and kwargs.get("device") is None:
-                kwargs = {**kwargs, "device": _META}  # without a default-device context too
+        if self._moved is not None:
+            source, to = self._moved
+            args, kwargs = retarget_devices((args, kwargs), to, source)
+        if self._mode == "meta" and target in device_factories() and kwargs.get("device") is None:
+            kwargs = {**kwargs, "device": _META}  # without a default-device context too
         return super().call_function(target, args, kwargs)
 
     def call_method(self, target: Any, args: Any, kwargs: Any) -> Any:
-        if self._mode == "meta":
-            if target in ("cpu", "cuda"):
-                target, args, kwargs = "to", (args[0], _META), {}
+        if self._mode == "meta" and target in ("cpu", "cuda"):
+            target, args, kwargs = "to", (args[0], _META), {}
+        if self._moved is not None:
+            source, to = self._moved
             if target == "to":  # x.to("cpu"): a device given as text
-                args = tuple(_META if _is_device_text(a) else a for a in args)
-            args, kwargs = retarget_devices((args, kwargs))
+                args = tuple(to if _device_text_on(a, source) else a for a in args)
+            args, kwargs = retarget_devices((args, kwargs), to, source)
         return super().call_method(target, args, kwargs)
 
     def call_function(self, target: Any, args: Any, kwargs: Any) -> Any:
@@ -199,17 +208,22 @@ def propagate(
     modules; that skips the ``torch.device("meta")`` mode every torch call goes through (a
     third of a meta pass on a 3,000-node stack), and a module that makes a tensor stops
     the run with a PlacementError."""
-    with _mode_context(mode, gm if model is None else model, device) as convert:
+    home = gm if model is None else model
+    moved = _moved(gm, home, inputs, device) if mode == "fake" else None
+    with _mode_context(mode, home, device) as convert:
         converted = tuple(convert(x) for x in inputs)
         check_inputs(gm, converted)
         grad = torch.enable_grad() if mode == "real" else torch.no_grad()
-        placement = (
-            _meta_placement(gm, default_meta) if mode == "meta" else contextlib.nullcontext()
-        )
+        if mode == "meta":
+            placement = _placement(
+                gm, (None, _META), torch.device("meta") if default_meta else None
+            )
+        else:
+            placement = _placement(gm, moved, None)
         counter = FlopCounter() if flops else None
         counting = counter.active() if counter is not None else contextlib.nullcontext()
         with grad, placement, _parameters(mode, gm, convert):
-            interp = _ShapeInterpreter(gm, mode, counter)
+            interp = _ShapeInterpreter(gm, mode, counter, moved)
             interp.fxviz_convert = convert
             try:
                 with progress_bar(interp, progress, "fxviz shapes"), counting:
@@ -242,35 +256,99 @@ _META = torch.device("meta")
 _SCALAR_READS = (torch.ops.aten.item.default, torch.ops.aten._local_scalar_dense.default)
 
 
-def retarget_devices(value: Any) -> Any:
-    """Every ``torch.device`` (or device string) argument inside ``value``, made ``meta``.
+def retarget_devices(
+    value: Any, to: torch.device = _META, source: torch.device | None = None
+) -> Any:
+    """Every ``torch.device`` (or device string given as ``device=``) inside ``value``
+    made ``to``; only those on ``source`` when it is given.
 
     Example:
         >>> retarget_devices(((1,), {"device": torch.device("cpu")}))
         ((1,), {'device': device(type='meta')})
+        >>> retarget_devices([torch.device("cpu"), "meta"], torch.device("cuda"), torch.device("cpu"))
+        [device(type='cuda'), 'meta']
     """
     if isinstance(value, torch.device):
-        return _META
+        return to if _on(value, source) else value
     if isinstance(value, tuple):
-        return tuple(retarget_devices(v) for v in value)
+        return tuple(retarget_devices(v, to, source) for v in value)
     if isinstance(value, list):
-        return [retarget_devices(v) for v in value]
+        return [retarget_devices(v, to, source) for v in value]
     if isinstance(value, dict):
         return {
-            k: _META if k == "device" and isinstance(v, str) else retarget_devices(v)
+            k: to
+            if k == "device" and _device_text_on(v, source)
+            else retarget_devices(v, to, source)
             for k, v in value.items()
         }
     return value
 
 
-def _is_device_text(value: Any) -> bool:
+def _on(device: torch.device, source: torch.device | None) -> bool:
+    """Whether ``device`` is ``source`` (any device when ``source`` is ``None``; ``cuda``
+    and ``cuda:0`` alike)."""
+    if source is None:
+        return True
+    return device.type == source.type and (
+        device.index is None or source.index is None or device.index == source.index
+    )
+
+
+def _device_text_on(value: Any, source: torch.device | None) -> bool:
+    """Whether ``value`` is a device given as text (``"cpu"``), on ``source``."""
     if not isinstance(value, str):
         return False
     try:
-        torch.device(value)
+        device = torch.device(value)
     except (RuntimeError, TypeError):
         return False
-    return True
+    return _on(device, source)
+
+
+def _moved(
+    gm: torch.fx.GraphModule, home: Any, inputs: tuple[Any, ...], device: Any
+) -> tuple[torch.device, torch.device] | None:
+    """In a fake run, ``(the device the capture ran on, the device the run pretends)``
+    when they differ and the graph was captured by running the model (export, Dynamo, a
+    real run: each bakes the devices it saw into ``arange``, ``to`` and
+    ``_assert_tensor_metadata``); ``None`` otherwise. A symbolic trace's device constants
+    are the model's own code (``x.to("cpu")``) and stay as they are."""
+    source = _capture_device(gm, home, inputs)
+    target = torch.device(device) if device is not None else _home_device(home)
+    if target.index is None and target.type not in ("cpu", "meta"):
+        target = torch.device(target.type, 0)  # where a fake tensor says it is ("cuda:0")
+    if source is None or (_on(source, target) and _on(target, source)) or not _baked(gm):
+        return None
+    return source, target
+
+
+def _baked(gm: torch.fx.GraphModule) -> bool:
+    """Whether ``gm``'s device constants are the ones a capture saw (not the user's own)."""
+    method = getattr(gm, "meta", {}).get("fxviz_method")
+    if method is not None:
+        return method != "symbolic"
+    return any(isinstance(n.target, torch._ops.OpOverload) for n in gm.graph.nodes)
+
+
+def _capture_device(gm: torch.fx.GraphModule, home: Any, inputs: tuple[Any, ...]) -> Any:
+    """The device ``gm`` was captured on: its own inputs' traced values say (export and
+    AOT graphs keep them), else the model's first parameter or buffer, else the first
+    input tensor's (``None``: no tensor says)."""
+    for n in gm.graph.nodes:
+        if n.op not in ("placeholder", "get_attr"):
+            break
+        val = n.meta.get("val")
+        if isinstance(val, torch.Tensor):
+            return val.device
+    if isinstance(home, torch.nn.Module):
+        for t in [*home.parameters(), *home.buffers()]:
+            return t.device
+    for x in inputs:
+        if isinstance(x, TensorSpec):
+            return torch.device(x.device or "cpu")
+        if isinstance(x, torch.Tensor):
+            return x.device
+    return None
 
 
 def check_placement(node: torch.fx.Node, value: Any, mode: str) -> None:
@@ -325,30 +403,46 @@ def _mode_context(mode: str, model: Any, device: Any) -> Iterator[Any]:
 
 
 @contextlib.contextmanager
-def _meta_placement(gm: torch.nn.Module, default: bool = True) -> Iterator[None]:
-    """Factory calls without a device make meta tensors (``default``), and graphs nested in
-    ``gm`` (higher-order ops' bodies, run without the interpreter) have their device
-    constants retargeted to meta for the run, then restored."""
-    changed: list[tuple[torch.fx.GraphModule, torch.fx.Node, Any, Any]] = []
-    for sub in gm.modules():
-        if sub is gm or not isinstance(sub, torch.fx.GraphModule):
-            continue
-        edits = [
-            n for n in sub.graph.nodes if retarget_devices((n.args, n.kwargs)) != (n.args, n.kwargs)
-        ]
-        for n in edits:
-            changed.append((sub, n, n.args, n.kwargs))
-            n.args, n.kwargs = retarget_devices((n.args, n.kwargs))
-        if edits:
-            sub.recompile()
+def _placement(
+    gm: torch.nn.Module,
+    moved: tuple[torch.device | None, torch.device] | None,
+    default: torch.device | None,
+) -> Iterator[None]:
+    """Factory calls without a device make ``default``'s tensors (when given), and graphs
+    nested in ``gm`` (higher-order ops' bodies, run without the interpreter) have their
+    device constants retargeted as ``moved`` says (``(from, to)``; from ``None``: every
+    device) for the run, then restored."""
+    changed = [] if moved is None else _retarget_nested(gm, moved[1], moved[0])
     try:
-        with torch.device("meta") if default else contextlib.nullcontext():
+        with default if default is not None else contextlib.nullcontext():
             yield
     finally:
         for _sub, n, args, kwargs in changed:
             n.args, n.kwargs = args, kwargs
         for sub in dict.fromkeys(sub for sub, *_ in changed):
             sub.recompile()
+
+
+def _retarget_nested(
+    gm: torch.nn.Module, to: torch.device, source: torch.device | None
+) -> list[tuple[torch.fx.GraphModule, torch.fx.Node, Any, Any]]:
+    """Retarget the device constants of the graphs nested in ``gm``; what each edited node
+    held before, to put back."""
+    changed = []
+    for sub in gm.modules():
+        if sub is gm or not isinstance(sub, torch.fx.GraphModule):
+            continue
+        before = [(n, (n.args, n.kwargs)) for n in sub.graph.nodes]
+        after = [retarget_devices(both, to, source) for _, both in before]
+        edits = [
+            (n, both, new) for (n, both), new in zip(before, after, strict=True) if new != both
+        ]
+        for n, (args, kwargs), new in edits:
+            changed.append((sub, n, args, kwargs))
+            n.args, n.kwargs = new
+        if edits:
+            sub.recompile()
+    return changed
 
 
 @contextlib.contextmanager

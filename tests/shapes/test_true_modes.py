@@ -165,3 +165,65 @@ def test_meta_failure_that_fake_survives_suggests_fake():
     assert "use mode='real'" not in str(info.value)
     rep = fxviz.shapes(gm, torch.ones(2, 3), mode="fake", progress=False)
     assert rep["mul"].shape == (2, 3)
+
+
+@pytest.mark.parametrize("name", hf_models.NAMES)
+def test_a_model_built_on_the_meta_device_gives_its_shapes_in_meta_and_fake_mode(name):
+    real_model, inputs = hf_models.build(name)
+    real = real_model(*inputs)
+    with torch.device("meta"):
+        model, _ = hf_models.build(name)
+    assert all(p.is_meta for p in model.parameters())
+    meta = fxviz.shapes(model, *inputs, mode="meta", progress=False)
+    fake = fxviz.shapes(model, *inputs, mode="fake", progress=False)
+    shapes = [(n, s.shape, s.dtype) for n, s in _outputs(meta)]
+    assert [(n, s.shape, s.dtype) for n, s in _outputs(fake)] == shapes
+    first = real if isinstance(real, torch.Tensor) else real[0]
+    assert fake["output"].outputs[0].shape == tuple(first.shape)  # logits or hidden states
+    # fake mode pretends the model lives on the CPU: the capture's meta constants follow
+    assert {s.device for _, s in _outputs(meta)} == {"meta"}
+    assert {s.device for _, s in _outputs(fake)} == {"cpu"}
+    assert all(p.is_meta for p in model.parameters())
+
+
+class DeviceConstants(nn.Module):
+    """Device constants every capture bakes in: ``arange(device=x.device)``, ``.to``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(6, 6)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        pos = torch.arange(x.shape[1], device=x.device)
+        return self.lin((x + pos).to(x.device, torch.float32))
+
+
+@pytest.mark.parametrize("method", ["export", "dynamo", "real", "symbolic"])
+def test_fake_mode_pretends_another_device_on_every_capture(method):
+    x = torch.ones(2, 6)
+    gm = fxviz.trace(DeviceConstants(), x, method=method)
+    before = [(n.args, n.kwargs) for n in gm.graph.nodes]
+    rep = fxviz.shapes(gm, x, mode="fake", device="cuda", progress=False)
+    assert {s.device for _, s in _outputs(rep)} == {"cuda:0"}
+    assert rep["output"].shape == (2, 6)
+    assert [(n.args, n.kwargs) for n in gm.graph.nodes] == before  # the graph as it was
+
+
+def test_fake_mode_pretends_cuda_for_an_exported_language_model():
+    model, inputs = hf_models.build("llama")
+    rep = fxviz.shapes(model, *inputs, mode="fake", device="cuda", progress=False)
+    real = fxviz.shapes(model, *inputs, progress=False)
+    assert {s.device for _, s in _outputs(rep)} == {"cuda:0"}
+    assert [s.shape for _, s in _outputs(rep)] == [s.shape for _, s in _outputs(real)]
+
+
+def test_a_cpu_constant_the_model_writes_itself_stays_on_the_cpu_in_fake_mode():
+    class CpuTable(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x + torch.ones(x.shape[-1], device="cpu")  # the model's own choice
+
+    gm = torch.fx.symbolic_trace(CpuTable())
+    # as on a real GPU: the model's own "cpu" is not moved, so the add mixes devices
+    with pytest.raises(fxviz.ShapeError, match="cpu") as info:
+        fxviz.shapes(gm, torch.ones(2, 3), mode="fake", device="cuda", progress=False)
+    assert info.value.node == "add"
