@@ -8,6 +8,7 @@ so they hold any model that runs.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import io
 import linecache
 import logging
@@ -319,6 +320,10 @@ def _tagged(gm: torch.fx.GraphModule, method: str) -> torch.fx.GraphModule:
 
 def _symbolic(obj: Any, args: tuple, kwargs: dict, concrete_args: Any) -> torch.fx.GraphModule:
     gm = torch.fx.symbolic_trace(obj, concrete_args=concrete_args)
+    nones = _none_inputs_traced(gm, obj, args, kwargs)
+    if nones:  # traced as tensors: the graph took the branch of a call that passes them
+        gm = torch.fx.symbolic_trace(obj, concrete_args={**(concrete_args or {}), **nones})
+        _keep_input_names(gm, nones)
     output = next(iter(reversed(gm.graph.nodes)))
     held = _object_holding_proxy(output.args)
     if held is not None:
@@ -328,6 +333,38 @@ def _symbolic(obj: Any, args: tuple, kwargs: dict, concrete_args: Any) -> torch.
             "the tracer's Proxy objects inside, not this call's tensors"
         )
     return gm
+
+
+def _none_inputs_traced(
+    gm: torch.fx.GraphModule, obj: Any, args: tuple, kwargs: dict
+) -> dict[str, None]:
+    """The inputs that are ``None`` in this call (given so, or left to a ``None`` default)
+    yet were traced as tensors: symbolic tracing hands every input a Proxy, so
+    ``forward(x, mask=None)`` took its ``mask is not None`` branch and the graph would
+    compute with ``None``. Without example inputs there is no call to follow: none."""
+    if not (args or kwargs):
+        return {}
+    try:
+        bound = inspect.signature(obj.forward if isinstance(obj, torch.nn.Module) else obj)
+        call = bound.bind(*args, **kwargs)
+    except (TypeError, ValueError):  # no signature, or not this call's: traced as it is
+        return {}
+    call.apply_defaults()
+    return {
+        name: None
+        for n in gm.graph.find_nodes(op="placeholder")
+        if (name := str(n.target)) in call.arguments and call.arguments[name] is None and n.users
+    }
+
+
+def _keep_input_names(gm: torch.fx.GraphModule, names: dict[str, None]) -> None:
+    """Give the inputs ``symbolic_trace`` renamed for their ``concrete_args`` (``mask_1``)
+    their own names back, so that ``record(gm, x, mask=None)`` still binds them."""
+    for n in gm.graph.find_nodes(op="placeholder"):
+        base, _, suffix = str(n.target).rpartition("_")
+        if base in names and suffix.isdigit():
+            n.target = base
+    gm.recompile()
 
 
 def _object_holding_proxy(value: Any, seen: set[int] | None = None, inside: Any = None) -> Any:
@@ -503,8 +540,10 @@ def _describe_failures(obj: Any, failures: list[tuple[str, BaseException]], inpu
         lines.append(f'  File "{where[0]}", line {where[1]}:\n    {where[2]}')
     if all(name in ("dynamo", "real") for name, _ in failures[2:]) and len(failures) >= 3:
         lines.append(
-            "What to try: the model itself fails on these inputs (every capture runs it); "
-            "call it directly to see the error, then fix the inputs or the model."
+            "What to try: call the model directly with these inputs. If it raises too, the "
+            "error is the model's (every capture runs it): fix the inputs or the model. If "
+            "it runs, each capture method failed on it for the reason given above; a "
+            "submodule that captures can be recorded on its own."
         )
     return "\n".join(lines)
 
@@ -573,7 +612,12 @@ def _hints(
         hints.append("method='symbolic' if the model has no data-dependent shapes")
         hints.append(f"for data-dependent control flow, capture one run with {capture_run}")
     else:
-        hints.append("call the model directly with the same inputs: every capture runs it")
+        other = "real" if method == "dynamo" else "dynamo"
+        hints.append(
+            "call the model directly with the same inputs: if it raises too, the error is "
+            "the model's (every capture runs it); if it runs, capture it with "
+            f"method='{other}' or method='auto'"
+        )
     return hints
 
 

@@ -115,7 +115,22 @@ def test_auto_names_every_method_tried_when_nothing_holds_the_model():
     for how in ("torch.fx.symbolic_trace", "torch.export.export", "Dynamo", "real run"):
         assert how in message
     assert "return x @ torch.ones(5, 5)" in message
-    assert "the model itself fails on these inputs" in message
+    assert "If it raises too, the error is the model's" in message
+
+
+def test_a_capture_that_fails_where_the_model_runs_is_not_blamed_on_the_model():
+    class SparseMatmul(nn.Module):
+        def forward(self, a: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+            return torch.sparse.mm(a, x)
+
+    a, x = torch.eye(3).to_sparse_csr(), torch.randn(3, 2)
+    with pytest.raises(fxviz.TraceError) as info:  # make_fx reads a CSR tensor's strides
+        fxviz.trace(SparseMatmul(), a, x, method="real")
+    message = str(info.value)
+    assert "do not have strides" in message
+    assert "if it runs, capture it with method='dynamo' or method='auto'" in message
+    rec = fxviz.record(SparseMatmul(), a, x)  # and auto does hold it
+    assert torch.equal(rec.output, SparseMatmul()(a, x))
 
 
 def test_script_modules_point_to_the_torchscript_view():
@@ -152,6 +167,42 @@ def test_concrete_args_specialise_a_flag():
     gm = fxviz.trace(f, concrete_args={"double": True})
     assert torch.equal(gm(torch.ones(2), True), torch.full((2,), 2.0))
     assert "mul" in [n.name for n in gm.graph.nodes]  # the branch taken was traced
+
+
+class OptionalMask(nn.Module):
+    """The commonest optional input: ``mask=None``, used only when given."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        y = self.lin(x)
+        if mask is not None:
+            y = y.masked_fill(mask, 0.0)
+        return y
+
+
+def test_an_input_left_to_its_none_default_is_traced_as_none_not_as_a_tensor():
+    model, x = OptionalMask(), torch.randn(2, 4)
+    mask = x > 0
+    # symbolic tracing hands mask a Proxy: without care, the graph takes the masked branch
+    rec = fxviz.record(model, x)
+    assert rec.graph_module.meta["fxviz_method"] == "symbolic"
+    assert torch.equal(rec.output, model(x))
+    assert "masked_fill" not in [n.name for n in rec.graph_module.graph.nodes]
+    # given None by keyword, and bound by its own name on the captured graph
+    gm = fxviz.trace(model, x, mask=None)
+    assert torch.equal(fxviz.record(gm, x, mask=None).output, model(x))
+    # a call that passes the mask captures the masked branch
+    rec = fxviz.record(model, x, mask)
+    assert torch.equal(rec.output, model(x, mask))
+    assert "masked_fill" in [n.name for n in rec.graph_module.graph.nodes]
+    # the None graph refuses a mask by name rather than ignoring it
+    with pytest.raises(fxviz.FxvizError, match="mask has been specialized"):
+        fxviz.record(gm, x, mask=mask)
+    # without example inputs there is no call to follow: mask stays an input
+    assert "masked_fill" in [n.name for n in fxviz.trace(model).graph.nodes]
 
 
 def test_auto_tries_the_method_that_held_the_class_before_the_costly_ones(monkeypatch):
