@@ -48,6 +48,7 @@ from fxviz._capture._state import (
     state_value_reads,
 )
 from fxviz._capture._subject import traceable
+from fxviz._capture._symbolic import watchful_symbolic_trace
 from fxviz._collector import old_objects_set_aside
 from fxviz._torch_compat import (
     OpOverload,
@@ -319,10 +320,10 @@ def _tagged(gm: torch.fx.GraphModule, method: str) -> torch.fx.GraphModule:
 
 
 def _symbolic(obj: Any, args: tuple, kwargs: dict, concrete_args: Any) -> torch.fx.GraphModule:
-    gm = torch.fx.symbolic_trace(obj, concrete_args=concrete_args)
+    gm = watchful_symbolic_trace(obj, concrete_args)
     nones = _none_inputs_traced(gm, obj, args, kwargs)
     if nones:  # traced as tensors: the graph took the branch of a call that passes them
-        gm = torch.fx.symbolic_trace(obj, concrete_args={**(concrete_args or {}), **nones})
+        gm = watchful_symbolic_trace(obj, {**(concrete_args or {}), **nones})
         _keep_input_names(gm, nones)
     output = next(iter(reversed(gm.graph.nodes)))
     held = _object_holding_proxy(output.args)

@@ -205,6 +205,63 @@ def test_an_input_left_to_its_none_default_is_traced_as_none_not_as_a_tensor():
     assert "masked_fill" in [n.name for n in fxviz.trace(model).graph.nodes]
 
 
+class NoGradTeacher(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.teacher, self.student = nn.Linear(4, 4), nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            target = self.teacher(x)
+        return (self.student(x) * target).sum()
+
+
+class AutocastRegion(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return self.lin(x)
+
+
+class DrawsNoise(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin(x) + torch.rand(1) + torch.randn_like(x)
+
+
+@pytest.mark.parametrize(
+    ("model", "why"),
+    [
+        (NoGradTeacher, "torch.no_grad()"),
+        (AutocastRegion, "torch.autocast"),
+        (DrawsNoise, "draws random numbers"),
+    ],
+)
+def test_python_that_symbolic_tracing_runs_once_sends_auto_to_export(model, why):
+    torch.manual_seed(0)
+    m, x = model(), torch.randn(2, 4)
+    with pytest.raises(fxviz.TraceError, match=why):
+        fxviz.trace(m, x, method="symbolic")
+    torch.manual_seed(1)
+    expected, after = m(x), torch.random.get_rng_state()
+    torch.manual_seed(1)
+    rec = fxviz.record(m, x, backward=model is NoGradTeacher)
+    assert rec.graph_module.meta["fxviz_method"] == "export"
+    assert torch.equal(rec.output, expected)
+    assert rec.output.dtype == expected.dtype
+    assert rec.output.requires_grad == expected.requires_grad
+    assert torch.equal(torch.random.get_rng_state(), after)  # the stream moved as a call moves it
+    if model is NoGradTeacher:  # no gradient reaches the teacher, as in eager
+        assert rec.gradients.parameters.get("teacher.weight") is None
+        assert rec.gradients.parameters["student.weight"] is not None
+
+
 def test_auto_tries_the_method_that_held_the_class_before_the_costly_ones(monkeypatch):
     from fxviz._capture._auto import forget
 

@@ -1,0 +1,94 @@
+"""``torch.fx.symbolic_trace``, refusing the forwards whose graph would not do what a call
+does: Python that ran once while tracing and left no node.
+
+Symbolic tracing runs ``forward`` on Proxies and keeps the torch calls they reach. What
+acts on global state instead is run, not recorded: a ``with torch.no_grad():`` or
+``torch.autocast`` region (its nodes would run in the caller's grad mode and dtype), and a
+random draw with no traced input (``torch.rand(1)``: drawn once, kept as a constant, and
+the caller's random stream moved). Either raises here, so that ``auto`` goes on to
+``torch.export``, which records both.
+
+    >>> import torch
+    >>> class Teacher(torch.nn.Module):
+    ...     def forward(self, x):
+    ...         with torch.no_grad():
+    ...             return x * 2
+    >>> try:
+    ...     watchful_symbolic_trace(Teacher())
+    ... except SymbolicTraceRefused as refused:
+    ...     print(str(refused).split(":")[0])
+    forward enters torch.no_grad() or another grad-mode region
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.fx
+
+__all__ = ["SymbolicTraceRefused", "watchful_symbolic_trace"]
+
+_AUTOCAST_DEVICES = ("cpu", "cuda")
+
+
+class SymbolicTraceRefused(RuntimeError):
+    """The forward runs Python the symbolic graph cannot hold (``auto`` tries export)."""
+
+
+def _global_mode() -> tuple[Any, ...]:
+    """The global state a node's op runs under: grad mode, inference mode, autocast."""
+    return (
+        torch.is_grad_enabled(),
+        torch.is_inference_mode_enabled(),
+        *((torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in _AUTOCAST_DEVICES),
+    )
+
+
+class _WatchfulTracer(torch.fx.Tracer):
+    """A Tracer that notes the global mode each node was made under."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.modes: set[tuple[Any, ...]] = set()
+
+    def create_node(self, *args: Any, **kwargs: Any) -> torch.fx.Node:
+        self.modes.add(_global_mode())
+        return super().create_node(*args, **kwargs)
+
+
+def watchful_symbolic_trace(root: Any, concrete_args: Any = None) -> torch.fx.GraphModule:
+    """``torch.fx.symbolic_trace(root, concrete_args)``, or :class:`SymbolicTraceRefused`
+    when a node was made in a grad-mode or autocast region, or the trace drew random
+    numbers (the caller's random stream is put back as it was)."""
+    start = _global_mode()
+    rng = torch.random.get_rng_state()
+    cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+    tracer = _WatchfulTracer()
+    graph = tracer.trace(root, concrete_args)
+    drew = not torch.equal(torch.random.get_rng_state(), rng)
+    if cuda_rng is not None:
+        drew |= not all(map(torch.equal, torch.cuda.get_rng_state_all(), cuda_rng))
+        torch.cuda.set_rng_state_all(cuda_rng)
+    torch.random.set_rng_state(rng)
+    other = tracer.modes - {start}
+    if any(mode[:2] != start[:2] for mode in other):
+        raise SymbolicTraceRefused(
+            "forward enters torch.no_grad() or another grad-mode region: symbolic tracing "
+            "runs that Python once and its graph keeps no region, so the nodes inside "
+            "would run with gradients. torch.export keeps the region"
+        )
+    if other:
+        raise SymbolicTraceRefused(
+            "forward enters a torch.autocast region: symbolic tracing runs that Python "
+            "once and its graph keeps no region, so the nodes inside would run in the "
+            "caller's dtype. torch.export keeps the region"
+        )
+    if drew:
+        raise SymbolicTraceRefused(
+            "forward draws random numbers with no traced input (torch.rand(1), "
+            "torch.randn(n)): symbolic tracing drew them once and would keep them as "
+            "constants. torch.export keeps the draw as a node"
+        )
+    name = root.__class__.__name__ if isinstance(root, torch.nn.Module) else root.__name__
+    return torch.fx.GraphModule(tracer.root, graph, name)
