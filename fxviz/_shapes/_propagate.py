@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 import torch
 import torch.fx
+import torch.utils._pytree as pytree
 
 from fxviz._capture import JointGraph, bind_inputs
 from fxviz._capture._cache import capture_once
@@ -180,8 +181,10 @@ def shapes(
             "the model's parameters are on the meta device and hold no values: use "
             "mode='meta' or mode='fake' to propagate shapes"
         )
-    example = tuple(x.materialize("meta") if isinstance(x, TensorSpec) else x for x in inputs)
-    gm = capture_once(trace, model, example, kwargs)
+    example, example_kwargs = pytree.tree_map_only(
+        TensorSpec, lambda s: s.materialize("meta"), (inputs, kwargs)
+    )
+    gm = capture_once(trace, model, example, example_kwargs)
     inputs = bind_inputs(gm, inputs, kwargs)
     with old_objects_set_aside():  # fake tensors and their caches: many objects a node
         return propagate(
@@ -211,9 +214,12 @@ def propagate(
     home = gm if model is None else model
     moved = _moved(gm, home, inputs, device) if mode == "fake" else None
     with _mode_context(mode, home, device) as convert:
-        converted = tuple(convert(x) for x in inputs)
+        # tensors and specs inside containers too (a dict batch, an LSTM's (h0, c0))
+        converted = tuple(pytree.tree_map(convert, x) for x in inputs)
         check_inputs(gm, converted)
-        grad = torch.enable_grad() if mode == "real" else torch.no_grad()
+        # every mode in a plain call's grad mode: layers choose their path by it (the
+        # inference fast path of nn.MultiheadAttention gives other outputs)
+        grad = torch.enable_grad()
         if mode == "meta":
             placement = _placement(
                 gm, (None, _META), torch.device("meta") if default_meta else None
@@ -270,7 +276,9 @@ def retarget_devices(
     """
     if isinstance(value, torch.device):
         return to if _on(value, source) else value
-    if isinstance(value, tuple):
+    # plain tuples only: a value such as ``x.max(-1)`` (torch.return_types.max, a tuple)
+    # is an argument of the getattr that reads ``.values`` and must keep its type
+    if type(value) is tuple:
         return tuple(retarget_devices(v, to, source) for v in value)
     if isinstance(value, list):
         return [retarget_devices(v, to, source) for v in value]

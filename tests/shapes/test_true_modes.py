@@ -227,3 +227,44 @@ def test_a_cpu_constant_the_model_writes_itself_stays_on_the_cpu_in_fake_mode():
     with pytest.raises(fxviz.ShapeError, match="cpu") as info:
         fxviz.shapes(gm, torch.ones(2, 3), mode="fake", device="cuda", progress=False)
     assert info.value.node == "add"
+
+
+class DictBatch(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 3)
+        self.rnn = nn.LSTM(4, 5, batch_first=True)
+
+    def forward(self, batch: dict[str, torch.Tensor], state: tuple[torch.Tensor, torch.Tensor]):
+        out, _ = self.rnn(batch["x"], state)
+        return self.lin(batch["x"]) + out[..., :3]
+
+
+@pytest.mark.parametrize("mode", ["meta", "fake"])
+@pytest.mark.parametrize("as_spec", [False, True], ids=["tensors", "specs"])
+def test_tensors_and_specs_inside_containers_are_made_fake_or_meta(mode, as_spec):
+    def make(*shape: int):
+        return fxviz.spec(*shape) if as_spec else torch.randn(*shape)
+
+    batch, state = {"x": make(2, 6, 4)}, (make(1, 2, 5), make(1, 2, 5))
+    rep = fxviz.shapes(DictBatch(), batch, state, mode=mode, progress=False)
+    assert rep["output"].shape == (2, 6, 3)
+    assert {s.device for _, s in _outputs(rep)} == {"meta" if mode == "meta" else "cpu"}
+
+
+@pytest.mark.parametrize("mode", ["real", "meta", "fake"])
+def test_every_mode_takes_the_path_a_plain_call_takes(mode):
+    class Attention(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.mha = nn.MultiheadAttention(8, 2, batch_first=True)
+
+        def forward(self, x: torch.Tensor):
+            top = x.max(-1).values  # torch.return_types.max: read by name
+            return self.mha(x, x, x, need_weights=False), top
+
+    model, x = Attention().eval(), torch.randn(2, 5, 8)
+    (out, weights), top = model(x)
+    assert weights is None  # grad mode on: not the inference fast path
+    rep = fxviz.shapes(model, x, mode=mode, progress=False)
+    assert [s.shape for s in rep["output"].outputs] == [tuple(out.shape), tuple(top.shape)]
