@@ -88,6 +88,8 @@ def written_locations(node: torch.fx.Node, submodules: Mapping[str, Any]) -> tup
         found.extend(_running_stats_writes(node))
         if isinstance(target, PythonSegment):  # the model's tensors Python wrote there
             found.extend(("arg", i) for i in target.written)
+        elif isinstance(target, torch._ops.HigherOrderOperator):
+            found.extend(_region_writes(node, submodules))
         elif isinstance(target, (OpOverload, OpOverloadPacket)):
             found.extend(_schema_writes(target))
         elif (
@@ -108,6 +110,83 @@ def written_locations(node: torch.fx.Node, submodules: Mapping[str, Any]) -> tup
         if module is not None and vars(module).get("inplace") is True:
             found.append(("arg", 0))
     return tuple(dict.fromkeys(found))
+
+
+# torch.export's regions: ``hop(*settings, body, *operands)``, the body a GraphModule whose
+# placeholders are the operands, in order (a ``no_grad`` or ``autocast`` block)
+_REGIONS = frozenset({"wrap_with_set_grad_enabled", "wrap_with_autocast"})
+
+
+def _region_writes(node: torch.fx.Node, submodules: Mapping[str, Any]) -> list[Location]:
+    """The operands a region's body writes in place (an EMA buffer's ``mul_`` inside
+    ``torch.no_grad()``), as the region node's argument positions.
+
+        >>> class Ema(torch.nn.Module):
+        ...     def __init__(self):
+        ...         super().__init__()
+        ...         self.register_buffer("avg", torch.zeros(2))
+        ...     def forward(self, x):
+        ...         with torch.no_grad():
+        ...             self.avg.mul_(0.9).add_(x)
+        ...         return x * 2
+        >>> gm = torch.export.export(Ema(), (torch.ones(2),)).module()
+        >>> region = next(n for n in gm.graph.nodes if "wrap" in str(n.target))
+        >>> [region.args[i].name for _, i in _region_writes(region, dict(gm.named_modules()))]
+        ['avg']
+    """
+    if getattr(node.target, "_name", None) not in _REGIONS:
+        return []
+    at = next(
+        (
+            i
+            for i, a in enumerate(node.args)
+            if isinstance(a, torch.fx.Node)
+            and a.op == "get_attr"
+            and isinstance(submodules.get(str(a.target)), torch.fx.GraphModule)
+        ),
+        None,
+    )
+    if at is None:
+        return []
+    body = submodules[str(node.args[at].target)]
+    written = _body_writes(body)
+    return [("arg", at + 1 + k) for k in sorted(written) if at + 1 + k < len(node.args)]
+
+
+def _body_writes(body: torch.fx.GraphModule) -> set[int]:
+    """The positions of ``body``'s placeholders that its nodes write in place, through
+    the aliases in-place ops and views return."""
+    placeholders = body.graph.find_nodes(op="placeholder")
+    root: dict[torch.fx.Node, int] = {p: k for k, p in enumerate(placeholders)}
+    modules = dict(body.named_modules())
+    written: set[int] = set()
+    for n in body.graph.nodes:
+        if n.op != "call_function":
+            continue
+        for kind, key in written_locations(n, modules):
+            arg = n.args[key] if kind == "arg" and key < len(n.args) else None
+            arg = n.kwargs.get(key) if kind == "kwarg" else arg
+            for m in _nodes_in(arg):
+                if m in root:
+                    written.add(root[m])
+        first = n.args[0] if n.args else None
+        if first in root and _returns_alias(n.target):
+            root[n] = root[first]
+    return written
+
+
+def _nodes_in(arg: Any) -> list[torch.fx.Node]:
+    found: list[torch.fx.Node] = []
+    map_arg(arg, found.append)
+    return found
+
+
+def _returns_alias(target: Any) -> bool:
+    """Whether an op gives back (a view of) its first input: ``add_``, ``view``."""
+    if not isinstance(target, OpOverload):
+        return False
+    returns = target._schema.returns
+    return bool(returns) and returns[0].alias_info is not None
 
 
 _KNOWN_MODULES = ("builtins", "_operator", "operator", "math")

@@ -258,3 +258,36 @@ def test_views_written_later_show_the_statistics_they_had_measured_alone(layout)
         got = (o.min, o.max, o.mean, o.std, o.absmax, o.nan, o.posinf, o.neginf, o.zeros)
         assert got == stats, name
         assert o.stride == strides[name], name  # the layout as it ran, not its copy's
+
+
+class EmaInNoGrad(nn.Module):
+    """An exponential moving average kept in a buffer, written inside ``torch.no_grad()``
+    (exported as a ``wrap_with_set_grad_enabled`` region around the writes)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("ema", torch.zeros(4))
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.lin(x)
+        with torch.no_grad():
+            self.ema.mul_(0.9).add_(0.1 * y.mean(0))
+        return y - self.ema
+
+
+def test_a_write_inside_a_no_grad_region_keeps_the_value_read_before_it(recwarn):
+    torch.manual_seed(0)
+    model, x = EmaInNoGrad(), torch.randn(3, 4)
+    eager = EmaInNoGrad()
+    eager.load_state_dict(model.state_dict())
+    expected = eager(x)
+    rec = fxviz.record(model, x)
+    assert rec.graph_module.meta["fxviz_method"] == "export"
+    region = next(r for r in rec.values() if r.mutates)
+    assert region.mutates == ("ema",)
+    assert torch.equal(rec["ema"].value, torch.zeros(4))  # as it was before the region
+    assert rec["ema"].outputs[0].max == 0.0
+    assert torch.equal(rec.output, expected)
+    assert torch.equal(model.ema, eager.ema)  # the buffer moved once, as a call moves it
+    assert not [w for w in recwarn if issubclass(w.category, fxviz.FxvizWarning)]
