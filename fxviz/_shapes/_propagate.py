@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import weakref
 from collections.abc import Iterator
 from typing import Any, Literal
 
@@ -34,6 +35,7 @@ from fxviz.errors import (  # ShapeError re-exported
     NodeError,
     PlacementError,
     ShapeError,
+    TraceError,
     node_error_type,
 )
 
@@ -181,15 +183,49 @@ def shapes(
             "the model's parameters are on the meta device and hold no values: use "
             "mode='meta' or mode='fake' to propagate shapes"
         )
-    example, example_kwargs = pytree.tree_map_only(
-        TensorSpec, lambda s: s.materialize("meta"), (inputs, kwargs)
-    )
-    gm = capture_once(trace, model, example, example_kwargs)
+    gm = _capture(model, inputs, kwargs)
     inputs = bind_inputs(gm, inputs, kwargs)
     with old_objects_set_aside():  # fake tensors and their caches: many objects a node
         return propagate(
             gm, inputs, mode, model=model, device=device, progress=progress, flops=flops
         )
+
+
+def _capture(model: Any, inputs: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The model's capture, its specs made meta tensors; where that fails because the
+    model's own tensors are real (a CPU buffer sliced by an input's size: export mixes
+    meta and cpu), made tensors on the model's device, as a real input would be (the
+    caller's random stream left as it was)."""
+    home = _real_home(model)
+    if home is None or model not in _NEEDS_MADE_INPUTS:
+        on_meta = pytree.tree_map_only(
+            TensorSpec, lambda s: s.materialize("meta"), (inputs, kwargs)
+        )
+        try:
+            return capture_once(trace, model, *on_meta)
+        except TraceError:
+            has_specs = any(isinstance(x, TensorSpec) for x in pytree.tree_leaves((inputs, kwargs)))
+            if home is None or not has_specs:
+                raise
+        _NEEDS_MADE_INPUTS.add(model)  # the next call goes straight on
+    with torch.random.fork_rng(devices=[]):
+        made = pytree.tree_map_only(
+            TensorSpec, lambda s: s.materialize(s.device or home), (inputs, kwargs)
+        )
+    return capture_once(trace, model, *made)
+
+
+# models whose capture failed on meta inputs and held on made ones
+_NEEDS_MADE_INPUTS: weakref.WeakSet[torch.nn.Module] = weakref.WeakSet()
+
+
+def _real_home(model: Any) -> torch.device | None:
+    """The device of a module's first tensor that is not on the meta device, if any."""
+    if isinstance(model, torch.nn.Module):
+        for t in [*model.parameters(), *model.buffers()]:
+            if not t.is_meta:
+                return t.device
+    return None
 
 
 def propagate(

@@ -268,3 +268,28 @@ def test_every_mode_takes_the_path_a_plain_call_takes(mode):
     assert weights is None  # grad mode on: not the inference fast path
     rep = fxviz.shapes(model, x, mode=mode, progress=False)
     assert [s.shape for s in rep["output"].outputs] == [tuple(out.shape), tuple(top.shape)]
+
+
+class SlicesItsBuffer(nn.Module):
+    """Symbolic tracing cannot hold ``x.shape[1]`` as a slice bound; export can, if its
+    example input lives where the buffer does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.register_buffer("pos", torch.arange(8.0))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin(x) + self.pos[: x.shape[1], None]
+
+
+@pytest.mark.parametrize("mode", ["real", "meta", "fake"])
+def test_specs_capture_a_cpu_model_that_needs_export(mode):
+    model = SlicesItsBuffer()
+    expected = model(torch.randn(2, 3, 4)).shape
+    rng = torch.random.get_rng_state()
+    for _ in range(2):  # the second call goes straight to the inputs that worked
+        rep = fxviz.shapes(model, fxviz.spec(2, 3, 4), mode=mode, progress=False)
+        assert rep["output"].shape == tuple(expected)
+    if mode != "real":  # a real run draws the spec's values; the capture draws none
+        assert torch.equal(torch.random.get_rng_state(), rng)
