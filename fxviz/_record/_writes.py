@@ -136,19 +136,14 @@ def _region_writes(node: torch.fx.Node, submodules: Mapping[str, Any]) -> list[L
     """
     if getattr(node.target, "_name", None) not in _REGIONS:
         return []
-    at = next(
-        (
-            i
-            for i, a in enumerate(node.args)
-            if isinstance(a, torch.fx.Node)
-            and a.op == "get_attr"
-            and isinstance(submodules.get(str(a.target)), torch.fx.GraphModule)
-        ),
-        None,
-    )
-    if at is None:
+    bodies = [
+        (i, submodules.get(str(a.target)))
+        for i, a in enumerate(node.args)
+        if isinstance(a, torch.fx.Node) and a.op == "get_attr"
+    ]
+    at, body = next(((i, b) for i, b in bodies if isinstance(b, torch.fx.GraphModule)), (0, None))
+    if body is None:
         return []
-    body = submodules[str(node.args[at].target)]
     written = _body_writes(body)
     return [("arg", at + 1 + k) for k in sorted(written) if at + 1 + k < len(node.args)]
 
