@@ -237,11 +237,7 @@ class DrawsNoise(nn.Module):
 
 @pytest.mark.parametrize(
     ("model", "why"),
-    [
-        (NoGradTeacher, "torch.no_grad()"),
-        (AutocastRegion, "torch.autocast"),
-        (DrawsNoise, "draws random numbers"),
-    ],
+    [(AutocastRegion, "torch.autocast"), (DrawsNoise, "draws random numbers")],
 )
 def test_python_that_symbolic_tracing_runs_once_sends_auto_to_export(model, why):
     torch.manual_seed(0)
@@ -251,15 +247,42 @@ def test_python_that_symbolic_tracing_runs_once_sends_auto_to_export(model, why)
     torch.manual_seed(1)
     expected, after = m(x), torch.random.get_rng_state()
     torch.manual_seed(1)
-    rec = fxviz.record(m, x, backward=model is NoGradTeacher)
+    rec = fxviz.record(m, x)
     assert rec.graph_module.meta["fxviz_method"] == "export"
     assert torch.equal(rec.output, expected)
     assert rec.output.dtype == expected.dtype
-    assert rec.output.requires_grad == expected.requires_grad
     assert torch.equal(torch.random.get_rng_state(), after)  # the stream moved as a call moves it
-    if model is NoGradTeacher:  # no gradient reaches the teacher, as in eager
+
+
+@pytest.mark.parametrize("caller_grad", [True, False])
+def test_a_no_grad_region_is_kept_in_the_symbolic_graph(caller_grad):
+    torch.manual_seed(0)
+    model, x = NoGradTeacher(), torch.randn(2, 4)
+    with torch.set_grad_enabled(caller_grad):
+        expected = model(x)
+        rec = fxviz.record(model, x, backward=caller_grad)
+        assert torch.is_grad_enabled() == caller_grad  # the caller's mode, after the graph
+    assert rec.graph_module.meta["fxviz_method"] == "symbolic"
+    assert torch.equal(rec.output, expected)
+    assert rec.output.requires_grad == expected.requires_grad == caller_grad
+    assert rec["teacher"].outputs[0].requires_grad is False  # ran without gradients
+    if caller_grad:  # no gradient reaches the teacher, as in eager
         assert rec.gradients.parameters.get("teacher.weight") is None
         assert rec.gradients.parameters["student.weight"] is not None
+
+
+def test_a_failure_inside_a_no_grad_region_leaves_the_grad_mode_as_it_was():
+    class FailsInside(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            with torch.no_grad():
+                y = x @ torch.ones(5, 5)  # wrong size: raises inside the region
+            return y
+
+    gm = fxviz.trace(FailsInside())
+    for engine in (None, torch.fx.Interpreter):
+        with pytest.raises(fxviz.NodeError):
+            fxviz.record(gm, torch.ones(2, 3), interpreter=engine)
+        assert torch.is_grad_enabled()
 
 
 def test_auto_tries_the_method_that_held_the_class_before_the_costly_ones(monkeypatch):

@@ -2,22 +2,27 @@
 does: Python that ran once while tracing and left no node.
 
 Symbolic tracing runs ``forward`` on Proxies and keeps the torch calls they reach. What
-acts on global state instead is run, not recorded: a ``with torch.no_grad():`` or
-``torch.autocast`` region (its nodes would run in the caller's grad mode and dtype), and a
-random draw with no traced input (``torch.rand(1)``: drawn once, kept as a constant, and
-the caller's random stream moved). Either raises here, so that ``auto`` goes on to
-``torch.export``, which records both.
+acts on global state instead is run, not recorded. A ``with torch.no_grad():`` region is
+kept as Dynamo keeps it: a ``torch._C._set_grad_enabled`` node where the grad mode
+changes. A ``torch.autocast`` or ``torch.inference_mode`` region (its nodes would run in
+the caller's dtype and mode), and a random draw with no traced input (``torch.rand(1)``:
+drawn once, kept as a constant, and the caller's random stream moved) raise here, so
+that ``auto`` goes on to ``torch.export``, which records them.
 
     >>> import torch
     >>> class Teacher(torch.nn.Module):
     ...     def forward(self, x):
     ...         with torch.no_grad():
-    ...             return x * 2
-    >>> try:
-    ...     watchful_symbolic_trace(Teacher())
-    ... except SymbolicTraceRefused as refused:
-    ...     print(str(refused).split(":")[0])
-    forward enters torch.no_grad() or another grad-mode region
+    ...             y = x * 2
+    ...         return y + x
+    >>> print(watchful_symbolic_trace(Teacher()).code.strip())
+    def forward(self, x):
+        is_grad_enabled = torch.is_grad_enabled()
+        _set_grad_enabled = torch._C._set_grad_enabled(False);  _set_grad_enabled = None
+        mul = x * 2
+        _set_grad_enabled_1 = torch._C._set_grad_enabled(is_grad_enabled);  is_grad_enabled = _set_grad_enabled_1 = None
+        add = mul + x;  mul = x = None
+        return add
 """
 
 from __future__ import annotations
@@ -46,22 +51,34 @@ def _global_mode() -> tuple[Any, ...]:
 
 
 class _WatchfulTracer(torch.fx.Tracer):
-    """A Tracer that notes the global mode each node was made under."""
+    """A Tracer that keeps grad-mode changes as nodes and notes the other global modes
+    each node was made under."""
 
     def __init__(self) -> None:
         super().__init__()
         self.modes: set[tuple[Any, ...]] = set()
+        self.start = self.grad = torch.is_grad_enabled()  # grad = the last node's mode
+        self.caller: torch.fx.Node | None = None  # the mode the graph is run in
 
-    def create_node(self, *args: Any, **kwargs: Any) -> torch.fx.Node:
-        self.modes.add(_global_mode())
-        return super().create_node(*args, **kwargs)
+    def create_node(self, kind: str, *args: Any, **kwargs: Any) -> torch.fx.Node:
+        mode = _global_mode()
+        self.modes.add(mode[1:])
+        grad = self.start if kind == "output" else mode[0]
+        if kind != "placeholder" and grad != self.grad:
+            if self.caller is None:
+                self.caller = super().create_node("call_function", torch.is_grad_enabled, (), {})
+            # back to the start: the caller's own mode, whichever it is when the graph runs
+            to = self.caller if grad == self.start else grad
+            super().create_node("call_function", torch._C._set_grad_enabled, (to,), {})
+            self.grad = grad
+        return super().create_node(kind, *args, **kwargs)
 
 
 def watchful_symbolic_trace(root: Any, concrete_args: Any = None) -> torch.fx.GraphModule:
     """``torch.fx.symbolic_trace(root, concrete_args)``, or :class:`SymbolicTraceRefused`
     when a node was made in a grad-mode or autocast region, or the trace drew random
     numbers (the caller's random stream is put back as it was)."""
-    start = _global_mode()
+    start = _global_mode()[1:]
     rng = torch.random.get_rng_state()
     cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
     tracer = _WatchfulTracer()
@@ -72,11 +89,10 @@ def watchful_symbolic_trace(root: Any, concrete_args: Any = None) -> torch.fx.Gr
         torch.cuda.set_rng_state_all(cuda_rng)
     torch.random.set_rng_state(rng)
     other = tracer.modes - {start}
-    if any(mode[:2] != start[:2] for mode in other):
+    if any(mode[0] != start[0] for mode in other):
         raise SymbolicTraceRefused(
-            "forward enters torch.no_grad() or another grad-mode region: symbolic tracing "
-            "runs that Python once and its graph keeps no region, so the nodes inside "
-            "would run with gradients. torch.export keeps the region"
+            "forward enters torch.inference_mode(): symbolic tracing runs that Python "
+            "once and its graph keeps no region. torch.export keeps the region"
         )
     if other:
         raise SymbolicTraceRefused(

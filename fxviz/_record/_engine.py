@@ -303,9 +303,11 @@ class _Run:
 
     def _run(self, inputs: tuple[Any, ...]) -> Any:
         self.args_iter = iter(self.graph.process_inputs(*inputs))
+        grad = torch.is_grad_enabled()  # a failure inside a no_grad region leaves it as it was
         try:
             output, frame_locals = self.compiled.function(self)
         except KeyboardInterrupt as interrupt:
+            torch.set_grad_enabled(grad)
             self._failed(interrupt)
             self.recorder.release()
             raise RecordingInterrupted(
@@ -314,6 +316,7 @@ class _Run:
                 recording=self.recorder.recording(),
             ) from interrupt
         except Exception as error:
+            torch.set_grad_enabled(grad)
             node_failed = self._failed(error)
             self.recorder.release()
             if not node_failed:

@@ -142,9 +142,11 @@ class RecordingMixin:
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
         recorder = self.fxviz_start()
+        grad = torch.is_grad_enabled()  # a failure inside a no_grad region leaves it as it was
         try:
             output = super().run(*args, **kwargs)  # type: ignore[misc]
         except KeyboardInterrupt as interrupt:
+            torch.set_grad_enabled(grad)
             recorder.release()  # the run is over: see Recorder.release
             raise RecordingInterrupted(
                 f"interrupted after {len(recorder.entries)} nodes; the partial recording "
@@ -152,6 +154,7 @@ class RecordingMixin:
                 recording=recorder.recording(),
             ) from interrupt
         except Exception as error:
+            torch.set_grad_enabled(grad)
             recorder.release()
             wrapped = wrap_node_failure(recorder, error, self.module)  # type: ignore[attr-defined]
             if wrapped is None:
