@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import weakref
 from collections.abc import Iterator
 from typing import Any, Literal
@@ -366,9 +367,11 @@ def _moved(
     return source, target
 
 
-def _baked(gm: torch.fx.GraphModule) -> bool:
+def _baked(gm: torch.nn.Module) -> bool:
     """Whether ``gm``'s device constants are the ones a capture saw (not the user's own)."""
-    method = getattr(gm, "meta", {}).get("fxviz_method")
+    if not isinstance(gm, torch.fx.GraphModule):
+        return False
+    method = gm.meta.get("fxviz_method")
     if method is not None:
         return method != "symbolic"
     return any(isinstance(n.target, torch._ops.OpOverload) for n in gm.graph.nodes)
@@ -429,17 +432,18 @@ def _mode_context(mode: str, model: Any, device: Any) -> Iterator[Any]:
         yield lambda x: x.materialize() if isinstance(x, TensorSpec) else x
         return
     if mode == "meta":
-        yield lambda x: _to_meta(x)
+        yield lambda x, keep_device=False: _to_meta(x)
         return
     faking = fake_mode()
     target = torch.device(device) if device is not None else _home_device(model)
 
-    def to_fake(x: Any) -> Any:
+    def to_fake(x: Any, keep_device: bool = False) -> Any:
         if isinstance(x, TensorSpec):  # made inside the fake mode: a FakeTensor, no data
             where = device if device is not None else x.device or target
             return x.materialize(where, allocates=False)
         if isinstance(x, torch.Tensor) and not is_fake(x):
-            return fake_tensor(faking, x, target if (device or x.is_meta) else x.device)
+            moved = x.is_meta or (device is not None and not keep_device)
+            return fake_tensor(faking, x, target if moved else x.device)
         return x
 
     with faking:
@@ -498,14 +502,31 @@ def _parameters(mode: str, gm: torch.nn.Module, convert: Any) -> Iterator[None]:
         return
     converted: dict[int, torch.Tensor] = {}  # tied names share one converted tensor
     state = {}
+    # a symbolic trace's constants are tensors forward made with no device (torch.arange(4)):
+    # on the default device wherever the model lives, so a pretended device leaves them
+    # (a capture's constants may have taken the input's device: they move with the model)
+    kept = set() if mode != "fake" or _baked(gm) else _constant_names(gm)
     for name, t in _named_tensors(gm):
         if is_fake(t) or (mode == "meta" and t.is_meta):
             continue
         if id(t) not in converted:
-            converted[id(t)] = convert(t)
+            converted[id(t)] = convert(t, keep_device=name in kept)
         state[name] = converted[id(t)]
     with reparametrize(gm, state):
         yield
+
+
+def _constant_names(gm: torch.nn.Module) -> set[str]:
+    """The tensors symbolic tracing made constants of (``_tensor_constant0``: a tensor
+    forward made from no traced value; ``GraphModule`` keeps them as buffers)."""
+    return {
+        name
+        for name, _ in _named_tensors(gm)
+        if _TRACER_CONSTANT.fullmatch(name.rpartition(".")[2])
+    }
+
+
+_TRACER_CONSTANT = re.compile(r"_tensor_constant\d+")
 
 
 def _named_tensors(gm: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:

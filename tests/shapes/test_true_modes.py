@@ -293,3 +293,25 @@ def test_specs_capture_a_cpu_model_that_needs_export(mode):
         assert rep["output"].shape == tuple(expected)
     if mode != "real":  # a real run draws the spec's values; the capture draws none
         assert torch.equal(torch.random.get_rng_state(), rng)
+
+
+class MakesTensors(nn.Module):
+    def __init__(self, on_input_device: bool) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.on_input_device = on_input_device
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        scale = torch.tensor(2.0)  # a CPU scalar: fine beside a GPU tensor
+        if self.on_input_device:
+            return self.lin(x) * scale + torch.arange(4, device=x.device)
+        return self.lin(x) * scale + torch.arange(4)  # on the CPU, wherever the model is
+
+
+def test_pretending_cuda_catches_a_tensor_forward_makes_on_the_cpu():
+    ok = fxviz.shapes(MakesTensors(True), fxviz.spec(2, 4), mode="fake", device="cuda")
+    assert ok["output"].outputs[0].device == "cuda:0"
+    # as on a real GPU: the arange stays on the CPU and the add mixes devices
+    with pytest.raises(fxviz.ShapeError, match="cuda:0 and cpu") as info:
+        fxviz.shapes(MakesTensors(False), fxviz.spec(2, 4), mode="fake", device="cuda")
+    assert info.value.node == "add"
