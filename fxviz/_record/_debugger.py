@@ -151,6 +151,9 @@ class Debugger(DebuggerState, BreakpointCommands, RestoreCommands):
         # the run draws from (its own, never the caller's global one), the module's
         # buffers, and parameters the graph writes in place (copied just before).
         self._random = RandomStream()
+        # the grad mode the graph runs in: the caller's when it was made, and then what
+        # its own _set_grad_enabled nodes make it; the caller's is back between steps
+        self._caller_grad = torch.is_grad_enabled()
         self._buffers = {name: b.detach().clone() for name, b in self.graph_module.named_buffers()}
         self._parameters = parameter_keys(self.graph_module)
         self._parameter_copies: dict[str, torch.Tensor] = {}
@@ -311,6 +314,7 @@ class Debugger(DebuggerState, BreakpointCommands, RestoreCommands):
         # through any chain of views (split, getitem, ...) shows in its counter.
         self._input_versions = [tensor_version(t) for t in self.graph.process_inputs(*self._inputs)]
         self._pos = 0
+        self._grad = self._caller_grad
         self._output: Any = None
         self._reason = "start"
         self._skip_fetches(None)  # the inputs and leading fetches: run, recorded
@@ -331,6 +335,8 @@ class Debugger(DebuggerState, BreakpointCommands, RestoreCommands):
         self._check_graph_unchanged(self._pos)
         interp = self._interp
         private = self._random.active() if self._draws[index] else contextlib.nullcontext()
+        caller = torch.is_grad_enabled()
+        torch._C._set_grad_enabled(self._grad)
         try:
             with private:
                 value = interp.run_node(node)
@@ -345,6 +351,9 @@ class Debugger(DebuggerState, BreakpointCommands, RestoreCommands):
                 drop_own_frames(failed)  # the run stops here: see drop_own_frames
                 return index  # the node failed and is recorded: the cursor stays on it
             raise  # a failure outside the node (fxviz itself): never hide it
+        finally:
+            self._grad = torch.is_grad_enabled()
+            torch._C._set_grad_enabled(caller)
 
         store_node_value(interp, node, value)  # what Interpreter.run does after run_node
         if node.op == "output":

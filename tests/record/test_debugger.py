@@ -240,3 +240,27 @@ def test_repr_and_html(dbg):
     assert repr(dbg) == "<fxviz.Debugger: stopped at 'clamp' (step) — 2/5 nodes>"
     assert "fxviz.Debugger" in dbg._repr_html_()
     assert "<table" in dbg._repr_html_()
+
+
+def test_a_pause_inside_a_no_grad_region_leaves_the_callers_grad_mode():
+    class Teacher(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            with torch.no_grad():
+                y = self.lin(x)
+            return self.lin(y)
+
+    dbg = fxviz.Debugger(Teacher(), torch.randn(3, 4))
+    dbg.run_to("lin_1")  # past the region's first node: inside it, as the graph runs
+    assert dbg.recording["lin"].outputs[0].requires_grad is False
+    assert torch.is_grad_enabled()  # the notebook's next cell runs with gradients
+    dbg.continue_()
+    assert dbg.recording["lin_1"].outputs[0].requires_grad is True  # after the region
+    with torch.no_grad():  # made under no_grad: the graph's run keeps that mode
+        quiet = fxviz.Debugger(Teacher(), torch.randn(3, 4))
+    quiet.continue_()
+    assert quiet.recording["lin_1"].outputs[0].requires_grad is False
+    assert torch.is_grad_enabled()
