@@ -48,7 +48,7 @@ from fxviz._capture._state import (
     state_value_reads,
 )
 from fxviz._capture._subject import traceable
-from fxviz._capture._symbolic import watchful_symbolic_trace
+from fxviz._capture._symbolic import SymbolicTraceRefused, watchful_symbolic_trace
 from fxviz._collector import old_objects_set_aside
 from fxviz._torch_compat import (
     OpOverload,
@@ -321,6 +321,7 @@ def _tagged(gm: torch.fx.GraphModule, method: str) -> torch.fx.GraphModule:
 
 def _symbolic(obj: Any, args: tuple, kwargs: dict, concrete_args: Any) -> torch.fx.GraphModule:
     gm = watchful_symbolic_trace(obj, concrete_args)
+    _refuse_packed_inputs(gm, obj)
     nones = _none_inputs_traced(gm, obj, args, kwargs)
     if nones:  # traced as tensors: the graph took the branch of a call that passes them
         gm = watchful_symbolic_trace(obj, {**(concrete_args or {}), **nones})
@@ -334,6 +335,23 @@ def _symbolic(obj: Any, args: tuple, kwargs: dict, concrete_args: Any) -> torch.
             "the tracer's Proxy objects inside, not this call's tensors"
         )
     return gm
+
+
+def _refuse_packed_inputs(gm: torch.fx.GraphModule, obj: Any) -> None:
+    """``forward(self, x, *args, **kwargs)``: symbolic tracing hands ``args`` or ``kwargs``
+    one Proxy, so what forward does with it (``kwargs.get("mask")``, an ``if`` on it)
+    is traced on that Proxy, not on the call's own inputs. Unused, they do no harm."""
+    packed = [
+        str(n.target)
+        for n in gm.graph.find_nodes(op="placeholder")
+        if str(n.target).startswith("*") and n.users
+    ]
+    if packed:
+        raise SymbolicTraceRefused(
+            f"{_name(obj)}.forward reads {packed[0]}: symbolic tracing hands it one traced "
+            "value, not the call's own inputs, so the graph would not do what a call "
+            "does. Pass example inputs (torch.export binds them): fxviz.trace(model, x)"
+        )
 
 
 def _none_inputs_traced(
@@ -414,6 +432,7 @@ def _export(obj: Any, args: tuple, kwargs: dict, concrete_args: Any) -> torch.fx
             "graph keeps the value it saw and never sets it. Capture one run instead: "
             "fxviz.trace(model, *args, method='dynamo') (or method='real')"
         )
+    _refuse_lost_inference_mode(program, obj)
     gm = program.module()
     if isinstance(obj, torch.nn.Module) and any(p.requires_grad for p in obj.parameters()):
         # a library may have traced a branch eager does not take (transformers' causal
@@ -426,6 +445,26 @@ def _export(obj: Any, args: tuple, kwargs: dict, concrete_args: Any) -> torch.fx
     elif build is not None:
         built_output(gm, build)
     return gm
+
+
+def _refuse_lost_inference_mode(program: torch.export.ExportedProgram, obj: Any) -> None:
+    """``torch.export`` runs a ``torch.inference_mode()`` region but keeps no trace of it:
+    its nodes' example values are inference tensors, the graph's are not (its output
+    would require grad where the call's does not). Dynamo keeps the region."""
+    if torch.is_inference_mode_enabled():
+        return  # the caller's own mode: the graph runs in it too
+    inside = [
+        n.name
+        for n in program.graph.nodes
+        if isinstance(v := n.meta.get("val"), torch.Tensor) and v.is_inference()
+    ]
+    if inside:
+        raise TraceError(
+            f"{_name(obj)}.forward enters torch.inference_mode() (node {inside[0]!r} ran "
+            "inside it): torch.export drops that region, so the graph's values would "
+            "require grad where the call's do not. Capture it with Dynamo, which keeps "
+            "the region: fxviz.trace(model, *args, method='dynamo')"
+        )
 
 
 def _dynamo(obj: Any, args: tuple, kwargs: dict, concrete_args: Any) -> Capture:

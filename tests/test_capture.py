@@ -235,9 +235,32 @@ class DrawsNoise(nn.Module):
         return self.lin(x) + torch.rand(1) + torch.randn_like(x)
 
 
+class KeepsFloat32(nn.Module):
+    """A region that changes nothing outside autocast (rotary embeddings do this)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.autocast("cpu", enabled=False):
+            return self.lin(x.float())
+
+
+class ReadsKwargs(nn.Module):
+    def forward(self, x: torch.Tensor, **kw: torch.Tensor) -> torch.Tensor:
+        mask = kw.get("mask")
+        return x if mask is None else x * mask
+
+
 @pytest.mark.parametrize(
     ("model", "why"),
-    [(AutocastRegion, "torch.autocast"), (DrawsNoise, "draws random numbers")],
+    [
+        (AutocastRegion, "torch.autocast"),
+        (KeepsFloat32, "torch.autocast"),
+        (DrawsNoise, "draws random numbers"),
+        (ReadsKwargs, r"reads \*\*kw"),
+    ],
 )
 def test_python_that_symbolic_tracing_runs_once_sends_auto_to_export(model, why):
     torch.manual_seed(0)
@@ -252,6 +275,63 @@ def test_python_that_symbolic_tracing_runs_once_sends_auto_to_export(model, why)
     assert torch.equal(rec.output, expected)
     assert rec.output.dtype == expected.dtype
     assert torch.equal(torch.random.get_rng_state(), after)  # the stream moved as a call moves it
+
+
+def test_keyword_inputs_forward_packs_reach_it_as_the_call_gives_them():
+    x, mask = torch.randn(2, 4), torch.full((2, 4), 2.0)
+    for kwargs in ({}, {"mask": mask}, {"mask": None}):
+        rec = fxviz.record(ReadsKwargs(), x, **kwargs)
+        assert torch.equal(rec.output, ReadsKwargs()(x, **kwargs))
+
+
+def test_a_draw_from_a_generator_the_model_holds_is_drawn_on_every_record():
+    class OwnNoise(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.g = torch.Generator().manual_seed(5)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x + torch.randn(4, generator=self.g)
+
+    x = torch.zeros(3, 4)
+    eager, recorded = OwnNoise(), OwnNoise()
+    with pytest.raises(fxviz.TraceError, match="draws random numbers"):
+        fxviz.trace(recorded, x, method="symbolic")
+    for _ in range(3):  # the refused trace put the generator back: the same stream
+        assert torch.equal(fxviz.record(recorded, x).output, eager(x))
+
+
+def test_an_inference_mode_region_is_not_exported_away():
+    class InferenceRegion(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            with torch.inference_mode():
+                y = self.lin(x)
+            return y.clone() * 2
+
+    model, x = InferenceRegion(), torch.randn(3, 4)
+    with pytest.raises(fxviz.TraceError, match=r"inference_mode\(\) \(node 'linear'"):
+        fxviz.trace(model, x, method="export")
+    expected = model(x)
+    rec = fxviz.record(model, x)
+    assert rec.method == "dynamo"
+    assert torch.equal(rec.output, expected)
+    assert rec.output.requires_grad is expected.requires_grad is False
+
+
+def test_a_capture_is_made_again_under_the_callers_autocast():
+    class AutocastBranch(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x.float() * 2 if torch.is_autocast_enabled("cpu") else x * 3
+
+    model, x = AutocastBranch(), torch.randn(2, 4)
+    assert torch.equal(fxviz.record(model, x).output, x * 3)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert torch.equal(fxviz.record(model, x).output, model(x))
+    assert torch.equal(fxviz.record(model, x).output, x * 3)
 
 
 @pytest.mark.parametrize("caller_grad", [True, False])

@@ -25,6 +25,7 @@ import torch
 import torch.fx
 
 from fxviz._capture._state import tensor_attributes
+from fxviz._capture._symbolic import global_mode
 from fxviz._torch_compat import same_bits, version_of
 
 __all__ = ["capture_once", "clear_captures"]
@@ -150,7 +151,7 @@ def _state(obj: Any, kind: str | None) -> tuple[Any, ...]:
     tree, so no dotted names are built) that also collects the parameters and buffers,
     each registration once per module that holds it.
     """
-    grad = torch.is_grad_enabled()
+    grad = global_mode()  # a graph holds the regions that change it from the caller's
     if not isinstance(obj, torch.nn.Module):
         closure = tuple(id(c.cell_contents) for c in getattr(obj, "__closure__", None) or ())
         return (grad, obj.__code__, getattr(obj, "__defaults__", None), closure)

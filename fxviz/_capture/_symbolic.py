@@ -5,8 +5,9 @@ Symbolic tracing runs ``forward`` on Proxies and keeps the torch calls they reac
 acts on global state instead is run, not recorded. A ``with torch.no_grad():`` region is
 kept as Dynamo keeps it: a ``torch._C._set_grad_enabled`` node where the grad mode
 changes. A ``torch.autocast`` or ``torch.inference_mode`` region (its nodes would run in
-the caller's dtype and mode), and a random draw with no traced input (``torch.rand(1)``:
-drawn once, kept as a constant, and the caller's random stream moved) raise here, so
+the caller's dtype and mode), and a random draw with no traced input (``torch.rand(1)``,
+or from a generator a module holds: drawn once, kept as a constant, and the random stream
+moved) raise here, so
 that ``auto`` goes on to ``torch.export``, which records them.
 
     >>> import torch
@@ -32,7 +33,7 @@ from typing import Any
 import torch
 import torch.fx
 
-__all__ = ["SymbolicTraceRefused", "watchful_symbolic_trace"]
+__all__ = ["SymbolicTraceRefused", "global_mode", "watchful_symbolic_trace"]
 
 _AUTOCAST_DEVICES = ("cpu", "cuda")
 
@@ -41,13 +42,26 @@ class SymbolicTraceRefused(RuntimeError):
     """The forward runs Python the symbolic graph cannot hold (``auto`` tries export)."""
 
 
-def _global_mode() -> tuple[Any, ...]:
-    """The global state a node's op runs under: grad mode, inference mode, autocast."""
+def global_mode() -> tuple[Any, ...]:
+    """The global state a node's op runs under: grad mode, inference mode, autocast.
+
+    >>> with torch.no_grad():
+    ...     global_mode()[:2]
+    (False, False)
+    """
     return (
         torch.is_grad_enabled(),
         torch.is_inference_mode_enabled(),
         *((torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in _AUTOCAST_DEVICES),
+        _autocast_nesting(),  # a region that changes nothing here (enabled=False) counts
     )
+
+
+def _autocast_nesting() -> int:
+    """How many ``torch.autocast`` regions are open (torch reads it only by moving it)."""
+    level = torch.autocast_increment_nesting() - 1
+    torch.autocast_decrement_nesting()
+    return level
 
 
 class _WatchfulTracer(torch.fx.Tracer):
@@ -61,7 +75,7 @@ class _WatchfulTracer(torch.fx.Tracer):
         self.caller: torch.fx.Node | None = None  # the mode the graph is run in
 
     def create_node(self, kind: str, *args: Any, **kwargs: Any) -> torch.fx.Node:
-        mode = _global_mode()
+        mode = global_mode()
         self.modes.add(mode[1:])
         grad = self.start if kind == "output" else mode[0]
         if kind != "placeholder" and grad != self.grad:
@@ -78,12 +92,16 @@ def watchful_symbolic_trace(root: Any, concrete_args: Any = None) -> torch.fx.Gr
     """``torch.fx.symbolic_trace(root, concrete_args)``, or :class:`SymbolicTraceRefused`
     when a node was made in a grad-mode or autocast region, or the trace drew random
     numbers (the caller's random stream is put back as it was)."""
-    start = _global_mode()[1:]
+    start = global_mode()[1:]
     rng = torch.random.get_rng_state()
     cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+    own = [(g, g.get_state()) for g in _own_generators(root)]  # torch.randn(generator=g)
     tracer = _WatchfulTracer()
     graph = tracer.trace(root, concrete_args)
     drew = not torch.equal(torch.random.get_rng_state(), rng)
+    for generator, state in own:
+        drew |= not torch.equal(generator.get_state(), state)
+        generator.set_state(state)
     if cuda_rng is not None:
         drew |= not all(map(torch.equal, torch.cuda.get_rng_state_all(), cuda_rng))
         torch.cuda.set_rng_state_all(cuda_rng)
@@ -108,3 +126,13 @@ def watchful_symbolic_trace(root: Any, concrete_args: Any = None) -> torch.fx.Gr
         )
     name = root.__class__.__name__ if isinstance(root, torch.nn.Module) else root.__name__
     return torch.fx.GraphModule(tracer.root, graph, name)
+
+
+def _own_generators(root: Any) -> list[torch.Generator]:
+    """The ``torch.Generator`` objects the model's modules hold as attributes."""
+    if not isinstance(root, torch.nn.Module):
+        return []
+    found = {
+        id(v): v for m in root.modules() for v in vars(m).values() if isinstance(v, torch.Generator)
+    }
+    return list(found.values())
