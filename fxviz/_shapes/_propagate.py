@@ -89,6 +89,11 @@ class _ShapeInterpreter(RecordingInterpreter):
         if self._moved is not None:
             source, to = self._moved
             args, kwargs = retarget_devices((args, kwargs), to, source)
+            if target is _WRAP_WITH_AUTOCAST and source is not None and args[0] == source.type:
+                # the capture's autocast(x.device.type) region, on the pretended device
+                device_type, dtype, enabled, cache, body, *operands = args
+                with _pretended_autocast(to.type, dtype, enabled, cache):
+                    return body(*operands)
         if self._mode == "meta" and target in device_factories() and kwargs.get("device") is None:
             kwargs = {**kwargs, "device": _META}  # without a default-device context too
         return super().call_function(target, args, kwargs)
@@ -280,6 +285,36 @@ def propagate(
                     _explain(str(error), mode, cause, fake_works), node=error.node, report=report
                 ) from error.__cause__
     return ShapeReport(gm, interp.recording, mode=mode, flops=_flops(counter))
+
+
+_WRAP_WITH_AUTOCAST = getattr(torch.ops.higher_order, "wrap_with_autocast", None)
+
+
+@contextlib.contextmanager
+def _pretended_autocast(
+    device_type: str, dtype: torch.dtype | None, enabled: bool, cache: bool | None
+) -> Iterator[None]:
+    """``torch.autocast(device_type, dtype, enabled)`` for fake tensors on a device this
+    machine may not have (``torch.autocast("cuda")`` turns itself off without CUDA)."""
+    before = (
+        torch.is_autocast_enabled(device_type),
+        torch.get_autocast_dtype(device_type),
+        torch.is_autocast_cache_enabled(),
+    )
+    torch.set_autocast_enabled(device_type, enabled)
+    if dtype is not None:
+        torch.set_autocast_dtype(device_type, dtype)
+    if cache is not None:
+        torch.set_autocast_cache_enabled(cache)
+    torch.autocast_increment_nesting()
+    try:
+        yield
+    finally:
+        torch.set_autocast_enabled(device_type, before[0])
+        torch.set_autocast_dtype(device_type, before[1])
+        torch.set_autocast_cache_enabled(before[2])
+        if torch.autocast_decrement_nesting() == 0:
+            torch.clear_autocast_cache()
 
 
 def _abstract(value: Any, convert: Any, mode: str) -> Any:

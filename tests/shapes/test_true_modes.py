@@ -209,6 +209,28 @@ def test_fake_mode_pretends_another_device_on_every_capture(method):
     assert [(n.args, n.kwargs) for n in gm.graph.nodes] == before  # the graph as it was
 
 
+class AutocastOnItsDevice(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.autocast(x.device.type, dtype=torch.bfloat16):
+            y = self.lin(x)
+        return y.float() + 1
+
+
+def test_an_exported_autocast_region_runs_on_the_pretended_device():
+    # exported on the CPU: the region says "cpu", and its dtype is checked after it
+    gm = fxviz.trace(AutocastOnItsDevice(), torch.ones(3, 4))
+    assert gm.meta["fxviz_method"] == "export"
+    rep = fxviz.shapes(gm, torch.ones(3, 4), mode="fake", device="cuda", progress=False)
+    assert rep["linear"].outputs[0].dtype == torch.bfloat16  # autocast("cuda") on a GPU
+    assert rep["linear"].outputs[0].device == "cuda:0"
+    assert rep["output"].outputs[0].dtype == torch.float32
+    assert torch.is_autocast_enabled("cuda") is False  # the pretended region is closed
+
+
 def test_fake_mode_pretends_cuda_for_an_exported_language_model():
     model, inputs = hf_models.build("llama")
     rep = fxviz.shapes(model, *inputs, mode="fake", device="cuda", progress=False)
