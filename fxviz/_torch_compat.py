@@ -27,9 +27,13 @@ from torch.utils._python_dispatch import TorchDispatchMode
 __all__ = [
     "CONV_MODULES",
     "NORM_MODULES",
+    "REGION_EXITS",
     "OpOverload",
     "OpOverloadPacket",
     "TorchDispatchMode",
+    "autocast_as",
+    "autocast_state",
+    "autocast_state_as",
     "built_output",
     "cpu_attention_kernel",
     "device_factories",
@@ -59,6 +63,72 @@ __all__ = [
     "tree_map_only_tensors",
     "writes_nothing",
 ]
+
+# The regions a Dynamo graph opens and closes with nodes of its own: each enter function
+# and the exit function that takes what it returned (private names, checked on torch 2.13).
+REGION_EXITS: dict[Callable[..., Any], Callable[[Any], Any]] = {
+    enter: leave
+    for enter, leave in (
+        (
+            getattr(torch.amp.autocast_mode, "_enter_autocast", None),
+            getattr(torch.amp.autocast_mode, "_exit_autocast", None),
+        ),
+        (
+            getattr(torch.autograd.grad_mode, "_enter_inference_mode", None),
+            getattr(torch.autograd.grad_mode, "_exit_inference_mode", None),
+        ),
+    )
+    if enter is not None and leave is not None
+}
+
+_AUTOCAST_DEVICES = ("cpu", "cuda")
+
+
+def autocast_state() -> tuple[tuple[bool, torch.dtype], ...]:
+    """``(enabled, dtype)`` of autocast on the CPU and on CUDA, in this thread."""
+    return tuple(
+        (torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in _AUTOCAST_DEVICES
+    )
+
+
+@contextlib.contextmanager
+def autocast_as(
+    device_type: str, dtype: torch.dtype | None, enabled: bool, cache: bool | None = None
+) -> Iterator[None]:
+    """``torch.autocast(device_type, dtype, enabled=enabled)`` set as it is asked, even for
+    a device this machine lacks (``torch.autocast("cuda")`` turns itself off without
+    CUDA: fake tensors on a pretended device need it on); then as it was."""
+    before = (
+        torch.is_autocast_enabled(device_type),
+        torch.get_autocast_dtype(device_type),
+        torch.is_autocast_cache_enabled(),
+    )
+    torch.set_autocast_enabled(device_type, enabled)
+    if dtype is not None:
+        torch.set_autocast_dtype(device_type, dtype)
+    if cache is not None:
+        torch.set_autocast_cache_enabled(cache)
+    torch.autocast_increment_nesting()
+    try:
+        yield
+    finally:
+        torch.set_autocast_enabled(device_type, before[0])
+        torch.set_autocast_dtype(device_type, before[1])
+        torch.set_autocast_cache_enabled(before[2])
+        if torch.autocast_decrement_nesting() == 0:
+            torch.clear_autocast_cache()
+
+
+@contextlib.contextmanager
+def autocast_state_as(state: tuple[tuple[bool, torch.dtype], ...]) -> Iterator[None]:
+    """Autocast as :func:`autocast_state` gave it, for the block."""
+    with contextlib.ExitStack() as stack:
+        for device_type, wanted in zip(_AUTOCAST_DEVICES, state, strict=True):
+            now = (torch.is_autocast_enabled(device_type), torch.get_autocast_dtype(device_type))
+            if now != wanted:
+                stack.enter_context(autocast_as(device_type, wanted[1], wanted[0]))
+        yield
+
 
 # Base classes of every convolution / batch-norm module (private names, public classes).
 # Checked on torch 2.4 - 2.13.

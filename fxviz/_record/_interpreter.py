@@ -24,6 +24,7 @@ from fxviz._record._grads import Backward, GradientWatcher
 from fxviz._record._joint import JointRecording, output_gradients
 from fxviz._record._recorder import Keep, Recorder, check_keep
 from fxviz._record._records import Recording
+from fxviz._record._regions import close_open_regions
 from fxviz._record._stats import StatsOption, check_stats
 from fxviz._record._writes import graph_module_target
 from fxviz._torch_compat import has_plain_codegen, input_spec_mismatch
@@ -147,6 +148,7 @@ class RecordingMixin:
             output = super().run(*args, **kwargs)  # type: ignore[misc]
         except KeyboardInterrupt as interrupt:
             torch.set_grad_enabled(grad)
+            close_open_regions(self.env)
             recorder.release()  # the run is over: see Recorder.release
             raise RecordingInterrupted(
                 f"interrupted after {len(recorder.entries)} nodes; the partial recording "
@@ -155,6 +157,7 @@ class RecordingMixin:
             ) from interrupt
         except Exception as error:
             torch.set_grad_enabled(grad)
+            close_open_regions(self.env)  # a failure inside autocast/inference_mode
             recorder.release()
             wrapped = wrap_node_failure(recorder, error, self.module)  # type: ignore[attr-defined]
             if wrapped is None:

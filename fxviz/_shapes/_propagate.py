@@ -23,6 +23,7 @@ from fxviz._shapes._joint_shapes import joint_shapes
 from fxviz._shapes._report import ShapeReport
 from fxviz._shapes._spec import TensorSpec
 from fxviz._torch_compat import (
+    autocast_as,
     device_factories,
     extract_tensor_metadata,
     fake_mode,
@@ -91,8 +92,8 @@ class _ShapeInterpreter(RecordingInterpreter):
             args, kwargs = retarget_devices((args, kwargs), to, source)
             if target is _WRAP_WITH_AUTOCAST and source is not None and args[0] == source.type:
                 # the capture's autocast(x.device.type) region, on the pretended device
-                device_type, dtype, enabled, cache, body, *operands = args
-                with _pretended_autocast(to.type, dtype, enabled, cache):
+                _, dtype, enabled, cache, body, *operands = args
+                with autocast_as(to.type, dtype, enabled, cache):
                     return body(*operands)
         if self._mode == "meta" and target in device_factories() and kwargs.get("device") is None:
             kwargs = {**kwargs, "device": _META}  # without a default-device context too
@@ -288,33 +289,6 @@ def propagate(
 
 
 _WRAP_WITH_AUTOCAST = getattr(torch.ops.higher_order, "wrap_with_autocast", None)
-
-
-@contextlib.contextmanager
-def _pretended_autocast(
-    device_type: str, dtype: torch.dtype | None, enabled: bool, cache: bool | None
-) -> Iterator[None]:
-    """``torch.autocast(device_type, dtype, enabled)`` for fake tensors on a device this
-    machine may not have (``torch.autocast("cuda")`` turns itself off without CUDA)."""
-    before = (
-        torch.is_autocast_enabled(device_type),
-        torch.get_autocast_dtype(device_type),
-        torch.is_autocast_cache_enabled(),
-    )
-    torch.set_autocast_enabled(device_type, enabled)
-    if dtype is not None:
-        torch.set_autocast_dtype(device_type, dtype)
-    if cache is not None:
-        torch.set_autocast_cache_enabled(cache)
-    torch.autocast_increment_nesting()
-    try:
-        yield
-    finally:
-        torch.set_autocast_enabled(device_type, before[0])
-        torch.set_autocast_dtype(device_type, before[1])
-        torch.set_autocast_cache_enabled(before[2])
-        if torch.autocast_decrement_nesting() == 0:
-            torch.clear_autocast_cache()
 
 
 def _abstract(value: Any, convert: Any, mode: str) -> Any:

@@ -322,3 +322,35 @@ def test_a_node_whose_target_was_replaced_reads_the_new_target():
     rec = fxviz.record(gm, torch.ones(2))
     assert rec["relu"].target == "torch.sigmoid"
     assert rec["relu"].outputs[0].max == pytest.approx(torch.sigmoid(torch.tensor(1.0)).item())
+
+
+class FailsInsideRegions(nn.Module):
+    """Dynamo keeps each region as an enter node and an exit node; the run fails between."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.register_buffer("square", torch.eye(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = self.lin(x)
+            with torch.inference_mode():  # fails once the buffer is no longer PD
+                y = y + torch.linalg.cholesky(self.square.float()).sum()
+        return y.float()
+
+
+@pytest.mark.parametrize("engine", [None, torch.fx.Interpreter])
+def test_a_run_failing_inside_a_dynamo_region_leaves_the_callers_modes(engine):
+    model, x = FailsInsideRegions(), torch.randn(2, 4)
+    gm = fxviz.trace(model, x, method="dynamo")
+    with torch.no_grad():
+        model.square.neg_()
+    with pytest.raises(fxviz.NodeError, match="cholesky") as failed:
+        fxviz.record(gm, x, interpreter=engine)
+    # the error (and the region's entries in its frames) is kept, as a notebook keeps it
+    assert failed.value.recording is not None
+    assert not torch.is_inference_mode_enabled()
+    assert not torch.is_autocast_enabled("cpu")
+    assert nn.Linear(4, 4)(torch.randn(1, 4)).dtype == torch.float32
+    assert (torch.ones(1, requires_grad=True) * 2).requires_grad
