@@ -32,9 +32,10 @@ from fxviz._record._joint import joint_backward_inputs
 from fxviz._record._random import RandomStream, may_draw_random
 from fxviz._record._recorder import Keep
 from fxviz._record._records import NodeRecord, unknown_node_message
+from fxviz._record._regions import close_open_regions, region_entries, reopen
 from fxviz._record._restore import RestoreCommands, parameter_keys, tensor_version
 from fxviz._record._stats import StatsOption
-from fxviz._torch_compat import store_node_value
+from fxviz._torch_compat import autocast_state, autocast_state_as, store_node_value
 from fxviz.capture import trace
 from fxviz.errors import (
     DebuggerError,
@@ -154,6 +155,7 @@ class Debugger(DebuggerState, BreakpointCommands, RestoreCommands):
         # the grad mode the graph runs in: the caller's when it was made, and then what
         # its own _set_grad_enabled nodes make it; the caller's is back between steps
         self._caller_grad = torch.is_grad_enabled()
+        self._made_in = (torch.is_inference_mode_enabled(), autocast_state())
         self._buffers = {name: b.detach().clone() for name, b in self.graph_module.named_buffers()}
         self._parameters = parameter_keys(self.graph_module)
         self._parameter_copies: dict[str, torch.Tensor] = {}
@@ -315,6 +317,8 @@ class Debugger(DebuggerState, BreakpointCommands, RestoreCommands):
         self._input_versions = [tensor_version(t) for t in self.graph.process_inputs(*self._inputs)]
         self._pos = 0
         self._grad = self._caller_grad
+        self._paused_regions: list[tuple[torch.fx.Node, Any]] = []
+        self._region_entries = region_entries(self._nodes)
         self._output: Any = None
         self._reason = "start"
         self._skip_fetches(None)  # the inputs and leading fetches: run, recorded
@@ -335,11 +339,11 @@ class Debugger(DebuggerState, BreakpointCommands, RestoreCommands):
         self._check_graph_unchanged(self._pos)
         interp = self._interp
         private = self._random.active() if self._draws[index] else contextlib.nullcontext()
-        caller = torch.is_grad_enabled()
-        torch._C._set_grad_enabled(self._grad)
+        modes = self._enter_the_runs_modes()
         try:
             with private:
                 value = interp.run_node(node)
+            store_node_value(interp, node, value)  # what Interpreter.run does next
         except KeyboardInterrupt as interrupt:
             self._reason = "interrupted"
             raise RecordingInterrupted(
@@ -352,15 +356,40 @@ class Debugger(DebuggerState, BreakpointCommands, RestoreCommands):
                 return index  # the node failed and is recorded: the cursor stays on it
             raise  # a failure outside the node (fxviz itself): never hide it
         finally:
-            self._grad = torch.is_grad_enabled()
-            torch._C._set_grad_enabled(caller)
-
-        store_node_value(interp, node, value)  # what Interpreter.run does after run_node
+            self._leave_the_runs_modes(*modes)
         if node.op == "output":
             self._output = self.graph.process_outputs(value)
             self._recorder.finish(self._output)
         self._pos += 1
         return index
+
+    def _enter_the_runs_modes(self) -> tuple[bool, contextlib.ExitStack | None]:
+        """Put this thread in the run's own modes for a node; what :meth:`_leave_the_runs_modes`
+        needs to give the caller its own back: inference mode and autocast as when the
+        debugger was made, the grad mode as the graph's ``_set_grad_enabled`` nodes left
+        it, and the regions its nodes opened (a Dynamo graph's autocast or inference_mode)
+        entered again. Usually the caller's modes are those: nothing but the grad mode."""
+        made_in_inference, made_in_autocast = self._made_in
+        others = None
+        if torch.is_inference_mode_enabled() != made_in_inference or (
+            autocast_state() != made_in_autocast
+        ):
+            others = contextlib.ExitStack()
+            others.enter_context(torch.inference_mode(made_in_inference))
+            others.enter_context(autocast_state_as(made_in_autocast))
+        caller = torch.is_grad_enabled()
+        torch._C._set_grad_enabled(self._grad)
+        if self._paused_regions:
+            reopen(self._paused_regions, self._interp.env)
+        return caller, others
+
+    def _leave_the_runs_modes(self, caller: bool, others: contextlib.ExitStack | None) -> None:
+        if self._region_entries:
+            self._paused_regions = close_open_regions(self._interp.env, self._region_entries)
+        self._grad = torch.is_grad_enabled()
+        torch._C._set_grad_enabled(caller)
+        if others is not None:
+            others.close()
 
     def _check_graph_unchanged(self, index: int) -> None:
         """Raise if the graph was edited where it has yet to run (O(1) per node)."""

@@ -264,3 +264,60 @@ def test_a_pause_inside_a_no_grad_region_leaves_the_callers_grad_mode():
     quiet.continue_()
     assert quiet.recording["lin_1"].outputs[0].requires_grad is False
     assert torch.is_grad_enabled()
+
+
+class DynamoRegions(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = self.lin(x)
+        with torch.inference_mode():
+            z = y * 2
+        return z.clone().float()
+
+
+def _callers_modes() -> tuple[bool, bool, bool]:
+    return (
+        torch.is_grad_enabled(),
+        torch.is_inference_mode_enabled(),
+        torch.is_autocast_enabled("cpu"),
+    )
+
+
+def test_a_pause_inside_a_dynamo_region_leaves_the_caller_outside_it():
+    x = torch.randn(3, 4)
+    dbg = fxviz.Debugger(DynamoRegions(), x, method="dynamo")
+    seen = []
+    while not dbg.done:
+        dbg.step()
+        seen.append(_callers_modes())
+    assert set(seen) == {(True, False, False)}  # between every two steps
+    rec = dbg.recording  # the values as the regions made them
+    assert rec["y"].outputs[0].dtype == torch.bfloat16
+    assert rec["z"].value.is_inference()
+    dbg.restart()
+    dbg.run_to("y")  # paused inside the autocast region: its node still casts
+    assert _callers_modes() == (True, False, False)
+    dbg.step(4)  # y, out of autocast, into inference_mode, z: paused inside that one
+    assert dbg.recording["y"].outputs[0].dtype == torch.bfloat16
+    assert dbg.recording["z"].value.is_inference()
+    assert _callers_modes() == (True, False, False)
+
+
+def test_a_debugger_runs_in_the_modes_it_was_made_in():
+    x = torch.randn(3, 4)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        model = torch.nn.Linear(4, 4)
+        expected = model(x)
+        dbg = fxviz.Debugger(model, x)
+    dbg.continue_()  # stepped outside the autocast block, as a later notebook cell does
+    assert dbg.recording.output.dtype == expected.dtype == torch.bfloat16
+    assert not torch.is_autocast_enabled("cpu")
+    with torch.inference_mode():
+        dbg = fxviz.Debugger(model, x)
+    dbg.continue_()
+    assert dbg.recording.output.is_inference()
+    assert not torch.is_inference_mode_enabled()
