@@ -338,13 +338,14 @@ def _symbolic(obj: Any, args: tuple, kwargs: dict, concrete_args: Any) -> torch.
 
 
 def _refuse_packed_inputs(gm: torch.fx.GraphModule, obj: Any) -> None:
-    """``forward(self, x, *args, **kwargs)``: symbolic tracing hands ``args`` or ``kwargs``
-    one Proxy, so what forward does with it (``kwargs.get("mask")``, an ``if`` on it)
-    is traced on that Proxy, not on the call's own inputs. Unused, they do no harm."""
+    """``forward(self, x, **kwargs)``: symbolic tracing hands ``kwargs`` one Proxy, so
+    what forward does with it (``kwargs.get("mask")``, then an ``if`` on what it got) is
+    traced on that Proxy, not on the call's own inputs. Unused, it does no harm; a
+    ``*args`` tuple is indexed as the call's own (a ``len`` of it fails the trace)."""
     packed = [
         str(n.target)
         for n in gm.graph.find_nodes(op="placeholder")
-        if str(n.target).startswith("*") and n.users
+        if str(n.target).startswith("**") and n.users
     ]
     if packed:
         raise SymbolicTraceRefused(
@@ -453,11 +454,7 @@ def _refuse_lost_inference_mode(program: torch.export.ExportedProgram, obj: Any)
     would require grad where the call's does not). Dynamo keeps the region."""
     if torch.is_inference_mode_enabled():
         return  # the caller's own mode: the graph runs in it too
-    inside = [
-        n.name
-        for n in program.graph.nodes
-        if isinstance(v := n.meta.get("val"), torch.Tensor) and v.is_inference()
-    ]
+    inside = [n.name for n in program.graph.nodes if _made_inference(n)]
     if inside:
         raise TraceError(
             f"{_name(obj)}.forward enters torch.inference_mode() (node {inside[0]!r} ran "
@@ -465,6 +462,21 @@ def _refuse_lost_inference_mode(program: torch.export.ExportedProgram, obj: Any)
             "require grad where the call's do not. Capture it with Dynamo, which keeps "
             "the region: fxviz.trace(model, *args, method='dynamo')"
         )
+
+
+def _made_inference(node: torch.fx.Node) -> bool:
+    """Whether ``node`` made an inference tensor from none (an input made under
+    ``inference_mode``, and its views, are inference tensors outside the region too)."""
+
+    def inference(n: Any) -> bool:
+        value = n.meta.get("val") if isinstance(n, torch.fx.Node) else None
+        return isinstance(value, torch.Tensor) and value.is_inference()
+
+    return (
+        node.op == "call_function"
+        and inference(node)
+        and not any(inference(n) for n in node.all_input_nodes)
+    )
 
 
 def _dynamo(obj: Any, args: tuple, kwargs: dict, concrete_args: Any) -> Capture:

@@ -322,6 +322,26 @@ def test_an_inference_mode_region_is_not_exported_away():
     assert rec.output.requires_grad is expected.requires_grad is False
 
 
+def test_inputs_made_under_inference_mode_are_no_region_of_forward():
+    with torch.inference_mode():
+        x = torch.randn(2, 4)  # data prepared under inference_mode
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    with torch.no_grad():
+        gm = fxviz.trace(model, x.view(2, 4), method="export")  # a view of it: inference too
+        assert torch.equal(fxviz.record(gm, x).output, model(x))
+
+
+def test_a_forward_that_indexes_its_star_args_stays_symbolic():
+    class StarArgs(nn.Module):
+        def forward(self, *xs: torch.Tensor) -> torch.Tensor:
+            return xs[0] * 2 + xs[1]
+
+    a, b = torch.randn(3), torch.randn(3)
+    rec = fxviz.record(StarArgs(), a, b)
+    assert rec.method == "symbolic"
+    assert torch.equal(rec.output, a * 2 + b)
+
+
 def test_a_capture_is_made_again_under_the_callers_autocast():
     class AutocastBranch(nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:

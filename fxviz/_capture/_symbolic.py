@@ -4,11 +4,12 @@ does: Python that ran once while tracing and left no node.
 Symbolic tracing runs ``forward`` on Proxies and keeps the torch calls they reach. What
 acts on global state instead is run, not recorded. A ``with torch.no_grad():`` region is
 kept as Dynamo keeps it: a ``torch._C._set_grad_enabled`` node where the grad mode
-changes. A ``torch.autocast`` or ``torch.inference_mode`` region (its nodes would run in
-the caller's dtype and mode), and a random draw with no traced input (``torch.rand(1)``,
-or from a generator a module holds: drawn once, kept as a constant, and the random stream
-moved) raise here, so
-that ``auto`` goes on to ``torch.export``, which records them.
+changes. A ``torch.autocast`` region (even one that changes nothing while tracing:
+``enabled=False``), a ``torch.inference_mode`` region (its nodes would run in the
+caller's dtype and mode), and a random draw with no traced input (``torch.rand(1)``, or
+from a generator a module holds: drawn once, kept as a constant, and the random stream
+moved) raise here, so that ``auto`` goes on: ``torch.export`` keeps autocast regions
+and draws, Dynamo inference_mode regions (export drops them, and refuses them too).
 
     >>> import torch
     >>> class Teacher(torch.nn.Module):
@@ -110,7 +111,7 @@ def watchful_symbolic_trace(root: Any, concrete_args: Any = None) -> torch.fx.Gr
     if any(mode[0] != start[0] for mode in other):
         raise SymbolicTraceRefused(
             "forward enters torch.inference_mode(): symbolic tracing runs that Python "
-            "once and its graph keeps no region. torch.export keeps the region"
+            "once and its graph keeps no region. Dynamo keeps the region"
         )
     if other:
         raise SymbolicTraceRefused(
