@@ -490,7 +490,7 @@ def _retarget_nested(
         if sub is gm or not isinstance(sub, torch.fx.GraphModule):
             continue
         before = [(n, (n.args, n.kwargs)) for n in sub.graph.nodes]
-        after = [retarget_devices(both, to, source) for _, both in before]
+        after = [_retarget_node(n, both, to, source) for n, both in before]
         edits = [
             (n, both, new) for (n, both), new in zip(before, after, strict=True) if new != both
         ]
@@ -500,6 +500,18 @@ def _retarget_nested(
         if edits:
             sub.recompile()
     return changed
+
+
+def _retarget_node(
+    node: torch.fx.Node, both: Any, to: torch.device, source: torch.device | None
+) -> Any:
+    """A nested graph's node's ``(args, kwargs)`` with its devices retargeted, an autocast
+    region's device type too (an inner ``autocast(x.device.type, enabled=False)``: torch
+    runs that region itself, and turns off autocast for the pretended device type)."""
+    args, kwargs = retarget_devices(both, to, source)
+    if node.target is _WRAP_WITH_AUTOCAST and source is not None and args[:1] == (source.type,):
+        args = (to.type, *args[1:])
+    return args, kwargs
 
 
 @contextlib.contextmanager

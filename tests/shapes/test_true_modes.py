@@ -214,10 +214,12 @@ class AutocastOnItsDevice(nn.Module):
         super().__init__()
         self.lin = nn.Linear(4, 4)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         with torch.autocast(x.device.type, dtype=torch.bfloat16):
             y = self.lin(x)
-        return y.float() + 1
+            with torch.autocast(x.device.type, enabled=False):  # rotary embeddings do this
+                kept = self.lin(y.float())
+        return y.float() + 1, kept
 
 
 def test_an_exported_autocast_region_runs_on_the_pretended_device():
@@ -227,7 +229,8 @@ def test_an_exported_autocast_region_runs_on_the_pretended_device():
     rep = fxviz.shapes(gm, torch.ones(3, 4), mode="fake", device="cuda", progress=False)
     assert rep["linear"].outputs[0].dtype == torch.bfloat16  # autocast("cuda") on a GPU
     assert rep["linear"].outputs[0].device == "cuda:0"
-    assert rep["output"].outputs[0].dtype == torch.float32
+    assert rep["linear_1"].outputs[0].dtype == torch.float32  # the inner region, on cuda too
+    assert [s.dtype for s in rep["output"].outputs] == [torch.float32, torch.float32]
     assert torch.is_autocast_enabled("cuda") is False  # the pretended region is closed
 
 
