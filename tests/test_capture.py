@@ -301,6 +301,32 @@ def test_a_draw_from_a_generator_the_model_holds_is_drawn_on_every_record():
         assert torch.equal(fxviz.record(recorded, x).output, eager(x))
 
 
+class _Settings:
+    pass
+
+
+_NOISE = torch.Generator()
+
+
+@pytest.mark.parametrize("where", ["list", "config", "global"])
+def test_a_generator_forward_reaches_without_an_argument_is_watched_too(where):
+    class HeldNoise(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.gens, self.settings = [torch.Generator()], _Settings()
+            self.settings.g = torch.Generator()
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            g = {"list": self.gens[0], "config": self.settings.g, "global": _NOISE}[where]
+            return x + torch.randn(4, generator=g)
+
+    model = HeldNoise()
+    with pytest.raises(fxviz.TraceError, match="draws random numbers"):
+        fxviz.trace(model, method="symbolic")
+    gm = fxviz.trace(model, torch.zeros(2, 4))
+    assert not torch.equal(gm(torch.zeros(2, 4)), gm(torch.zeros(2, 4)))  # drawn each run
+
+
 def test_an_inference_mode_region_is_not_exported_away():
     class InferenceRegion(nn.Module):
         def __init__(self) -> None:

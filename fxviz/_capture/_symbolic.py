@@ -130,10 +130,49 @@ def watchful_symbolic_trace(root: Any, concrete_args: Any = None) -> torch.fx.Gr
 
 
 def _own_generators(root: Any) -> list[torch.Generator]:
-    """The ``torch.Generator`` objects the model's modules hold as attributes."""
-    if not isinstance(root, torch.nn.Module):
-        return []
-    found = {
-        id(v): v for m in root.modules() for v in vars(m).values() if isinstance(v, torch.Generator)
-    }
+    """The ``torch.Generator`` objects ``forward`` can reach without an argument: the
+    modules' attributes (in a list, a dict or a plain object such as a config, too)
+    and the globals and closures of the functions (each module class's ``forward``)."""
+    found: dict[int, torch.Generator] = {}
+
+    def look(value: Any, depth: int = 0) -> None:
+        if isinstance(value, torch.Generator):
+            found[id(value)] = value
+        elif depth == 0 and isinstance(value, (list, tuple)):
+            for v in value:
+                look(v, 1)
+        elif depth == 0 and isinstance(value, dict):
+            for v in value.values():
+                look(v, 1)
+        elif depth == 0 and _plain_object(value):
+            for v in vars(value).values():
+                look(v, 1)
+
+    functions = []
+    if isinstance(root, torch.nn.Module):
+        for m in root.modules():
+            for v in vars(m).values():
+                look(v)
+        functions = list({type(m).forward for m in root.modules()})
+    elif callable(root):
+        functions = [root]
+    for fn in functions:
+        fn = getattr(fn, "__func__", fn)
+        for v in getattr(fn, "__globals__", {}).values():
+            if isinstance(v, torch.Generator):
+                found[id(v)] = v
+        for cell in getattr(fn, "__closure__", None) or ():
+            try:
+                look(cell.cell_contents)
+            except ValueError:  # a cell not filled yet
+                continue
     return list(found.values())
+
+
+def _plain_object(value: Any) -> bool:
+    """An object of plain attributes (a config): no module, tensor, class or function."""
+    return (
+        hasattr(value, "__dict__")
+        and not isinstance(value, (torch.nn.Module, torch.Tensor, type))
+        and not callable(value)
+    )
