@@ -397,6 +397,31 @@ def test_a_no_grad_region_is_kept_in_the_symbolic_graph(caller_grad):
         assert rec.gradients.parameters["student.weight"] is not None
 
 
+def test_a_forward_that_turns_gradients_off_for_good_is_followed():
+    class TurnsOff(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = self.lin(x)
+            torch.set_grad_enabled(False)  # no context: the caller's mode stays off
+            return y * 2
+
+    x = torch.randn(3, 4)
+    try:
+        gm = fxviz.trace(TurnsOff(), x)
+        assert torch.is_grad_enabled()  # a trace is no call
+        expected = TurnsOff()(x)
+        assert not torch.is_grad_enabled()
+        torch.set_grad_enabled(True)
+        rec = fxviz.record(gm, x)
+        assert not torch.is_grad_enabled()  # as the call left it
+        assert rec.output.requires_grad is expected.requires_grad is False
+    finally:
+        torch.set_grad_enabled(True)
+
+
 def test_a_failure_inside_a_no_grad_region_leaves_the_grad_mode_as_it_was():
     class FailsInside(nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -78,7 +78,7 @@ class _WatchfulTracer(torch.fx.Tracer):
     def create_node(self, kind: str, *args: Any, **kwargs: Any) -> torch.fx.Node:
         mode = global_mode()
         self.modes.add(mode[1:])
-        grad = self.start if kind == "output" else mode[0]
+        grad = mode[0]  # at the output: as forward leaves it (set_grad_enabled(False))
         if kind != "placeholder" and grad != self.grad:
             if self.caller is None:
                 self.caller = super().create_node("call_function", torch.is_grad_enabled, (), {})
@@ -98,7 +98,10 @@ def watchful_symbolic_trace(root: Any, concrete_args: Any = None) -> torch.fx.Gr
     cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
     own = [(g, g.get_state()) for g in _own_generators(root)]  # torch.randn(generator=g)
     tracer = _WatchfulTracer()
-    graph = tracer.trace(root, concrete_args)
+    try:
+        graph = tracer.trace(root, concrete_args)
+    finally:  # tracing is no call: a forward that turns gradients off leaves them here
+        torch.set_grad_enabled(tracer.start)
     drew = not torch.equal(torch.random.get_rng_state(), rng)
     for generator, state in own:
         drew |= not torch.equal(generator.get_state(), state)
