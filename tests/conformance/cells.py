@@ -122,9 +122,9 @@ def _record(s: Subject) -> None:
 
 def _debugger(s: Subject) -> None:
     captured = s.captured
-    dbg = fxviz.Debugger(captured, *s.args, **s.kwargs)
-    with torch.no_grad():
-        dbg.continue_()
+    with torch.no_grad():  # the mode ``want`` was computed in: a Debugger runs in its own
+        dbg = fxviz.Debugger(captured, *s.args, **s.kwargs)
+    dbg.continue_()
     assert dbg.done
     assert dbg.error is None
     if s.kind == "joint":  # it steps through the backward graph: the gradients
