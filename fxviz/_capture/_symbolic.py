@@ -34,9 +34,9 @@ from typing import Any
 import torch
 import torch.fx
 
-__all__ = ["SymbolicTraceRefused", "global_mode", "watchful_symbolic_trace"]
+from fxviz._torch_compat import autocast_state
 
-_AUTOCAST_DEVICES = ("cpu", "cuda")
+__all__ = ["SymbolicTraceRefused", "global_mode", "watchful_symbolic_trace"]
 
 
 class SymbolicTraceRefused(RuntimeError):
@@ -53,7 +53,7 @@ def global_mode() -> tuple[Any, ...]:
     return (
         torch.is_grad_enabled(),
         torch.is_inference_mode_enabled(),
-        *((torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in _AUTOCAST_DEVICES),
+        *autocast_state(),
         _autocast_nesting(),  # a region that changes nothing here (enabled=False) counts
     )
 

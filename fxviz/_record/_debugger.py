@@ -152,10 +152,14 @@ class Debugger(DebuggerState, BreakpointCommands, RestoreCommands):
         # the run draws from (its own, never the caller's global one), the module's
         # buffers, and parameters the graph writes in place (copied just before).
         self._random = RandomStream()
-        # the grad mode the graph runs in: the caller's when it was made, and then what
-        # its own _set_grad_enabled nodes make it; the caller's is back between steps
-        self._caller_grad = torch.is_grad_enabled()
-        self._made_in = (torch.is_inference_mode_enabled(), autocast_state())
+        # the modes the run is in: the caller's when it was made (the capture's too), the
+        # grad mode then as the graph's own _set_grad_enabled nodes make it; the caller's
+        # are back between steps
+        self._made_in = (
+            torch.is_grad_enabled(),
+            torch.is_inference_mode_enabled(),
+            autocast_state(),
+        )
         self._buffers = {name: b.detach().clone() for name, b in self.graph_module.named_buffers()}
         self._parameters = parameter_keys(self.graph_module)
         self._parameter_copies: dict[str, torch.Tensor] = {}
@@ -316,7 +320,7 @@ class Debugger(DebuggerState, BreakpointCommands, RestoreCommands):
         # through any chain of views (split, getitem, ...) shows in its counter.
         self._input_versions = [tensor_version(t) for t in self.graph.process_inputs(*self._inputs)]
         self._pos = 0
-        self._grad = self._caller_grad
+        self._grad = self._made_in[0]
         self._paused_regions: list[tuple[torch.fx.Node, Any]] = []
         self._region_entries = region_entries(self._nodes)
         self._output: Any = None
@@ -369,7 +373,7 @@ class Debugger(DebuggerState, BreakpointCommands, RestoreCommands):
         debugger was made, the grad mode as the graph's ``_set_grad_enabled`` nodes left
         it, and the regions its nodes opened (a Dynamo graph's autocast or inference_mode)
         entered again. Usually the caller's modes are those: nothing but the grad mode."""
-        made_in_inference, made_in_autocast = self._made_in
+        _, made_in_inference, made_in_autocast = self._made_in
         others = None
         if torch.is_inference_mode_enabled() != made_in_inference or (
             autocast_state() != made_in_autocast
