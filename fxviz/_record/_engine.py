@@ -26,7 +26,7 @@ from fxviz._record._codegen import Compiled, compiled_for
 from fxviz._record._explain import drop_own_frames, wrap_node_failure
 from fxviz._record._recorder import Keep, Recorder, _Entry
 from fxviz._record._records import Recording
-from fxviz._record._regions import close_open_regions
+from fxviz._record._regions import leave_stopped_run
 from fxviz._record._stats import cached_summary, view_summary
 from fxviz._record._writes import aliased_inputs, flat_tensors, tensor_inputs
 from fxviz._torch_compat import is_alias_of
@@ -308,9 +308,8 @@ class _Run:
         try:
             output, frame_locals = self.compiled.function(self)
         except KeyboardInterrupt as interrupt:
-            torch.set_grad_enabled(grad)
             self._failed(interrupt)
-            close_open_regions(self.env)
+            leave_stopped_run(grad, self.env)
             self.recorder.release()
             raise RecordingInterrupted(
                 f"interrupted after {len(self.recorder.entries)} nodes; the partial "
@@ -318,9 +317,8 @@ class _Run:
                 recording=self.recorder.recording(),
             ) from interrupt
         except Exception as error:
-            torch.set_grad_enabled(grad)
             node_failed = self._failed(error)
-            close_open_regions(self.env)  # a failure inside autocast/inference_mode
+            leave_stopped_run(grad, self.env)  # it may have stopped inside a region
             self.recorder.release()
             if not node_failed:
                 raise  # fxviz's own recording code failed: never disguise it

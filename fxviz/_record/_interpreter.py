@@ -24,7 +24,7 @@ from fxviz._record._grads import Backward, GradientWatcher
 from fxviz._record._joint import JointRecording, output_gradients
 from fxviz._record._recorder import Keep, Recorder, check_keep
 from fxviz._record._records import Recording
-from fxviz._record._regions import close_open_regions
+from fxviz._record._regions import leave_stopped_run
 from fxviz._record._stats import StatsOption, check_stats
 from fxviz._record._writes import graph_module_target
 from fxviz._torch_compat import has_plain_codegen, input_spec_mismatch
@@ -147,8 +147,7 @@ class RecordingMixin:
         try:
             output = super().run(*args, **kwargs)  # type: ignore[misc]
         except KeyboardInterrupt as interrupt:
-            torch.set_grad_enabled(grad)
-            close_open_regions(self.env)
+            leave_stopped_run(grad, self.env)
             recorder.release()  # the run is over: see Recorder.release
             raise RecordingInterrupted(
                 f"interrupted after {len(recorder.entries)} nodes; the partial recording "
@@ -156,8 +155,7 @@ class RecordingMixin:
                 recording=recorder.recording(),
             ) from interrupt
         except Exception as error:
-            torch.set_grad_enabled(grad)
-            close_open_regions(self.env)  # a failure inside autocast/inference_mode
+            leave_stopped_run(grad, self.env)  # it may have stopped inside a region
             recorder.release()
             wrapped = wrap_node_failure(recorder, error, self.module)  # type: ignore[attr-defined]
             if wrapped is None:

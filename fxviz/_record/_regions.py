@@ -27,12 +27,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import torch
 import torch.fx
 from torch.fx.node import map_arg
 
 from fxviz._torch_compat import REGION_EXITS
 
-__all__ = ["close_open_regions", "open_regions", "region_entries", "reopen"]
+__all__ = ["close_open_regions", "leave_stopped_run", "open_regions", "region_entries", "reopen"]
 
 
 def region_entries(nodes: Iterable[torch.fx.Node]) -> list[torch.fx.Node]:
@@ -64,6 +65,14 @@ def close_open_regions(
     for node, value in reversed(regions):
         REGION_EXITS[node.target](value)  # type: ignore[index]  (an enter function)
     return regions
+
+
+def leave_stopped_run(grad: bool, env: Mapping[torch.fx.Node, Any]) -> None:
+    """A run stopped (failed, interrupted) at a node: the caller's grad mode ``grad`` back
+    (a ``no_grad`` region's ``_set_grad_enabled`` nodes changed it) and the regions it
+    left open in ``env`` left."""
+    torch.set_grad_enabled(grad)
+    close_open_regions(env)
 
 
 def reopen(regions: list[tuple[torch.fx.Node, Any]], env: dict[torch.fx.Node, Any]) -> None:
