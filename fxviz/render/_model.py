@@ -60,6 +60,9 @@ class DrawNode:
 DEFERRED = ("title", "lines", "color_key", "out_label", "align", "folded", "tooltip")
 
 
+_FILLED = object()  # a node whose deferred fields are made: its _of is gone
+
+
 def _lazy(field: str) -> property:
     """A field made on first read: by the node's ``_fill`` (every deferred field at once),
     and, when its value is a function, by calling it (once)."""
@@ -68,9 +71,15 @@ def _lazy(field: str) -> property:
     def get(self: DrawNode) -> Any:
         d = self.__dict__
         if private not in d:
-            fill, of = d.pop("_fill"), d.pop("_of")
-            for key, value in fill(of).items():
-                d.setdefault(f"_lazy_{key}", value)  # a field set since stays as set
+            # Read in the order a fill lets go of them (a fill that raised is tried
+            # again): a node another thread filled meanwhile has its fields already.
+            of = d.get("_of", _FILLED)
+            fill = d.get("_fill")
+            if fill is not None and of is not _FILLED:
+                for key, value in fill(of).items():
+                    d.setdefault(f"_lazy_{key}", value)  # a field set since stays as set
+                d.pop("_fill", None)
+                d.pop("_of", None)
         value = d[private]
         if callable(value):
             value = d[private] = value()
