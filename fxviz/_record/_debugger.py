@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import html
+import threading
 import weakref
 from collections.abc import Callable
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -75,6 +76,21 @@ def _lets_go_on_return(
     return run
 
 
+def _alone(
+    command: Callable[Concatenate[Debugger, _P], _R],
+) -> Callable[Concatenate[Debugger, _P], _R]:
+    """A command that moves the debugger, run while no other one is: a notebook's cell
+    and the widget's buttons (whose messages a kernel subshell runs in a thread of its
+    own) can both drive one debugger, and a step started in one waits for the other."""
+
+    @functools.wraps(command)
+    def run(self: Debugger, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with self._moving:
+            return command(self, *args, **kwargs)
+
+    return run
+
+
 class Debugger(DebuggerState, BreakpointCommands, RestoreCommands):
     """Run a graph one node at a time, with time travel, breakpoints and post-mortem.
 
@@ -83,9 +99,10 @@ class Debugger(DebuggerState, BreakpointCommands, RestoreCommands):
     running the nodes twice, so values, random numbers and in-place writes stay exactly
     as they were. Random ops draw from generators of the debugger's own (seeded from the
     global state when it was made), never from or into torch's global random state, so
-    debuggers in several threads are independent; one debugger is used by one thread at
-    a time. Editing the graph while stepping raises :class:`fxviz.DebuggerError` at the
-    first changed node; ``restart()`` then runs the graph as it is now.
+    debuggers in several threads are independent; one debugger driven from two threads
+    (a cell and the widget's buttons) runs one command at a time. Editing the graph
+    while stepping raises :class:`fxviz.DebuggerError` at the first changed node;
+    ``restart()`` then runs the graph as it is now.
 
     Args:
         gm_or_module: a ``GraphModule`` or anything :func:`fxviz.trace` accepts or returns
@@ -127,6 +144,7 @@ class Debugger(DebuggerState, BreakpointCommands, RestoreCommands):
         **kwargs: Any,
     ) -> None:
         self.skip_fetches = skip_fetches
+        self._moving = threading.RLock()  # see _alone
         if _is_transformer(interpreter):
             raise TypeError(
                 f"{_class_name(interpreter)} is a torch.fx.Transformer: it runs symbolically, "
@@ -167,6 +185,7 @@ class Debugger(DebuggerState, BreakpointCommands, RestoreCommands):
 
     # -- moving --------------------------------------------------------------------------
     @_lets_go_on_return
+    @_alone
     def step(self, n: int = 1) -> NodeRecord | None:
         """Run the next ``n`` nodes; stops early at an error, the end or a breakpoint.
 
@@ -210,6 +229,7 @@ class Debugger(DebuggerState, BreakpointCommands, RestoreCommands):
         return last
 
     @_lets_go_on_return
+    @_alone
     def continue_(self) -> NodeRecord | None:
         """Run until a breakpoint, an error or the end; returns the last record run."""
         self._check_can_run("continue_")
@@ -219,6 +239,7 @@ class Debugger(DebuggerState, BreakpointCommands, RestoreCommands):
                 return self._record(last)
 
     @_lets_go_on_return
+    @_alone
     def run_to(self, name: str) -> NodeRecord | None:
         """Stop just before node ``name`` runs, going forward or back (breakpoints ignored)."""
         target = self._index[self._node(name).name]
@@ -236,6 +257,7 @@ class Debugger(DebuggerState, BreakpointCommands, RestoreCommands):
         self._reason = f"run_to {name}"
         return self._record(last)
 
+    @_alone
     def back(self, n: int = 1) -> NodeRecord | None:
         """Go back ``n`` nodes in time; returns the record of the last node run before the cursor."""
         if n < 0:
@@ -250,6 +272,7 @@ class Debugger(DebuggerState, BreakpointCommands, RestoreCommands):
         return self._last()
 
     @_lets_go_on_return
+    @_alone
     def restart(self) -> None:
         """Start again from the first node with a fresh recording, of the graph as it is now.
 

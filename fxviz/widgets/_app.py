@@ -21,7 +21,7 @@ from fxviz.render._payload import (
     node_rows_page,
     nonfinite_status,
 )
-from fxviz.widgets._graph_view import GraphView
+from fxviz.widgets._graph_view import GraphView, one_at_a_time
 
 __all__ = ["DebuggerApp"]
 
@@ -64,6 +64,7 @@ class DebuggerApp(GraphView):
             self.error = _no_shapes_note(logged)
         self._refresh()
 
+    @one_at_a_time
     def handle(self, content: dict[str, Any]) -> None:
         """Act on one toolbar message; debugger errors go to the status line."""
         actions = self.actions()
@@ -129,6 +130,7 @@ class DebuggerApp(GraphView):
         elif self.inspector.get("name"):  # finished: the node inspected last, as it is now
             self._show(self.inspector["name"])
 
+    @one_at_a_time
     def _on_select(self, change: Any) -> None:
         self._show(change["new"])
         self._press()

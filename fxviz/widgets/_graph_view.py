@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+import threading
+from collections.abc import Callable
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import anywidget
 import traitlets
@@ -16,7 +19,30 @@ from fxviz.render._inspect import inspector_data
 from fxviz.render._payload import TABLE_ROWS, graph_payload, node_rows_page, page_contract
 from fxviz.render._source import degrade
 
-__all__ = ["BIG_GRAPH", "TABLE_ROWS", "GraphView"]
+__all__ = ["BIG_GRAPH", "TABLE_ROWS", "GraphView", "one_at_a_time"]
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def one_at_a_time(
+    method: Callable[Concatenate[Any, _P], _R],
+) -> Callable[Concatenate[Any, _P], _R]:
+    """A widget method that waits for any other one running on the same widget.
+
+    JupyterLab sends widget messages to a kernel subshell where the kernel has them
+    (ipykernel 7): the browser's messages (a click, a peek at a box) then run in a
+    thread of their own, while a cell may be changing the same widget in the main
+    thread (``view.depth = None``, ``app.debugger.step()``). One draw at a time keeps
+    the view, its boxes and the drawing's nodes from being made by two at once.
+    """
+
+    @functools.wraps(method)
+    def run(self: Any, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with self._busy:
+            return method(self, *args, **kwargs)
+
+    return run
 
 
 class GraphView(anywidget.AnyWidget):
@@ -100,6 +126,7 @@ class GraphView(anywidget.AnyWidget):
         self._by_name: dict[str, Any] | None = None  # drawn nodes by name and by id
         self._by_id: dict[str, Any] | None = None
         self._units_held = True  # until the browser has painted: see _on_painted
+        self._busy = threading.RLock()  # see one_at_a_time
         super().__init__(**kwargs)
         self._obj = obj
         # one pause of the collector for the drawing model and the first view: each
@@ -116,6 +143,7 @@ class GraphView(anywidget.AnyWidget):
             self._redraw()
 
     # -- what to draw ---------------------------------------------------------------------
+    @one_at_a_time
     def _redraw(self, change: Any = None) -> None:
         """One view of the drawing per state change: the DOT (from the modules the view
         opens, not from every node) and, when a module was opened or closed, the units of
@@ -226,12 +254,14 @@ class GraphView(anywidget.AnyWidget):
         return super()._should_send_property(key, value)
 
     # -- browser events ----------------------------------------------------------------------
+    @one_at_a_time
     def _on_message(self, _widget: Any, content: dict[str, Any], _buffers: Any) -> None:
         try:
             self.handle(content)
         except Exception as e:  # shown in the widget, never swallowed
             self.error = f"{type(e).__name__}: {e}"
 
+    @one_at_a_time
     def handle(self, content: dict[str, Any]) -> None:
         """Act on one message from the browser (also callable from Python, for tests)."""
         kind = content.get("type")
@@ -255,6 +285,7 @@ class GraphView(anywidget.AnyWidget):
             else:
                 self.error = f"{message}, even with every module collapsed"
 
+    @one_at_a_time
     def expand(self, path: str) -> None:
         """Open a collapsed module."""
         expanded, collapsed = self._expanded_lists(path)
@@ -269,6 +300,7 @@ class GraphView(anywidget.AnyWidget):
         opens = path in self._drawing.tree.count and unit == path
         return ([*self.expanded, path] if opens else list(self.expanded)), collapsed
 
+    @one_at_a_time
     def collapse(self, path: str) -> None:
         """Draw a module as one box."""
         self.expanded = [p for p in self.expanded if p != path and not p.startswith(path + ".")]
@@ -310,6 +342,7 @@ class GraphView(anywidget.AnyWidget):
             self._by_id = {n.id: n for n in nodes}
         return self._by_id.get(node_id) if node_id else self._by_name.get(name)
 
+    @one_at_a_time
     def _on_select(self, change: Any) -> None:
         name = change["new"]
         node = self._selected_node(name)
