@@ -81,11 +81,13 @@ def _alone(
 ) -> Callable[Concatenate[Debugger, _P], _R]:
     """A command that moves the debugger, run while no other one is: a notebook's cell
     and the widget's buttons (whose messages a kernel subshell runs in a thread of its
-    own) can both drive one debugger, and a step started in one waits for the other."""
+    own) can both drive one debugger, and a step started in one waits for the other.
+    An :meth:`Debugger.interrupt` asked before the command starts is not its own."""
 
     @functools.wraps(command)
     def run(self: Debugger, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         with self._moving:
+            self._interrupted.clear()
             return command(self, *args, **kwargs)
 
     return run
@@ -145,6 +147,7 @@ class Debugger(DebuggerState, BreakpointCommands, RestoreCommands):
     ) -> None:
         self.skip_fetches = skip_fetches
         self._moving = threading.RLock()  # see _alone
+        self._interrupted = threading.Event()  # see interrupt
         if _is_transformer(interpreter):
             raise TypeError(
                 f"{_class_name(interpreter)} is a torch.fx.Transformer: it runs symbolically, "
@@ -213,6 +216,24 @@ class Debugger(DebuggerState, BreakpointCommands, RestoreCommands):
             if self.error is not None:
                 self._reason = "error"
         return self._record(last)
+
+    def interrupt(self) -> None:
+        """Stop the command running in another thread after the node it is running: it
+        returns there, with :attr:`stop_reason` ``interrupted``, and the debugger goes
+        on from there as after any stop.
+
+        A Debugger widget's toolbar (``continue``, ``step10``, ``run_to_selected``) runs
+        on a kernel subshell's thread in JupyterLab with ipykernel 7, out of reach of the
+        kernel's interrupt button: ``app.debugger.interrupt()`` in a cell stops it.
+
+        Examples:
+            >>> import threading, torch, fxviz
+            >>> dbg = fxviz.Debugger(torch.nn.Sequential(torch.nn.Linear(4, 3)), torch.ones(2, 4))
+            >>> dbg.interrupt()  # nothing is running: the next command is not stopped
+            >>> dbg.continue_() is not None, dbg.stop_reason
+            (True, 'end')
+        """
+        self._interrupted.set()
 
     def is_fetch(self, name: str) -> bool:
         """Whether node ``name`` only fetches a parameter, buffer or constant, which
@@ -450,6 +471,10 @@ class Debugger(DebuggerState, BreakpointCommands, RestoreCommands):
             return True
         if self.done:
             self._reason = "end"
+            return True
+        if self._interrupted.is_set():  # from another thread: see interrupt
+            self._interrupted.clear()
+            self._reason = "interrupted"
             return True
         if not check_breakpoints:
             return False

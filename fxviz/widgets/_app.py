@@ -35,6 +35,9 @@ class DebuggerApp(GraphView):
     the graph is laid out once and node states change as CSS classes. Keys: ``n`` step,
     ``b`` back, ``c`` continue, ``r`` restart, ``/`` search. ``pressed``: the toggles
     that are on (``break_nan``; ``toggle_breakpoint`` when the selection has one).
+    Where JupyterLab runs widget messages on a kernel subshell (ipykernel 7), the
+    toolbar's actions run beside your cells, out of reach of the kernel's interrupt:
+    ``app.debugger.interrupt()`` in a cell stops a long ``continue``.
 
     Examples:
         >>> import torch, fxviz

@@ -82,3 +82,48 @@ def test_a_debugger_stepped_by_a_cell_and_by_its_buttons_runs_each_node_once():
     assert all(torch.equal(a.value, b.value) for a, b in zip(ran, want, strict=True))
     dbg.continue_()
     assert torch.equal(dbg.output, model(x))
+
+
+_reached, _go_on = threading.Event(), threading.Event()
+
+
+@torch.fx.wrap
+def _held(x: torch.Tensor) -> torch.Tensor:
+    """A node that waits, while it runs, for the test to say go on."""
+    _reached.set()
+    _go_on.wait(10)
+    return x + 1
+
+
+class Held(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.first, self.last = nn.Linear(4, 4), nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.last(torch.relu(_held(self.first(x))))
+
+
+def test_a_cell_interrupts_a_continue_clicked_in_the_toolbar_after_the_node_it_runs():
+    # the kernel's interrupt reaches the main thread only, not the subshell's
+    model, x = Held(), torch.randn(2, 4)
+    _go_on.set()  # the capture's own runs pass
+    app = fxviz.debug(model, x)
+    _reached.clear()
+    _go_on.clear()
+    toolbar = _from_the_browser(app, [{"type": "continue"}], [])
+    toolbar.start()
+    assert _reached.wait(10)  # the toolbar's run is inside _held
+    app.debugger.interrupt()  # the cell
+    _go_on.set()
+    toolbar.join()
+
+    dbg = app.debugger
+    assert dbg.stop_reason == "interrupted"
+    assert dbg.current is not None
+    assert dbg.current.name == "relu"  # it stopped after the node it was running
+    assert "(interrupted)" in app.status
+    assert app.error == ""
+    dbg.continue_()  # goes on from there, and the run is whole
+    assert dbg.stop_reason == "end"
+    assert torch.equal(dbg.output, model(x))
