@@ -365,12 +365,13 @@ def draw(page, code: str | None, box: str | None = None, press: bool = False) ->
 def box_in_view(page, find: str = BOX) -> tuple[str, float, float]:
     """The module box ``find`` picks among those wholly in the graph panel (its title and
     centre); where none is, the graph is first dragged (as a person pans it) until the box
-    nearest the panel's centre is: an opened module can fill the panel."""
-    for _ in range(20):
+    nearest the panel's centre is: an opened module can fill the panel (a group of 200
+    nodes of the flat 20k chain, drawn at a readable size, is ~10,000 px tall)."""
+    for _ in range(40):
         try:
             return page.evaluate(find)
         except PlaywrightError:  # none in the panel
-            dx, dy, x, y = page.evaluate(DRAG_TO_BOX, 300)
+            dx, dy, x, y = page.evaluate(DRAG_TO_BOX, 450)  # the panel is ~520 px tall
             page.mouse.move(x, y)
             page.mouse.down()
             page.mouse.move(x + dx, y + dy, steps=8)
