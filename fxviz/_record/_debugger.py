@@ -227,7 +227,7 @@ class Debugger(DebuggerState, BreakpointCommands, RestoreCommands):
         kernel's interrupt button: ``app.debugger.interrupt()`` in a cell stops it.
 
         Examples:
-            >>> import threading, torch, fxviz
+            >>> import torch, fxviz
             >>> dbg = fxviz.Debugger(torch.nn.Sequential(torch.nn.Linear(4, 3)), torch.ones(2, 4))
             >>> dbg.interrupt()  # nothing is running: the next command is not stopped
             >>> dbg.continue_() is not None, dbg.stop_reason
