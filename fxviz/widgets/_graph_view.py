@@ -254,7 +254,6 @@ class GraphView(anywidget.AnyWidget):
         return super()._should_send_property(key, value)
 
     # -- browser events ----------------------------------------------------------------------
-    @one_at_a_time
     def _on_message(self, _widget: Any, content: dict[str, Any], _buffers: Any) -> None:
         try:
             self.handle(content)
