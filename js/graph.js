@@ -9,7 +9,7 @@ import { whenSized } from "./dom.js";
 import { fillLegend, markerFor } from "./legend.js";
 import { adoptGraph, currentName, isLatest, restyle, startLayout, unitOf, wantedStates } from "./state.js";
 import { T } from "./names.js";
-import { drawnBox, fitLabels, isInput, nodeBox, openingView, outlineOf, topmostNode } from "./view.js";
+import { drawnBox, fitLabels, isInput, nodeBox, openingView, outlineOf, topmostNode, writtenGroupBox } from "./view.js";
 
 export const MATCH = "fxviz-match";
 const SVG_NS = "http://www.w3.org/2000/svg";
@@ -67,8 +67,11 @@ export async function draw(ctx, peek = null) {
   const laidOut = stage("layout", started);
   state.panZoom?.destroy();
   ctx.minimap.show(null);
-  els.graph.innerHTML = text;
-  const svg = els.graph.querySelector("svg");
+  // parsed and made ready off the page (the tiles of a big graph hidden before the page
+  // first sees them), then put in
+  const parsed = document.createElement("div");
+  parsed.innerHTML = text;
+  const svg = parsed.querySelector("svg");
   svg.removeAttribute("width");
   svg.removeAttribute("height");
   ownViewport(svg);
@@ -82,6 +85,9 @@ export async function draw(ctx, peek = null) {
   const [, , width, height] = (svg.getAttribute("viewBox") || "0 0 1 1").trim().split(/[\s,]+/).map(Number);
   const elongated = !(Math.max(width / height, height / width) <= 12); // a hairline as an image
   fitLabels(byTitle.values());
+  // a big graph in tiles, hidden till the view is set: the page lays out only those in it
+  state.culler = tileGraph(svg, writtenGroupBox);
+  els.graph.replaceChildren(svg);
   let shown = stage("insert", laidOut); // replaced below once the view is open
   // svg-pan-zoom measures the panel: in a panel not laid out yet (an output JupyterLab
   // or Notebook 7 has not shown, a theme switch re-laying the page) every size is 0
@@ -308,7 +314,6 @@ function open(ctx, text, elongated) {
     zoomEnabled: true, controlIconsEnabled: false, fit: true, center: true, minZoom: 0.02, maxZoom: 5000,
     dblClickZoomEnabled: false, onPan: () => moved(ctx), onZoom: () => moved(ctx),
   });
-  state.culler = tileGraph(state.svg, (tile) => nodeBox(state.svg, tile)); // big graphs only
   const anchor = state.anchor;
   state.anchor = null;
   const cursorTitle = currentTitle(model);
@@ -326,6 +331,7 @@ function open(ctx, text, elongated) {
   const current = followTitle(ctx);
   // the cursor in view too: moved to only when the opening view (on the top node) misses it
   if (opening !== "in place" && current) focusOn(ctx, current, null, { always: false });
+  cull(ctx); // the tiles of a big graph near this view shown: until now none was
   fillLegend(els.legend, state.byTitle.values(), { withStates: ctx.debuggerMode(), contract: ctx.contract() });
   ctx.updateMatches();
   applyStates(ctx);
@@ -334,9 +340,14 @@ function open(ctx, text, elongated) {
 
 // After any pan or zoom: the overview's frame, and which parts of a big graph are painted.
 function moved(ctx) {
-  const { state } = ctx;
   ctx.minimap.update();
   ctx.ahead?.rest();
+  cull(ctx);
+}
+
+// Show the tiles of a big graph near the panel's view, hide the others (js/cull.js).
+function cull(ctx) {
+  const { state } = ctx;
   const panZoom = state.panZoom;
   if (!state.culler || !panZoom) return;
   const s = panZoom.getSizes();

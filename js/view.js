@@ -177,12 +177,18 @@ const NUMBER = /-?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?/gi;
 // needed for it: getBBox, the fallback, makes the browser lay out the whole new SVG, and
 // once more after the labels move.
 export function shapeBox(el) {
+  return writtenBox(el) ?? el.getBBox();
+}
+
+// shapeBox without the fallback: null where the attributes do not tell the box.
+function writtenBox(el) {
   const tag = el.tagName?.toLowerCase();
   const at = (name) => el.getAttribute(name) ?? "";
   if (tag === "ellipse") {
     const [cx, cy, rx, ry] = ["cx", "cy", "rx", "ry"].map((name) => Number(at(name)));
     if ([cx, cy, rx, ry].every(Number.isFinite)) return { x: cx - rx, y: cy - ry, width: 2 * rx, height: 2 * ry };
   }
+  if (tag === "text") return textBox(el);
   const text = tag === "path" ? at("d") : tag === "polygon" || tag === "polyline" ? at("points") : null;
   if (text && (tag !== "path" || /^\s*M[\d\s,.eE+\-MC]*$/.test(text))) {
     const numbers = text.match(NUMBER)?.map(Number) ?? [];
@@ -197,7 +203,57 @@ export function shapeBox(el) {
       return { x: left, y: top, width: right - left, height: bottom - top };
     }
   }
-  return el.getBBox();
+  return null;
+}
+
+// A label's box from its anchor point, its font size and its width in the page's font.
+function textBox(text) {
+  const x = Number(text.getAttribute("x"));
+  const y = Number(text.getAttribute("y"));
+  if (!text.hasAttribute("x") || !text.hasAttribute("y") || !Number.isFinite(x) || !Number.isFinite(y)) return null;
+  const size = Number(text.getAttribute("font-size")) || 14;
+  const width = Number(text.getAttribute("textLength")) || textWidth(text);
+  const anchor = text.getAttribute("text-anchor") || "start";
+  const left = anchor === "middle" ? x - width / 2 : anchor === "end" ? x - width : x;
+  return { x: left, y: y - size, width, height: size * 1.3 };
+}
+
+const union = (a, b) => {
+  const x = Math.min(a.x, b.x), y = Math.min(a.y, b.y);
+  return { x, y, width: Math.max(a.x + a.width, b.x + b.width) - x, height: Math.max(a.y + a.height, b.y + b.height) - y };
+};
+
+// The box of a group of graph elements (a tile of js/cull.js: nodes, edges, module frames)
+// in the viewport's coordinates, read off what Graphviz wrote, before the page lays the SVG
+// out: a node or frame by its outline (its labels are fitted inside), anything else by
+// every shape and label in it. Null where some shape's box or the way up to the viewport
+// is not written so (then only laying it out would tell).
+export function writtenGroupBox(group) {
+  let dx = 0;
+  let dy = 0;
+  for (let el = group.parentNode; !el?.classList?.contains("svg-pan-zoom_viewport"); el = el.parentNode) {
+    if (!el?.getAttribute || el.tagName?.toLowerCase() === "svg") return null;
+    const transform = el.getAttribute("transform");
+    if (!transform) continue;
+    const move = TRANSLATE.exec(transform);
+    if (!move) return null;
+    dx += Number(move[1]);
+    dy += Number(move[2]);
+  }
+  let box = null;
+  for (const item of group.children) {
+    if (item.getAttribute("transform")) return null;
+    const framed = item.classList.contains("node") || item.classList.contains("cluster");
+    const outline = framed ? outlineOf(item) : null;
+    const shapes = outline ? [outline] : item.querySelectorAll("path, polygon, polyline, ellipse, text");
+    for (const shape of shapes) {
+      if (shape.getAttribute("transform")) return null;
+      const b = writtenBox(shape);
+      if (!b) return null;
+      box = box ? union(box, b) : b;
+    }
+  }
+  return box && { x: box.x + dx, y: box.y + dy, width: box.width, height: box.height };
 }
 
 // Graphviz sized each shape from its own estimate of the label's width; the browser's font

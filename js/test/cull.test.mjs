@@ -16,3 +16,8 @@ test("a tile crossing the view is painted even when its corners lie outside", ()
   const tall = box(40, -1000, 10, 5000); // a long edge passing through
   assert.deepEqual(tilesNear([tall], { x: 0, y: 0, width: 100, height: 100 }, 0), [0]);
 });
+
+test("a tile whose box is not known is always painted", () => {
+  const boxes = [box(0, 0), null, box(0, 5000)];
+  assert.deepEqual(tilesNear(boxes, { x: 0, y: 0, width: 100, height: 100 }, 0), [0, 1]);
+});
