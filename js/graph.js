@@ -94,7 +94,7 @@ export async function draw(ctx, peek = null) {
   // and the zoom becomes NaN, hiding the graph for good. Open the view once it has a size.
   whenSized(els.graph, () => {
     if (!isLatest(state, run)) return;
-    open(ctx, text, elongated);
+    open(ctx, elongated);
     shown = stage("open", shown);
   });
   // time to the first frame showing the new graph, not just to its insertion
@@ -308,7 +308,7 @@ function inputsOf(state) {
   return [...state.byTitle].filter(([, g]) => isInput(g)).map(([title, g]) => ({ g, user: () => firstUser(state, title) }));
 }
 
-function open(ctx, text, elongated) {
+function open(ctx, elongated) {
   const { model, state, els } = ctx;
   state.panZoom = svgPanZoom(state.svg, {
     zoomEnabled: true, controlIconsEnabled: false, fit: true, center: true, minZoom: 0.02, maxZoom: 5000,
@@ -323,11 +323,9 @@ function open(ctx, text, elongated) {
   const opening = openInPlace(ctx, anchor) ? "in place" : openingView(state.panZoom, state.svg, top, { cursor: pair, inputs: inputsOf(state) });
   els.root.dataset.opening = opening;
   // an overview only where the graph does not fit: over a fitted graph it hides nodes.
-  // Made once the graph is on screen: it is the whole SVG again, parsed, laid out and
-  // drawn small, which would otherwise hold back the frame that shows the graph.
-  const overviewText = opening !== "fit" && state.byTitle.size > 150 && !elongated ? text : null;
+  // Drawn once the graph is on screen (js/minimap.js: ~x ms at 3,000 nodes), not before.
   const svg = state.svg;
-  if (overviewText) afterPaint(() => { if (state.svg === svg) ctx.minimap.show(overviewText); });
+  if (opening !== "fit" && state.byTitle.size > 150 && !elongated) afterPaint(() => { if (state.svg === svg) ctx.minimap.show(svg); });
   const current = followTitle(ctx);
   // the cursor in view too: moved to only when the opening view (on the top node) misses it
   if (opening !== "in place" && current) focusOn(ctx, current, null, { always: false });

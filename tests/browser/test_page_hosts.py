@@ -101,8 +101,10 @@ def test_the_overview_is_optional_and_themed(offline, tmp_path, scheme):
     assert graph["x"] <= box["x"]
     assert box["x"] + box["width"] <= graph["x"] + graph["width"]
     assert box["y"] + box["height"] <= graph["y"] + graph["height"]
-    dark_image = minimap.locator("img").evaluate("i => getComputedStyle(i).filter") != "none"
+    drawing = minimap.locator("canvas")
+    dark_image = drawing.evaluate("c => getComputedStyle(c).filter") != "none"
     assert dark_image == (scheme == "dark")  # no white strip on a dark page
+    assert drawing.evaluate(_INKED) > 200  # the graph drawn small, not a blank box
     assert not shown(toggle)
     page.locator(".fxviz-minimap-close").click()  # optional: hidden, and remembered
     assert minimap.count() == 0
@@ -112,6 +114,14 @@ def test_the_overview_is_optional_and_themed(offline, tmp_path, scheme):
     assert page.locator(".fxviz-minimap").count() == 0
     page.locator(".fxviz-minimap-toggle").click()
     assert shown(page.locator(".fxviz-minimap"))
+    assert page.locator(".fxviz-minimap canvas").evaluate(_INKED) > 200  # drawn when shown
+
+
+# Pixels of a canvas drawn in (opaque, not near white: Graphviz's background is white)
+_INKED = """c => { const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+  let n = 0; for (let i = 0; i < d.length; i += 4)
+    if (d[i + 3] > 200 && Math.min(d[i], d[i + 1], d[i + 2]) < 200) n++;
+  return n; }"""
 
 
 def test_no_overview_over_a_graph_that_fits(offline, tmp_path):
