@@ -95,7 +95,7 @@ WATCH = """() => {
   const mo = new MutationObserver(() => {
     const svg = document.querySelector('.fxviz-graph svg');
     if (!svg || svg === old || m.dom) return;
-    m.dom = Date.now(); m.nodes = svg.querySelectorAll('g.node').length; mo.disconnect();
+    m.dom = Date.now(); m.nodes = Number(svg.closest('.fxviz')?.dataset.nodes ?? svg.querySelectorAll('g.node').length); mo.disconnect();
     requestAnimationFrame(() => setTimeout(() => { m.paint = Date.now(); clearInterval(m.beat);
       m.gap = Math.max(...m.gaps, performance.now() - m.last); }, 0));
   });

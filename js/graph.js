@@ -4,7 +4,7 @@
 import svgPanZoom from "svg-pan-zoom";
 import { holdBackground, layout } from "./layout.js";
 import { anchoredPan, frameOf, steadyPan } from "./layout-cache.js";
-import { reveal, tileGraph } from "./cull.js";
+import { graphElements, reveal, tileGraph } from "./cull.js";
 import { whenSized } from "./dom.js";
 import { fillLegend, markerFor } from "./legend.js";
 import { adoptGraph, currentName, isLatest, restyle, startLayout, unitOf, wantedStates } from "./state.js";
@@ -35,7 +35,8 @@ export function followTitle(ctx) {
 function finishedTitle(ctx) {
   const states = ctx.model.get(T.states) || {};
   if (!Object.values(states).some((list) => list.includes("done"))) return null;
-  const output = ctx.state.svg?.querySelector("g.node.kind-output > title");
+  const { svg, culler } = ctx.state;
+  const output = svg ? graphElements(svg, "g.node.kind-output > title", culler)[0] : null;
   return output?.textContent ?? null;
 }
 
@@ -81,6 +82,7 @@ export async function draw(ctx, peek = null) {
     if (title) byTitle.set(title, g);
   }
   adoptGraph(state, svg, byTitle);
+  els.root.dataset.nodes = String(byTitle.size); // drawn, in the page or not yet (js/cull.js)
   // read before svg-pan-zoom takes the viewBox over
   const [, , width, height] = (svg.getAttribute("viewBox") || "0 0 1 1").trim().split(/[\s,]+/).map(Number);
   const elongated = !(Math.max(width / height, height / width) <= 12); // a hairline as an image
@@ -107,7 +109,17 @@ export async function draw(ctx, peek = null) {
     // 50,000 nodes that the first paint need not wait for): ask for them now
     if (!state.painted) { state.painted = true; ctx.send({ type: "painted" }); }
     ctx.ahead?.painted(); // its boxes in view opened ahead, once the page is idle
+    putInRest(state, state.culler);
   }, 0));
+}
+
+const PUT_IN_A_FRAME = 4; // tiles put back in the page between two frames (~25 ms of style)
+
+// The tiles of a big graph still out of the page (js/cull.js) put in, hidden, a few a
+// frame while it is the graph shown: the page holds every element again, no long task.
+function putInRest(state, culler) {
+  if (!culler || state.culler !== culler) return;
+  if (culler.putInRest(PUT_IN_A_FRAME) > 0) requestAnimationFrame(() => setTimeout(() => putInRest(state, culler), 0));
 }
 
 // Where a draw's time goes, as User Timing measures named `fxviz:<stage>` (DevTools'
@@ -156,7 +168,7 @@ export function rememberAnchor(ctx, title) {
 // Before a module closes (its frame double-clicked): where the frame is on screen and the
 // zoom, so the box it closes into takes the frame's place instead of the view starting over.
 export function rememberFrame(ctx, title) {
-  const g = clusterTitled(ctx.state.svg, title);
+  const g = clusterTitled(ctx.state, title);
   if (g) remember(ctx.state, g, { box: title });
 }
 
@@ -211,16 +223,16 @@ export function modulesInView(state) {
   return { svg: state.svg, boxes, panel: { width: s.width, height: s.height } };
 }
 
-function clusterTitled(svg, title) {
-  return [...svg.querySelectorAll("g.cluster")].find((g) => g.querySelector("title")?.textContent === title) ?? null;
+function clusterTitled(state, title) {
+  return graphElements(state.svg, "g.cluster", state.culler).find((g) => g.querySelector("title")?.textContent === title) ?? null;
 }
 
 // The opened module's frame where its box was (or the box of a closed module where its
 // frame was), at the same zoom: true when done.
 function openInPlace(ctx, anchor) {
   const { state } = ctx;
-  const target = !anchor ? null : anchor.frame ? clusterTitled(state.svg, anchor.frame)
-    : [...state.svg.querySelectorAll("g.node.fx-module")].find((g) => frameOf(g.classList) === anchor.box) ?? null;
+  const target = !anchor ? null : anchor.frame ? clusterTitled(state, anchor.frame)
+    : graphElements(state.svg, "g.node.fx-module", state.culler).find((g) => frameOf(g.classList) === anchor.box) ?? null;
   if (!target) return false;
   const panZoom = state.panZoom;
   panZoom.zoom((anchor.zoom / panZoom.getSizes().realZoom) * panZoom.getZoom());
@@ -280,7 +292,7 @@ function keptInside(pan, box, { realZoom: zoom, width }) {
 
 // The drawn edges' ends, as [tail, head] node titles (edge titles read "tail:port->head").
 function* edgeEnds(state) {
-  for (const t of state.svg.querySelectorAll("g.edge > title")) {
+  for (const t of graphElements(state.svg, "g.edge > title", state.culler)) {
     const [tail, head] = t.textContent.split("->");
     yield [tail?.split(":")[0], head?.split(":")[0]];
   }
@@ -320,7 +332,7 @@ function open(ctx, elongated) {
   const cursor = cursorTitle && state.byTitle.get(cursorTitle);
   const top = topmostNode(state.byTitle.values(), { fed: fedByInputs(state), near: cursor });
   const pair = cursor ? [cursor, isInput(cursor) ? firstUser(state, cursorTitle) : null] : null;
-  const opening = openInPlace(ctx, anchor) ? "in place" : openingView(state.panZoom, state.svg, top, { cursor: pair, inputs: inputsOf(state) });
+  const opening = openInPlace(ctx, anchor) ? "in place" : openingView(state.panZoom, state.svg, top, { cursor: pair, inputs: inputsOf(state), nodeTexts: graphElements(state.svg, "g.node text", state.culler) });
   els.root.dataset.opening = opening;
   // an overview only where the graph does not fit: over a fitted graph it hides nodes.
   // Drawn once the graph is on screen (js/minimap.js: ~x ms at 3,000 nodes), not before.

@@ -1,14 +1,15 @@
 // How a freshly laid-out graph is first shown, and labels kept inside their shapes.
 // Graphviz's SVG is in points with no width/height left: one SVG unit = realZoom CSS px.
-import { reveal } from "./cull.js";
+import { placeOf, reveal } from "./cull.js";
 
 export const READABLE_PX = 12; // smallest node text, in CSS px, at the opening zoom
 const LABEL_PAD = 4; // SVG units kept between a label and its shape's edge (~5 px when readable)
 
-// The smallest font size of the node labels (edge labels excluded), in SVG units.
-export function smallestNodeFont(svg) {
+// The smallest font size of the node labels (edge labels excluded), in SVG units; `texts`:
+// the node labels (those of tiles out of the page too, js/cull.js).
+export function smallestNodeFont(svg, texts = svg.querySelectorAll("g.node text")) {
   let smallest = Infinity;
-  for (const text of svg.querySelectorAll("g.node text")) {
+  for (const text of texts) {
     const size = Number(text.getAttribute("font-size"));
     if (size > 0 && size < smallest) smallest = size;
   }
@@ -22,11 +23,11 @@ export function smallestNodeFont(svg) {
 // cursor, its first user when the cursor is an input, else null]). The view then shows
 // where the data enters, the model's first node and the node the status and the
 // inspector name, as much of it as fits.
-export function openingView(panZoom, svg, topNode, { cursor = null, inputs = [] } = {}) {
+export function openingView(panZoom, svg, topNode, { cursor = null, inputs = [], nodeTexts = undefined } = {}) {
   const sizes = panZoom.getSizes();
   const box = sizes.viewBox;
   if (!box.width || !box.height) return "fit";
-  const readable = READABLE_PX / smallestNodeFont(svg);
+  const readable = READABLE_PX / smallestNodeFont(svg, nodeTexts);
   const whole = Math.min(sizes.width / box.width, sizes.height / box.height);
   const width = sizes.width / box.width;
   if (whole >= readable) { // all of it, readable; a small graph is not blown up beyond 1.5x
@@ -106,7 +107,8 @@ export function drawnBox(g) {
   if (!outline || outline.parentNode?.closest?.("g.node, g.cluster") !== g) return null;
   let x = 0;
   let y = 0;
-  for (let el = g.parentNode; !el?.classList?.contains("svg-pan-zoom_viewport"); el = el.parentNode) {
+  // (a tile out of the page, js/cull.js: on from the comment holding its place)
+  for (let el = g.parentNode; !el?.classList?.contains("svg-pan-zoom_viewport"); el = el.parentNode ?? placeOf(el)?.parentNode) {
     if (!el?.getAttribute || el.tagName?.toLowerCase() === "svg") return null; // no viewport yet
     const transform = el.getAttribute("transform");
     if (!transform) continue;
