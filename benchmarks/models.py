@@ -108,6 +108,18 @@ def small_blocks(n: int) -> nn.Sequential:
     return nn.Sequential(*[SmallBlock() for _ in range(n)])
 
 
+class Branches(nn.Module):
+    """``width`` stacks of ``depth`` :class:`SmallBlock` side by side, summed: a big graph
+    about as wide as it is tall (drawn whole, it gets the widget's overview)."""
+
+    def __init__(self, width: int, depth: int) -> None:
+        super().__init__()
+        self.branches = nn.ModuleList(small_blocks(depth) for _ in range(width))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.stack([branch(x) for branch in self.branches]).sum(0)
+
+
 def mlp(quick: bool = False) -> tuple[nn.Module, torch.Tensor]:
     """The MLP model (eval mode) and a batch of inputs."""
     width, blocks, batch = (32, 10, 8) if quick else (256, 200, 64)
