@@ -3,6 +3,7 @@
 // state (js/state.js), its elements and the page contract.
 import svgPanZoom from "svg-pan-zoom";
 import { holdBackground, layout } from "./layout.js";
+import { parseSvg } from "./parse.js";
 import { anchoredPan, frameOf, steadyPan } from "./layout-cache.js";
 import { graphElements, reveal, tileGraph } from "./cull.js";
 import { whenSized } from "./dom.js";
@@ -66,13 +67,17 @@ export async function draw(ctx, peek = null) {
   }
   if (!isLatest(state, run)) { release(); return; } // a newer DOT arrived meanwhile
   const laidOut = stage("layout", started);
+  // parsed and made ready off the page (a big graph's far tiles never in it: js/cull.js),
+  // in slices (js/parse.js); the graph drawn before stays meanwhile
+  const svg = await parseSvg(text);
+  if (!isLatest(state, run)) { release(); return; }
+  if (!svg) {
+    release();
+    ctx.showError("the layout gave no SVG to draw");
+    return;
+  }
   state.panZoom?.destroy();
   ctx.minimap.show(null);
-  // parsed and made ready off the page (the tiles of a big graph hidden before the page
-  // first sees them), then put in
-  const parsed = document.createElement("div");
-  parsed.innerHTML = text;
-  const svg = parsed.querySelector("svg");
   svg.removeAttribute("width");
   svg.removeAttribute("height");
   ownViewport(svg);
