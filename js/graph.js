@@ -342,7 +342,7 @@ function open(ctx, elongated) {
   // an overview only where the graph does not fit: over a fitted graph it hides nodes.
   // Drawn once the graph is on screen (js/minimap.js: ~x ms at 3,000 nodes), not before.
   const svg = state.svg;
-  if (opening !== "fit" && state.byTitle.size > 150 && !elongated) afterPaint(() => { if (state.svg === svg) ctx.minimap.show(svg); });
+  if (opening !== "fit" && state.byTitle.size > 150 && !elongated) afterPaint(() => { if (state.svg === svg) ctx.minimap.show(svg, state.culler); });
   const current = followTitle(ctx);
   // the cursor in view too: moved to only when the opening view (on the top node) misses it
   if (opening !== "in place" && current) focusOn(ctx, current, null, { always: false });

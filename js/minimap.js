@@ -6,20 +6,22 @@
 // and arrowheads: their points, fills and strokes; no text, unreadable at this size).
 // The SVG itself shown as an image was decoded, styled and laid out again on the main
 // thread: ~1.3 s at 3,000 nodes, a freeze right after the graph appeared.
+import { graphElements } from "./cull.js";
 import { h } from "./dom.js";
 
 const NUMBER = /-?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?/gi;
 const TRANSLATE = /translate\(\s*([-\d.e+]+)[\s,]+([-\d.e+]+)\s*\)/;
 
 // Draw `svg`'s shapes (Graphviz's own coordinates, moved by its graph group's translation)
-// on `context`, already scaled to the viewBox's units. Returns how many were drawn.
-export function drawShapes(context, svg) {
+// on `context`, already scaled to the viewBox's units; those of a big graph's tiles still
+// out of the page too (`culler`: js/cull.js's, or null). Returns how many were drawn.
+export function drawShapes(context, svg, culler = null) {
   const graph = svg.querySelector("g.graph");
   if (!graph) return 0;
   const move = TRANSLATE.exec(graph.getAttribute("transform") ?? "");
   if (move) context.translate(Number(move[1]), Number(move[2]));
   let drawn = 0;
-  for (const el of graph.querySelectorAll("polygon, polyline, ellipse, path")) {
+  for (const el of graphElements(graph, "polygon, polyline, ellipse, path", culler)) {
     if (el.closest(".fxviz-marker") || !trace(context, el)) continue;
     const fill = el.getAttribute("fill");
     const stroke = el.getAttribute("stroke") ?? "black";
@@ -112,7 +114,7 @@ export function overview(container, getPanZoom) {
     const context = image.getContext("2d");
     const { s, scale, left, top } = layoutOf(pz, width, height);
     context.setTransform(ratio * scale, 0, 0, ratio * scale, ratio * (left - s.viewBox.x * scale), ratio * (top - s.viewBox.y * scale));
-    drawShapes(context, source);
+    drawShapes(context, source.svg, source.culler);
     drawn = true;
     this_.update();
   };
@@ -138,9 +140,10 @@ export function overview(container, getPanZoom) {
   });
   const this_ = {
     toggle, // for the search bar
-    // `svg`: the graph's SVG on the page (read, never changed), or null: no overview
-    show(svg) {
-      source = svg;
+    // `svg`: the graph's SVG on the page (read, never changed), or null: no overview;
+    // `culler`: its tiles (js/cull.js), some of which may be out of the page
+    show(svg, culler = null) {
+      source = svg && { svg, culler };
       drawn = false;
       place();
     },

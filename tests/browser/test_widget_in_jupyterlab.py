@@ -162,6 +162,72 @@ def test_a_3000_node_graph_lays_out_without_freezing_the_page(browser, lab):
     )
 
 
+# The share of the graph's nodes that the overview shows: each node's place (its label's
+# anchor, in Graphviz's coordinates, moved as the graph group is) is mapped into the
+# overview canvas, where the graph's background polygon (Graphviz's viewBox) fills it
+# "contain"; a node is shown when a pixel within 2 px of it is not the white background.
+OVERVIEW_SHOWS = """() => {
+  const canvas = document.querySelector('.fxviz-minimap canvas');
+  const graph = document.querySelector('.fxviz-graph g.graph');
+  const [, tx, ty] = /translate\\(\\s*([-\\d.e+]+)[\\s,]+([-\\d.e+]+)/.exec(graph.getAttribute('transform'));
+  const n = graph.querySelector('polygon').getAttribute('points').trim().split(/[\\s,]+/).map(Number);
+  const xs = n.filter((_, i) => i % 2 === 0).map((x) => x + Number(tx));
+  const ys = n.filter((_, i) => i % 2 === 1).map((y) => y + Number(ty));
+  const vb = { x: Math.min(...xs), y: Math.min(...ys), w: Math.max(...xs) - Math.min(...xs), h: Math.max(...ys) - Math.min(...ys) };
+  const W = canvas.width, H = canvas.height;
+  const scale = Math.min(W / vb.w, H / vb.h);
+  const left = (W - vb.w * scale) / 2, top = (H - vb.h * scale) / 2;
+  const data = canvas.getContext('2d').getImageData(0, 0, W, H).data;
+  const inked = (x, y) => { if (x < 0 || y < 0 || x >= W || y >= H) return false;
+    const i = 4 * (y * W + x); return data[i + 3] > 0 && Math.min(data[i], data[i + 1], data[i + 2]) < 245; };
+  let nodes = 0, shown = 0;
+  for (const t of graph.querySelectorAll('g.node > text:first-of-type, g.node a > text:first-of-type')) {
+    const px = Math.round(left + (Number(t.getAttribute('x')) + Number(tx) - vb.x) * scale);
+    const py = Math.round(top + (Number(t.getAttribute('y')) + Number(ty) - vb.y) * scale);
+    nodes++;
+    let found = false;
+    for (let dy = -2; dy <= 2 && !found; dy++) for (let dx = -2; dx <= 2 && !found; dx++) found = inked(px + dx, py + dy);
+    if (found) shown++;
+  }
+  return { nodes, shown };
+}"""
+
+
+def test_the_overview_of_a_big_graph_shows_all_of_it(browser, lab):
+    """A big graph drawn whole keeps most of its tiles out of the page at first (they go
+    back in a few a frame); the overview, drawn meanwhile, still shows every part."""
+    write_notebook(
+        lab["root"],
+        "wide.ipynb",
+        [
+            "import torch, fxviz\nfrom torch import nn\n"
+            "class Block(nn.Module):\n"
+            "    def __init__(self):\n        super().__init__()\n"
+            "        self.a = nn.Linear(4, 4); self.n = nn.LayerNorm(4)\n"
+            "    def forward(self, x):\n        return self.n(x + torch.relu(self.a(x)))\n"
+            "class Grid(nn.Module):\n"
+            "    def __init__(self):\n        super().__init__()\n"
+            "        self.branches = nn.ModuleList(nn.Sequential(*[Block() for _ in range(12)]) for _ in range(40))\n"
+            "    def forward(self, x):\n"
+            "        return torch.stack([b(x) for b in self.branches]).sum(0)\n"
+            "view = fxviz.show(fxviz.trace(Grid()), depth=1)\nview",
+        ],
+    )
+    page = open_and_run(browser, lab, "wide.ipynb")
+    page.locator(".fxviz-graph g.fx-module").first.wait_for()
+    run_in_kernel(page, "view.depth = None  # every node: ~2,900")
+    page.locator(".fxviz-minimap canvas").wait_for(state="visible", timeout=120_000)
+    page.wait_for_function(  # every tile back in the page by now
+        "document.querySelectorAll('.fxviz-graph g.node').length"
+        " >= Number(document.querySelector('.fxviz').dataset.nodes)",
+        timeout=30_000,
+    )
+    found = page.evaluate(OVERVIEW_SHOWS)
+    screenshot(page, page.locator(".fxviz-graph"), "overview-wide.png")
+    assert found["nodes"] > 1900  # every node of the 40 x 12 blocks
+    assert found["shown"] >= 0.98 * found["nodes"], found  # no part of the graph left out
+
+
 # Whether node `title`'s box lies inside the graph panel, shown.
 IN_PANEL = """(title) => {
   const panel = document.querySelector('.fxviz-graph').getBoundingClientRect();
