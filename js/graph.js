@@ -249,8 +249,21 @@ function openInPlace(ctx, anchor) {
     return { was: centre, box: g && drawnBox(g), above };
   }).filter(({ box: b }) => b);
   const pan = keptInside(steadyPan(anchoredPan(anchor, box, sizes.realZoom), kept, sizes.realZoom), box, sizes);
-  panZoom.pan(anchor.frame ? firstRowInside(state, pan, box, sizes) : pan);
+  panZoom.pan(anchor.frame ? firstRowInside(state, pan, box, sizes) : boxInside(pan, box, sizes));
   return true;
+}
+
+// `pan`, moved up or down as little as needed for `box` (graph units) to be wholly inside
+// the panel when it fits in its height: the box a frame closed into, where keeping the
+// nodes in view still would put it out of sight (under a graph of 40 modules side by
+// side, ~500 px below the panel).
+function boxInside(pan, box, { realZoom: zoom, height }) {
+  const top = pan.y + box.y * zoom;
+  const bottom = top + box.height * zoom;
+  if (bottom - top > height) return pan;
+  if (top < 0) return { x: pan.x, y: pan.y - top };
+  if (bottom > height) return { x: pan.x, y: pan.y - (bottom - height) };
+  return pan;
 }
 
 const ROW_MARGIN = 8; // px left below a frame's first row moved into the panel

@@ -228,6 +228,58 @@ def test_the_overview_of_a_big_graph_shows_all_of_it(browser, lab):
     assert found["shown"] >= 0.98 * found["nodes"], found  # no part of the graph left out
 
 
+# The box of the module named `name` (its title's text), on the page, beside the panel's.
+MODULE_BOX = """(name) => {
+  const panel = document.querySelector('.fxviz-graph').getBoundingClientRect();
+  const g = [...document.querySelectorAll('.fxviz-graph g.node.fx-module')]
+    .find((n) => n.querySelector('title').textContent === name);
+  const r = g?.querySelector('polygon, path')?.getBoundingClientRect();
+  return r && { top: r.top - panel.top, bottom: r.bottom - panel.top, left: r.left - panel.left,
+    right: r.right - panel.left, height: panel.height, width: panel.width };
+}"""
+
+
+def test_a_frame_closed_in_a_wide_graph_leaves_its_box_in_sight(browser, lab):
+    """Closing a module's frame keeps the nodes in view still where it can; in a graph of
+    40 modules side by side that put the box it closed into far below the panel."""
+    write_notebook(
+        lab["root"],
+        "grid.ipynb",
+        [
+            "import torch, fxviz\nfrom torch import nn\n"
+            "class Block(nn.Module):\n"
+            "    def __init__(self):\n        super().__init__()\n"
+            "        self.a = nn.Linear(4, 4); self.b = nn.Linear(4, 4)\n"
+            "    def forward(self, x):\n        return self.b(torch.relu(self.a(x)) * 2 + 1)\n"
+            "class Grid(nn.Module):\n"
+            "    def __init__(self):\n        super().__init__()\n"
+            "        self.branches = nn.ModuleList(nn.Sequential(*[Block() for _ in range(8)]) for _ in range(40))\n"
+            "    def forward(self, x):\n"
+            "        return torch.stack([b(x) for b in self.branches]).sum(0)\n"
+            "view = fxviz.show(fxviz.trace(Grid()), depth=1)\nview",
+        ],
+    )
+    page = open_and_run(browser, lab, "grid.ipynb")
+    page.locator(".fxviz-graph g.fx-module").first.wait_for()
+    run_in_kernel(page, "view.depth = None")
+    page.locator(".fxviz-graph g.cluster text", has_text="branches.10.0 · Block").first.wait_for()
+    page.wait_for_timeout(500)
+    label = page.locator(".fxviz-graph g.cluster text", has_text="branches.10.0 · Block").first
+    label.dblclick()
+    page.wait_for_function(
+        "document.querySelector('.fxviz').dataset.opening === 'in place'"
+        " && document.querySelector('.fxviz-graph g.fx-module')",
+        timeout=60_000,
+    )
+    page.wait_for_timeout(300)
+    box = page.evaluate(MODULE_BOX, "module__branches__10__0")
+    assert box is not None
+    assert box["top"] >= 0, box
+    assert box["bottom"] <= box["height"], box  # in sight, not below the panel
+    assert box["left"] >= 0, box
+    assert box["right"] <= box["width"], box
+
+
 # Whether node `title`'s box lies inside the graph panel, shown.
 IN_PANEL = """(title) => {
   const panel = document.querySelector('.fxviz-graph').getBoundingClientRect();
