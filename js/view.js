@@ -105,20 +105,30 @@ export function drawnBox(g) {
   if (g.getAttribute("transform")) return null;
   const outline = outlineOf(g);
   if (!outline || outline.parentNode?.closest?.("g.node, g.cluster") !== g) return null;
+  const offset = offsetInViewport(g);
+  if (!offset) return null;
+  const box = shapeBox(outline);
+  return { x: offset.x + box.x, y: offset.y + box.y, width: box.width, height: box.height };
+}
+
+// How far the coordinates Graphviz wrote inside `el` are moved in the viewport's: the
+// translations of the groups above it (a tile out of the page, js/cull.js: on from the
+// comment holding its place). Null where another transform is in the way, or no viewport
+// is there yet.
+function offsetInViewport(el) {
   let x = 0;
   let y = 0;
-  // (a tile out of the page, js/cull.js: on from the comment holding its place)
-  for (let el = g.parentNode; !el?.classList?.contains("svg-pan-zoom_viewport"); el = el.parentNode ?? placeOf(el)?.parentNode) {
-    if (!el?.getAttribute || el.tagName?.toLowerCase() === "svg") return null; // no viewport yet
-    const transform = el.getAttribute("transform");
+  const above = (node) => node.parentNode ?? placeOf(node)?.parentNode;
+  for (let up = above(el); !up?.classList?.contains("svg-pan-zoom_viewport"); up = above(up)) {
+    if (!up?.getAttribute || up.tagName?.toLowerCase() === "svg") return null;
+    const transform = up.getAttribute("transform");
     if (!transform) continue;
     const move = TRANSLATE.exec(transform);
     if (!move) return null;
     x += Number(move[1]);
     y += Number(move[2]);
   }
-  const box = shapeBox(outline);
-  return { x: x + box.x, y: y + box.y, width: box.width, height: box.height };
+  return { x, y };
 }
 
 // The node drawn highest up (the first rank), the one a top-anchored view starts from.
@@ -231,17 +241,8 @@ const union = (a, b) => {
 // every shape and label in it. Null where some shape's box or the way up to the viewport
 // is not written so (then only laying it out would tell).
 export function writtenGroupBox(group) {
-  let dx = 0;
-  let dy = 0;
-  for (let el = group.parentNode; !el?.classList?.contains("svg-pan-zoom_viewport"); el = el.parentNode) {
-    if (!el?.getAttribute || el.tagName?.toLowerCase() === "svg") return null;
-    const transform = el.getAttribute("transform");
-    if (!transform) continue;
-    const move = TRANSLATE.exec(transform);
-    if (!move) return null;
-    dx += Number(move[1]);
-    dy += Number(move[2]);
-  }
+  const offset = offsetInViewport(group);
+  if (!offset) return null;
   let box = null;
   for (const item of group.children) {
     if (item.getAttribute("transform")) return null;
@@ -255,7 +256,7 @@ export function writtenGroupBox(group) {
       box = box ? union(box, b) : b;
     }
   }
-  return box && { x: box.x + dx, y: box.y + dy, width: box.width, height: box.height };
+  return box && { x: box.x + offset.x, y: box.y + offset.y, width: box.width, height: box.height };
 }
 
 // Graphviz sized each shape from its own estimate of the label's width; the browser's font

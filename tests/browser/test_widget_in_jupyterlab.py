@@ -162,6 +162,33 @@ def test_a_3000_node_graph_lays_out_without_freezing_the_page(browser, lab):
     )
 
 
+def _grid_drawn_whole(browser, lab, layers: str, forward: str, blocks: int):
+    """A notebook's page showing, drawn whole, a graph of 40 stacks of ``blocks`` blocks
+    side by side (a block: ``layers`` made in its ``__init__``, ``forward`` its output of
+    ``x``), summed: about as wide as it is tall."""
+    write_notebook(lab["root"], "grid.ipynb", [_grid(layers, forward, blocks)])
+    page = open_and_run(browser, lab, "grid.ipynb")
+    page.locator(".fxviz-graph g.fx-module").first.wait_for()  # opened collapsed
+    run_in_kernel(page, "view.depth = None  # every node")
+    return page
+
+
+def _grid(layers: str, forward: str, blocks: int) -> str:
+    return (
+        "import torch, fxviz\nfrom torch import nn\n"
+        "class Block(nn.Module):\n"
+        f"    def __init__(self):\n        super().__init__()\n        {layers}\n"
+        f"    def forward(self, x):\n        return {forward}\n"
+        "class Grid(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n"
+        f"        self.branches = nn.ModuleList(nn.Sequential(*[Block() for _ in range({blocks})])"
+        " for _ in range(40))\n"
+        "    def forward(self, x):\n"
+        "        return torch.stack([b(x) for b in self.branches]).sum(0)\n"
+        "view = fxviz.show(fxviz.trace(Grid()), depth=1)\nview"
+    )
+
+
 # The share of the graph's nodes that the overview shows: each node's place (its label's
 # anchor, in Graphviz's coordinates, moved as the graph group is) is mapped into the
 # overview canvas, where the graph's background polygon (Graphviz's viewBox) fills it
@@ -196,26 +223,8 @@ OVERVIEW_SHOWS = """() => {
 def test_the_overview_of_a_big_graph_shows_all_of_it(browser, lab):
     """A big graph drawn whole keeps most of its tiles out of the page at first (they go
     back in a few a frame); the overview, drawn meanwhile, still shows every part."""
-    write_notebook(
-        lab["root"],
-        "wide.ipynb",
-        [
-            "import torch, fxviz\nfrom torch import nn\n"
-            "class Block(nn.Module):\n"
-            "    def __init__(self):\n        super().__init__()\n"
-            "        self.a = nn.Linear(4, 4); self.n = nn.LayerNorm(4)\n"
-            "    def forward(self, x):\n        return self.n(x + torch.relu(self.a(x)))\n"
-            "class Grid(nn.Module):\n"
-            "    def __init__(self):\n        super().__init__()\n"
-            "        self.branches = nn.ModuleList(nn.Sequential(*[Block() for _ in range(12)]) for _ in range(40))\n"
-            "    def forward(self, x):\n"
-            "        return torch.stack([b(x) for b in self.branches]).sum(0)\n"
-            "view = fxviz.show(fxviz.trace(Grid()), depth=1)\nview",
-        ],
-    )
-    page = open_and_run(browser, lab, "wide.ipynb")
-    page.locator(".fxviz-graph g.fx-module").first.wait_for()
-    run_in_kernel(page, "view.depth = None  # every node: ~2,900")
+    layers = "self.a = nn.Linear(4, 4); self.n = nn.LayerNorm(4)"
+    page = _grid_drawn_whole(browser, lab, layers, "self.n(x + torch.relu(self.a(x)))", 12)
     page.locator(".fxviz-minimap canvas").wait_for(state="visible", timeout=120_000)
     page.wait_for_function(  # every tile back in the page by now
         "document.querySelectorAll('.fxviz-graph g.node').length"
@@ -242,26 +251,8 @@ MODULE_BOX = """(name) => {
 def test_a_frame_closed_in_a_wide_graph_leaves_its_box_in_sight(browser, lab):
     """Closing a module's frame keeps the nodes in view still where it can; in a graph of
     40 modules side by side that put the box it closed into far below the panel."""
-    write_notebook(
-        lab["root"],
-        "grid.ipynb",
-        [
-            "import torch, fxviz\nfrom torch import nn\n"
-            "class Block(nn.Module):\n"
-            "    def __init__(self):\n        super().__init__()\n"
-            "        self.a = nn.Linear(4, 4); self.b = nn.Linear(4, 4)\n"
-            "    def forward(self, x):\n        return self.b(torch.relu(self.a(x)) * 2 + 1)\n"
-            "class Grid(nn.Module):\n"
-            "    def __init__(self):\n        super().__init__()\n"
-            "        self.branches = nn.ModuleList(nn.Sequential(*[Block() for _ in range(8)]) for _ in range(40))\n"
-            "    def forward(self, x):\n"
-            "        return torch.stack([b(x) for b in self.branches]).sum(0)\n"
-            "view = fxviz.show(fxviz.trace(Grid()), depth=1)\nview",
-        ],
-    )
-    page = open_and_run(browser, lab, "grid.ipynb")
-    page.locator(".fxviz-graph g.fx-module").first.wait_for()
-    run_in_kernel(page, "view.depth = None")
+    layers = "self.a = nn.Linear(4, 4); self.b = nn.Linear(4, 4)"
+    page = _grid_drawn_whole(browser, lab, layers, "self.b(torch.relu(self.a(x)) * 2 + 1)", 8)
     page.locator(".fxviz-graph g.cluster text", has_text="branches.10.0 · Block").first.wait_for()
     page.wait_for_timeout(500)
     label = page.locator(".fxviz-graph g.cluster text", has_text="branches.10.0 · Block").first
