@@ -32,12 +32,14 @@ export function tilesNear(boxes, view, margin = 1) {
   return shown;
 }
 
-// Wrap the graph's elements into tiles when there are enough to matter; returns a culler
-// (`update(view)`: show the tiles near `view`, in the coordinates `measure(tile)` gives
-// boxes in; `all`: the tiles in order; `outside()`: the tiles not in the page; `putInRest(count)`: put up to `count`
-// of those in, hidden, and say how many are left), or null. `measure` must not lay the
-// SVG out (it runs before any view): a tile it gives null for is always shown. Every
-// other tile is out of the page till `update` (or `putInRest`) puts it in.
+// Wrap the graph's elements into tiles when there are enough to matter; returns a culler,
+// or null:
+// - `update(view)` shows the tiles near `view` (in the coordinates `measure(tile)` gives
+//   boxes in) and hides the others;
+// - `all`: the tiles, in order; `outside()`: those not in the page;
+// - `putInRest(count)` puts up to `count` of those in, hidden, and says how many are left.
+// `measure` must not lay the SVG out (it runs before any view): a tile it gives null for
+// is always shown. Every other tile is out of the page till `update` or `putInRest`.
 export function tileGraph(svg, measure) {
   const graph = svg.querySelector("g.graph");
   if (!graph) return null;

@@ -92,7 +92,7 @@ export async function draw(ctx, peek = null) {
   const [, , width, height] = (svg.getAttribute("viewBox") || "0 0 1 1").trim().split(/[\s,]+/).map(Number);
   const elongated = !(Math.max(width / height, height / width) <= 12); // a hairline as an image
   fitLabels(byTitle.values());
-  // a big graph in tiles, hidden till the view is set: the page lays out only those in it
+  // a big graph in tiles, out of the page till a view comes near (js/cull.js)
   state.culler = tileGraph(svg, writtenGroupBox);
   els.graph.replaceChildren(svg);
   let shown = stage("insert", laidOut); // replaced below once the view is open
