@@ -8,9 +8,7 @@
 // thread: ~1.3 s at 3,000 nodes, a freeze right after the graph appeared.
 import { graphElements } from "./cull.js";
 import { h } from "./dom.js";
-
-const NUMBER = /-?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?/gi;
-const TRANSLATE = /translate\(\s*([-\d.e+]+)[\s,]+([-\d.e+]+)\s*\)/;
+import { GRAPHVIZ_PATH, NUMBER, TRANSLATE } from "./view.js";
 
 // Draw `svg`'s shapes (Graphviz's own coordinates, moved by its graph group's translation)
 // on `context`, already scaled to the viewBox's units; those of a big graph's tiles still
@@ -61,7 +59,7 @@ function trace(context, el) {
   }
   if (tag === "path") {
     const d = el.getAttribute("d") ?? "";
-    if (!/^\s*M[\d\s,.eE+\-MC]*$/.test(d)) return false;
+    if (!GRAPHVIZ_PATH.test(d)) return false;
     for (const command of d.match(/[MC][^MC]*/g) ?? []) {
       const n = command.match(NUMBER)?.map(Number) ?? [];
       if (command[0] === "M" && n.length >= 2) context.moveTo(n[0], n[1]);

@@ -94,7 +94,8 @@ export function nodeBox(svg, g) {
   return { x: (local ? local.e : 0) + box.x, y: (local ? local.f : 0) + box.y, width: box.width, height: box.height };
 }
 
-const TRANSLATE = /^\s*(?:scale\(1(?:[\s,]+1)?\)\s*)?(?:rotate\(0\)\s*)?translate\(\s*([-\d.e+]+)[\s,]+([-\d.e+]+)\s*\)\s*$/;
+// A group's transform that only moves it (as Graphviz writes its graph group's)
+export const TRANSLATE = /^\s*(?:scale\(1(?:[\s,]+1)?\)\s*)?(?:rotate\(0\)\s*)?translate\(\s*([-\d.e+]+)[\s,]+([-\d.e+]+)\s*\)\s*$/;
 
 // A node's or a module frame's box read off what Graphviz wrote (its outline's
 // coordinates, moved by the translation of the graph's group above it), as shapeBox does:
@@ -181,7 +182,9 @@ export function faceOf(g, outline = outlineOf(g)) {
   return face;
 }
 
-const NUMBER = /-?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?/gi;
+export const NUMBER = /-?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?/gi;
+// a path as Graphviz writes them: M (move) and C (cubic curve) commands only
+export const GRAPHVIZ_PATH = /^\s*M[\d\s,.eE+\-MC]*$/;
 
 // A shape's box read off its attributes, where Graphviz writes absolute coordinates: a
 // polygon's or polyline's points, an ellipse's centre and radii, a path of M and C
@@ -202,7 +205,7 @@ function writtenBox(el) {
   }
   if (tag === "text") return textBox(el);
   const text = tag === "path" ? at("d") : tag === "polygon" || tag === "polyline" ? at("points") : null;
-  if (text && (tag !== "path" || /^\s*M[\d\s,.eE+\-MC]*$/.test(text))) {
+  if (text && (tag !== "path" || GRAPHVIZ_PATH.test(text))) {
     const numbers = text.match(NUMBER)?.map(Number) ?? [];
     if (numbers.length >= 2 && numbers.length % 2 === 0) {
       let left = Infinity, top = Infinity, right = -Infinity, bottom = -Infinity;
