@@ -24,7 +24,7 @@ from fxviz.render._fold import (
     is_parameter_fetch,
     real_path,
 )
-from fxviz.render._model import DrawEdge, DrawGraph, deferred_node, dot_id
+from fxviz.render._model import DrawGraph, deferred_node, dot_id, new_edge
 
 __all__ = ["draw_fx", "module_label"]
 
@@ -76,33 +76,28 @@ def draw_fx(
     # drawn node, the inspector, a diff): most nodes of a big graph sit in collapsed boxes
     ctx = _Labels(gm, modules, records, kinds, targets, folded, drawn_fx, kind_of)
     fill = ctx.fill  # one function for every node: see deferred_node
+    edge = new_edge
     for node in graph.nodes:
         if node in folded or is_bookkeeping(node):  # telemetry: recorded, never drawn
             continue
-        node_id = ids[node] = dot_id(node.name)
+        node_name = node.name
+        node_id = ids[node] = dot_id(node_name)
         drawn_fx.append(node)
-        kind: str | None = kinds.get(node.name)
+        kind: str | None = kinds.get(node_name)
         if kind is None:
             kind = _kind(node, kind_of)
         module = (
-            paths.get(node.name) or module_path(node)
+            paths.get(node_name) or module_path(node)
             if node.op not in ("placeholder", "output")
             else ""
         )
         nodes.append(
-            deferred_node(
-                node_id,
-                node.name,
-                kind,
-                module,
-                records.get(node.name),
-                fill,
-                node,
-            )
+            deferred_node(node_id, node_name, kind, module, records.get(node_name), fill, node)
         )
-        for source in node.all_input_nodes:
+        # ``all_input_nodes`` copies the node's inputs into a new list: read them in place
+        for source in node._input_nodes:
             if source not in folded:
-                edges.append(DrawEdge(ids[source], node_id))
+                edges.append(edge(ids[source], node_id))
     labels = stacks.types
     labels |= {path: module_label(m) for path, m in modules.items() if path and _is_real(m)}
     counts = _param_counts(modules)
