@@ -160,8 +160,9 @@ def new_edge(src: str, dst: str) -> DrawEdge:
     ``__init__`` sets each of its four fields through ``object.__setattr__``; the unset
     ``label`` and ``style`` are read from the class's defaults.
 
-    >>> new_edge("a", "b") == DrawEdge("a", "b")
-    True
+    >>> made, plain = new_edge("a", "b"), DrawEdge("a", "b")
+    >>> made == plain, hash(made) == hash(plain), made.label, made.style
+    (True, True, '', '')
     """
     edge = object.__new__(DrawEdge)
     fields = edge.__dict__
