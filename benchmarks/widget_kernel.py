@@ -3,7 +3,11 @@
 Times ``fxviz.GraphView(gm)`` (what ``fxviz.show(gm)`` builds: the drawing model, the
 first, collapsed view and its DOT) on the modular graphs of benchmarks/widget.py (stacks of
 residual blocks of 9 FX nodes: ~50,000 and ~100,000 nodes), then expanding one group (wall, and CPU: xcpu), and
-the cycle collection the objects made leave for later (``gc.collect()`` right after).
+the cycle collection the objects made leave for later (``gc.collect()`` right after); then
+the three passes over every node that make the drawing model (``draw_fx``, ``group_wide``,
+``ModuleTree``), each timed alone, collector off, the best of as many tries as views. A
+shared machine moves a whole view's median by 20% from run to run; the best time of each
+stage, in processes that alternate checkouts, moves ~5%: what shows a 10% change.
 Tracing (and with ``--recorded``, recording: the view then draws a Recording, with its
 overlays) is outside the timing. The browser's part of a first paint is in widget.py; this
 part is held to half of widget.py's targets (50k: 0.5 s, 100k: 1 s). Wall and this
@@ -30,20 +34,24 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 TARGETS = {5500: 500.0, 11000: 1000.0}  # blocks -> ms of kernel time for the first view
+STAGES = ("draw_fx", "group_wide", "ModuleTree")  # the drawing model's passes, timed alone
 
 CHILD = """
 import gc, json, sys, time
 import torch, fxviz
 from fxviz.widgets import GraphView
+from fxviz.render._collapse import group_wide
+from fxviz.render._from_fx import draw_fx
+from fxviz.render._shown import ModuleTree
 
 sys.path.insert(0, BENCHMARKS)
 from models import small_blocks  # as benchmarks/widget.py draws them
 
 out = {}
 for n in SIZES:
-    gm = fxviz.trace(small_blocks(n))
+    traced = gm = fxviz.trace(small_blocks(n))
     if RECORDED:  # a recording: its overlays (errors, NaN/Inf) mark the boxes
-        gm = fxviz.record(gm, torch.randn(2, 4), progress=False)
+        gm = fxviz.record(traced, torch.randn(2, 4), progress=False)
     gc.collect()
     rows = []
     for _ in range(VIEWS):
@@ -60,6 +68,20 @@ for n in SIZES:
                      "gc": (t3 - t2) * 1e3, "nodes": len(view._draw.nodes)})
         del view
         gc.collect()
+    for row in rows:  # each stage alone (of the traced graph), once a view
+        gc.disable()
+        c0 = time.process_time()
+        draw = draw_fx(traced)
+        c1 = time.process_time()
+        group_wide(draw, in_place=True)
+        c2 = time.process_time()
+        ModuleTree(draw)
+        c3 = time.process_time()
+        gc.enable()
+        del draw
+        gc.collect()
+        row.update({"draw_fx": (c1 - c0) * 1e3, "group_wide": (c2 - c1) * 1e3,
+                    "ModuleTree": (c3 - c2) * 1e3})
     out[n] = rows
 print("RESULT " + json.dumps(out))
 """
@@ -109,6 +131,13 @@ def main(argv: list[str] | None = None) -> int:
         }
         print(f"  {name:<10}{runs[0]['nodes']:>8.0f}{len(runs):>6}{med['open']:>9.0f}"
               f"{med['cpu']:>8.0f}{med['expand']:>8.0f}{med['xcpu']:>6.0f}{med['gc']:>9.0f}")  # fmt: skip
+    print(
+        f"\n  {'checkout':<10}{'nodes':>8}  best ms: {'draw_fx':>8}{'group_wide':>11}{'ModuleTree':>11}"
+    )
+    for (name, _n), runs in sorted(rows.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        best = {k: min(r[k] for r in runs) for k in STAGES}
+        print(f"  {name:<10}{runs[0]['nodes']:>8.0f}  {'':9}{best['draw_fx']:>8.0f}"
+              f"{best['group_wide']:>11.0f}{best['ModuleTree']:>11.0f}")  # fmt: skip
     print("  targets (this checkout, kernel share of the first paint):")
     for n in args.sizes:
         if n in TARGETS and ("this", n) in rows:
