@@ -156,7 +156,7 @@ class DrawEdge:
 
 
 def new_edge(src: str, dst: str) -> DrawEdge:
-    """``DrawEdge(src, dst)``, made in a third of the time: a frozen dataclass's
+    """``DrawEdge(src, dst)``, made in about half the time: a frozen dataclass's
     ``__init__`` sets each of its four fields through ``object.__setattr__``; the unset
     ``label`` and ``style`` are read from the class's defaults.
 
