@@ -122,9 +122,10 @@ def main(argv: list[str] | None = None) -> int:
             for n, runs in run_child(tree, args.sizes, args.views, args.recorded).items():
                 rows.setdefault((name, n), []).extend(runs)
             print(f"  round {r + 1}: {name} done", flush=True)
+    ordered = sorted(rows.items(), key=lambda kv: (kv[0][1], kv[0][0]))  # by size, then checkout
     print(f"\n  {'checkout':<10}{'nodes':>8}{'runs':>6}{'open ms':>9}{'cpu ms':>8}{'expand':>8}"
           f"{'xcpu':>6}{'gc after':>9}")  # fmt: skip
-    for (name, _n), runs in sorted(rows.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+    for (name, _n), runs in ordered:
         med = {
             k: statistics.median(r[k] for r in runs)
             for k in ("open", "cpu", "expand", "xcpu", "gc")
@@ -134,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"\n  {'checkout':<10}{'nodes':>8}  best ms: {'draw_fx':>8}{'group_wide':>11}{'ModuleTree':>11}"
     )
-    for (name, _n), runs in sorted(rows.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+    for (name, _n), runs in ordered:
         best = {k: min(r[k] for r in runs) for k in STAGES}
         print(f"  {name:<10}{runs[0]['nodes']:>8.0f}  {'':9}{best['draw_fx']:>8.0f}"
               f"{best['group_wide']:>11.0f}{best['ModuleTree']:>11.0f}")  # fmt: skip

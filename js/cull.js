@@ -36,8 +36,9 @@ export function tilesNear(boxes, view, margin = 1) {
 // or null:
 // - `update(view)` shows the tiles near `view` (in the coordinates `measure(tile)` gives
 //   boxes in) and hides the others;
-// - `all`: the tiles, in order; `outside()`: those not in the page;
-// - `putInRest(count)` puts up to `count` of those in, hidden, and says how many are left.
+// - `all`: the tiles, in order;
+// - `putInRest(count)` puts up to `count` of the tiles still out of the page in, hidden,
+//   and says how many are left out.
 // `measure` must not lay the SVG out (it runs before any view): a tile it gives null for
 // is always shown. Every other tile is out of the page till `update` or `putInRest`.
 export function tileGraph(svg, measure) {
@@ -70,9 +71,8 @@ export function tileGraph(svg, measure) {
         if (tile.style.display !== display) tile.style.display = display; // only what changes
       });
     },
-    outside: () => tiles.filter((tile) => places.has(tile)),
     putInRest(count) {
-      const rest = tiles.filter((tile) => places.has(tile));
+      const rest = tiles.filter((tile) => places.has(tile)); // still out of the page
       rest.slice(0, count).forEach(putIn);
       return Math.max(0, rest.length - count);
     },
