@@ -258,12 +258,15 @@ function openInPlace(ctx, anchor) {
 // nodes in view still would put it out of sight (under a graph of 40 modules side by
 // side, ~500 px below the panel).
 function boxInside(pan, box, { realZoom: zoom, height }) {
-  const top = pan.y + box.y * zoom;
-  const bottom = top + box.height * zoom;
-  if (bottom - top > height) return pan;
-  if (top < 0) return { x: pan.x, y: pan.y - top };
-  if (bottom > height) return { x: pan.x, y: pan.y - (bottom - height) };
-  return pan;
+  return { x: pan.x, y: pan.y + shiftInto(pan.y + box.y * zoom, box.height * zoom, height) };
+}
+
+// How far (px) a span starting at `start`, `size` long, moves to lie within [0, room):
+// 0 when it does already, or cannot (longer than `room`).
+function shiftInto(start, size, room) {
+  if (size > room) return 0;
+  if (start < 0) return -start;
+  return Math.min(0, room - (start + size));
 }
 
 const ROW_MARGIN = 8; // px left below a frame's first row moved into the panel
@@ -300,12 +303,7 @@ function firstRowBottom(state, frame) {
 // panel when it fits in its width: a frame wider than the box it opened from would else
 // run off the panel's side.
 function keptInside(pan, box, { realZoom: zoom, width }) {
-  const left = pan.x + box.x * zoom;
-  const right = left + box.width * zoom;
-  if (right - left > width) return pan;
-  if (left < 0) return { x: pan.x - left, y: pan.y };
-  if (right > width) return { x: pan.x - (right - width), y: pan.y };
-  return pan;
+  return { x: pan.x + shiftInto(pan.x + box.x * zoom, box.width * zoom, width), y: pan.y };
 }
 
 // The drawn edges' ends, as [tail, head] node titles (edge titles read "tail:port->head").
