@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import types
+from typing import Any
 
 import pytest
 import torch
@@ -216,3 +217,42 @@ def test_a_changed_configuration_flag_captures_again():
     got = tensors_in(again.output)
     assert len(got) == len(tensors_in(expected)) > len(tensors_in(first.output))
     assert all(torch.equal(a, b) for a, b in zip(got, tensors_in(expected), strict=True))
+
+
+class _Settings:
+    """A plain object of attributes, as a configuration."""
+
+    def __init__(self) -> None:
+        self.flip = False
+
+
+class _OneSetting(nn.Module):
+    """Holds a plain object whose flag ``forward`` reads."""
+
+    def __init__(self, settings: Any) -> None:
+        super().__init__()
+        self.settings = settings
+
+    def forward(self, x):
+        return -x if self.settings.flip else x
+
+
+class _NoPublic(nn.Module):
+    def forward(self, x):
+        return x + 1
+
+
+@pytest.mark.parametrize("method", ["symbolic", "export", "dynamo", "real"])
+def test_a_flag_of_a_plain_object_a_module_holds_is_followed_beside_a_bare_module(method):
+    """The capture state follows the attributes of a plain object a module holds (a flag
+    that ``forward`` reads and every capture method bakes in), next to a module whose
+    only public attribute is ``training``."""
+    settings, x = _Settings(), torch.ones(2)
+    model = nn.Sequential(_OneSetting(settings), _NoPublic())
+    first = fxviz.record(model, x, method=method)
+    assert fxviz.record(model, x, method=method).graph_module is first.graph_module
+    settings.flip = True
+    again = fxviz.record(model, x, method=method)
+    assert again.graph_module is not first.graph_module
+    assert torch.equal(tensors_in(again.output)[0], model(x))
+    assert torch.equal(again.output, torch.zeros(2))  # -1 + 1
