@@ -20,6 +20,7 @@ from fxviz._record._interpreter import check_inputs, progress_bar
 from fxviz._record._summary import iter_tensors
 from fxviz._shapes._counting import FlopCounter
 from fxviz._shapes._joint_shapes import joint_shapes
+from fxviz._shapes._memo import MetaMemo
 from fxviz._shapes._report import ShapeReport
 from fxviz._shapes._spec import TensorSpec
 from fxviz._torch_compat import (
@@ -54,7 +55,9 @@ class _ShapeInterpreter(RecordingInterpreter):
     ``device=cpu`` into ``arange``/``to``) are retargeted to the meta device, and every node's
     output is checked to be a meta (fake) tensor, so nothing ever computes on real data. In
     fake mode, ``moved`` (the device a capture ran on, the one the run pretends) retargets
-    the constants a capture baked in to the pretended device.
+    the constants a capture baked in to the pretended device. ``memo``: in meta mode, a
+    call that repeats an earlier one's op and input metadata is answered from its outputs
+    (:mod:`fxviz._shapes._memo`; no FLOPs are counted then).
     """
 
     def __init__(
@@ -63,11 +66,13 @@ class _ShapeInterpreter(RecordingInterpreter):
         mode: str = "real",
         counter: FlopCounter | None = None,
         moved: tuple[torch.device, torch.device] | None = None,
+        memo: MetaMemo | None = None,
     ) -> None:
         super().__init__(module, keep="stats", stats=False)
         self._mode = mode
         self._counter = counter
         self._moved = (None, _META) if mode == "meta" else moved
+        self.memo = memo if mode == "meta" and counter is None else None
 
     def fxviz_start(self) -> Any:
         recorder = super().fxviz_start()
@@ -97,7 +102,12 @@ class _ShapeInterpreter(RecordingInterpreter):
                     return body(*operands)
         if self._mode == "meta" and target in device_factories() and kwargs.get("device") is None:
             kwargs = {**kwargs, "device": _META}  # without a default-device context too
-        return super().call_function(target, args, kwargs)
+        run = super().call_function
+        if self.memo is None:
+            return run(target, args, kwargs)
+        return self.memo.call(
+            "call_function", target, args, kwargs, lambda: run(target, args, kwargs)
+        )
 
     def call_method(self, target: Any, args: Any, kwargs: Any) -> Any:
         if self._mode == "meta" and target in ("cpu", "cuda"):
@@ -107,7 +117,21 @@ class _ShapeInterpreter(RecordingInterpreter):
             if target == "to":  # x.to("cpu"): a device given as text
                 args = tuple(to if _device_text_on(a, source) else a for a in args)
             args, kwargs = retarget_devices((args, kwargs), to, source)
-        return super().call_method(target, args, kwargs)
+        run = super().call_method
+        if self.memo is None:
+            return run(target, args, kwargs)
+        return self.memo.call(
+            "call_method", target, args, kwargs, lambda: run(target, args, kwargs)
+        )
+
+    def call_module(self, target: Any, args: Any, kwargs: Any) -> Any:
+        run = super().call_module
+        if self.memo is None:
+            return run(target, args, kwargs)
+        module = self.fetch_attr(target)
+        return self.memo.call(
+            "call_module", target, args, kwargs, lambda: run(target, args, kwargs), module
+        )
 
     def call_function(self, target: Any, args: Any, kwargs: Any) -> Any:
         if self._mode != "real" and target in _SCALAR_READS and self._unused_scalar:
@@ -126,7 +150,8 @@ class _ShapeInterpreter(RecordingInterpreter):
             # plain Python attributes included (torchvision's anchor lists): the graphs
             # after it see them as fake/meta tensors, as they see parameters.
             value = _abstract(value, self.fxviz_convert, self._mode)
-        meta = [extract_tensor_metadata(t) for _, t in iter_tensors(value)]
+        describe = extract_tensor_metadata if self.memo is None else self.memo.tensor_metadata
+        meta = [describe(t) for _, t in iter_tensors(value)]
         if meta:
             n.meta["tensor_meta"] = meta[0] if isinstance(value, torch.Tensor) else meta
         return value
@@ -246,6 +271,7 @@ def propagate(
     flops: bool = True,
     suggest: bool = True,
     default_meta: bool = True,
+    memo: bool | MetaMemo = False,
 ) -> ShapeReport:
     """:func:`shapes` on a traced ``gm`` and its bound ``inputs`` (``model``: what was
     traced, for the fake device). ``suggest=False``: when a meta run fails, do not try a
@@ -253,7 +279,9 @@ def propagate(
     in meta mode, only the graph's own factory calls make meta tensors, not those inside
     modules; that skips the ``torch.device("meta")`` mode every torch call goes through (a
     third of a meta pass on a 3,000-node stack), and a module that makes a tensor stops
-    the run with a PlacementError."""
+    the run with a PlacementError. ``memo=True``: in meta mode without ``flops``, a call
+    that repeats an earlier one (the same op on inputs of the same metadata) is not run
+    again (:mod:`fxviz._shapes._memo`; a ``MetaMemo`` given is the one used)."""
     home = gm if model is None else model
     moved = _moved(gm, home, inputs, device) if mode == "fake" else None
     with _mode_context(mode, home, device) as convert:
@@ -272,7 +300,8 @@ def propagate(
         counter = FlopCounter() if flops else None
         counting = counter.active() if counter is not None else contextlib.nullcontext()
         with grad, placement, _parameters(mode, gm, convert):
-            interp = _ShapeInterpreter(gm, mode, counter, moved)
+            made = memo if isinstance(memo, MetaMemo) else MetaMemo() if memo else None
+            interp = _ShapeInterpreter(gm, mode, counter, moved, made)
             interp.fxviz_convert = convert
             try:
                 with progress_bar(interp, progress, "fxviz shapes"), counting:

@@ -1,0 +1,108 @@
+"""A meta pass that runs each distinct call once gives every node the metadata a pass
+running every call gives, and runs what it cannot know the effects of every time."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from hypothesis import given
+from torch import nn
+
+import fxviz
+from fxviz._capture import bind_inputs
+from fxviz._shapes._memo import MetaMemo
+from fxviz._shapes._propagate import propagate
+from tests.conformance.zoo import build
+from tests.test_generated_graphs import FAST, graphs
+
+SEEN: list[Any] = []
+
+
+def log_shape(x: torch.Tensor) -> torch.Tensor:
+    """A user's function the graph calls (its effects are its own)."""
+    SEEN.append(tuple(x.shape))
+    return x * 1
+
+
+torch.fx.wrap("log_shape")
+
+
+class _Block(nn.Module):
+    """Modules, torch functions, operators and tensor methods, some views, in-place ops
+    on intermediates and a module that writes in place."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.n = nn.Linear(6, 6), nn.LayerNorm(6)
+        self.act = nn.ReLU(inplace=True)
+
+    def forward(self, x):
+        h = self.act(self.a(x)) * 2
+        h = h.transpose(0, 1).contiguous().transpose(0, 1)
+        h.add_(1)
+        h = h.unsqueeze(0)
+        h.squeeze_(0)  # changes its own shape: run every time
+        pieces = torch.chunk(h, 2, dim=-1)  # the second piece starts at an offset
+        return self.n(torch.cat([pieces[1], pieces[0]], -1) + x)
+
+
+def _metadata(gm: torch.fx.GraphModule, inputs: tuple[Any, ...], memo: Any) -> dict:
+    propagate(gm, inputs, "meta", progress=False, flops=False, memo=memo)
+    return {n.name: n.meta.get("tensor_meta") for n in gm.graph.nodes}
+
+
+def _same_metadata(gm: torch.fx.GraphModule, inputs: tuple[Any, ...]) -> int:
+    """Asserts both passes agree on every node; how many calls the memo answered."""
+    plain = _metadata(gm, inputs, memo=False)
+    memo = MetaMemo()
+    assert _metadata(gm, inputs, memo) == plain
+    assert sum(m is not None for m in plain.values()) > 0
+    return memo.hits
+
+
+def test_repeated_blocks_are_answered_and_agree_with_running_every_call():
+    gm = fxviz.trace(nn.Sequential(*[_Block() for _ in range(4)]))
+    # 10 calls a block can be answered (not the two in place, nor the chunk and the piece
+    # at an offset): the last two blocks repeat the second's, which repeats the first's
+    # but for the two that read the input (it needs no grad; the blocks' outputs do)
+    assert _same_metadata(gm, (torch.randn(3, 6),)) == 2 * 10 + 8
+
+
+class _Logged(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 4)
+        self.b.register_forward_hook(lambda m, i, o: SEEN.append("hook"))
+
+    def forward(self, x):
+        return self.b(log_shape(self.a(x))) + self.b(log_shape(self.a(x)))
+
+
+def test_a_users_function_and_a_hooked_module_run_every_time():
+    gm = fxviz.trace(_Logged())
+    SEEN.clear()
+    memo = MetaMemo()
+    propagate(gm, (torch.randn(2, 4),), "meta", progress=False, flops=False, memo=memo)
+    assert SEEN == [(2, 4), "hook", (2, 4), "hook"]
+    assert memo.hits == 1  # the second self.a(x)
+
+
+@pytest.mark.parametrize("name", ["gpt2", "bert", "unet2d"])
+def test_a_zoo_models_capture_agrees_with_running_every_call(name):
+    model, args, kwargs = build(name)
+    with torch.no_grad():
+        gm = fxviz.record(model, *args, progress=False, **kwargs).graph_module
+    _same_metadata(gm, bind_inputs(gm, args, kwargs))
+
+
+@FAST
+@given(graphs())
+def test_generated_graphs_agree_with_running_every_call(case):
+    gm, inputs = case
+    try:
+        plain = _metadata(gm, tuple(inputs), memo=False)
+    except fxviz.FxvizError:
+        return  # a graph the meta device cannot run (its values steer it): not memoized
+    assert _metadata(gm, tuple(inputs), memo=True) == plain
