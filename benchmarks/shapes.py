@@ -19,9 +19,16 @@ fxviz.shapes fake and meta (as above), ShapeProp running the graph for real, and
 torchinfo.summary(model, input_data=x) when torchinfo is installed (it is not a
 dependency of fxviz; the row is skipped without it).
 
+The debugger's labels (``--part labels``): the meta pass ``fxviz.debug`` runs to label
+every node before it runs (``fxviz._shapes._quick.drawn_shapes``), each call that repeats
+an earlier one's op and input metadata answered from it ("memo") or every call run, on a
+stack of 340 small blocks (3,062 nodes, the widget benchmark's 3k debugger) and on the
+12-layer GPT; each process first labels a one-block graph (torch's first meta pass
+imports torch._dynamo: 1-4 s, once), outside the timing.
+
 Run from the repository root:
 
-    .venv/bin/python benchmarks/shapes.py [--repeats N] [--part llama|gpt|all] [--quick]
+    .venv/bin/python benchmarks/shapes.py [--repeats N] [--part llama|gpt|labels|all] [--quick]
 """
 
 from __future__ import annotations
@@ -46,6 +53,7 @@ TIME_TARGETS = {"llama shapes meta": 3.0, "llama shapes fake": 6.0}
 RSS_TARGET = 1 * GIB
 LLAMA_TASKS = ("llama shapes meta", "llama shapes fake", "llama ShapeProp meta")
 GPT_TASKS = ("gpt shapes fake", "gpt shapes meta", "gpt ShapeProp real", "gpt torchinfo")
+LABEL_TASKS = ("stack labels", "stack labels memo", "gpt labels", "gpt labels memo")
 
 
 # -- the child process: one measurement -------------------------------------------------
@@ -62,6 +70,8 @@ def child(task: str, quick: bool) -> dict[str, Any]:
 
     model_name, what = task.split(" ", 1)
     found: dict[str, Any] = {}
+    if what.startswith("labels"):
+        return _labels(model_name, what == "labels memo", quick)
 
     def report(gm: torch.nn.Module, inp: Any, mode: str) -> None:
         rep = fxviz.shapes(gm, inp, mode=mode, progress=False)
@@ -96,6 +106,34 @@ def child(task: str, quick: bool) -> dict[str, Any]:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
     versions = {"torch": torch.__version__, "fxviz": fxviz.__version__}
     return {"seconds": seconds, "rss": peak, **versions, **found}
+
+
+def _labels(model_name: str, memo: bool, quick: bool) -> dict[str, Any]:
+    """The debugger's meta pass over the stack or the GPT, warmed up on a one-block graph."""
+    import models  # next to this file, on the path child() put it on
+    import torch
+
+    import fxviz
+    from fxviz._capture import bind_inputs
+    from fxviz._shapes._propagate import propagate
+
+    def label(gm: Any, x: Any) -> None:
+        inputs = bind_inputs(gm, (x,), {})
+        options = {"progress": False, "flops": False, "suggest": False, "default_meta": False}
+        propagate(gm, inputs, "meta", memo=memo, **options)
+
+    label(fxviz.trace(models.small_blocks(1)), torch.randn(2, 4))
+    if model_name == "stack":
+        model, x = models.small_blocks(30 if quick else 340), torch.randn(2, 4)
+    else:
+        model, x = models.gpt(quick=quick)
+    gm = fxviz.trace(model)
+    start = time.perf_counter()
+    label(gm, x)
+    seconds = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    versions = {"torch": torch.__version__, "fxviz": fxviz.__version__}
+    return {"seconds": seconds, "rss": peak, "nodes": len(gm.graph.nodes), **versions}
 
 
 # -- the parent: run the children, print the tables -------------------------------------
@@ -133,6 +171,17 @@ def table(results: dict[str, list[dict[str, Any]]], target: Callable[[str], str]
         print(f"  {task:<22}{med:>9.2f}{low:>8.2f}{process:>10}{_mib(rss):>10}  {target(task)}")
 
 
+def labels(results: dict[str, list[dict[str, Any]]], quick: str) -> None:
+    """The debugger's labels, each call run against repeated calls answered (no target)."""
+    nodes = {t.split()[0]: results[t][0]["nodes"] for t in LABEL_TASKS}
+    print(f"\nThe debugger's labels{quick}: stack {nodes['stack']} nodes, GPT {nodes['gpt']}")
+    table({t: results[t] for t in LABEL_TASKS}, lambda t: "")
+    for name in ("stack", "gpt"):
+        every = statistics.median(r["seconds"] for r in results[f"{name} labels"])
+        memo = statistics.median(r["seconds"] for r in results[f"{name} labels memo"])
+        print(f"  {name}: repeated calls answered, {every / memo:.1f}x faster ({memo:.2f} s)")
+
+
 def check_targets(results: dict[str, list[dict[str, Any]]]) -> bool:
     print("  targets:")
     met = True
@@ -158,7 +207,7 @@ def _mib(n: float) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3, help="fresh processes per task")
-    parser.add_argument("--part", choices=("llama", "gpt", "all"), default="all")
+    parser.add_argument("--part", choices=("llama", "gpt", "labels", "all"), default="all")
     parser.add_argument(
         "--quick", action="store_true", help="tiny models, 1 run each, one process (a smoke test)"
     )
@@ -172,18 +221,20 @@ def main(argv: list[str] | None = None) -> int:
     if repeats < 1:
         parser.error("--repeats must be at least 1")
 
-    tasks = [*LLAMA_TASKS] if args.part != "gpt" else []
-    if args.part != "llama":
+    tasks = [*LLAMA_TASKS] if args.part in ("llama", "all") else []
+    if args.part in ("gpt", "all"):
         tasks += GPT_TASKS
         if importlib.util.find_spec("torchinfo") is None:
             tasks.remove("gpt torchinfo")
             print("torchinfo is not installed: skipped (pip install torchinfo to compare)")
+    if args.part in ("labels", "all"):
+        tasks += LABEL_TASKS
     results = run_all(tasks, repeats, args.quick)
     first = results[tasks[0]][0]
     print(f"fxviz {first['fxviz']}, torch {first['torch']}, {repeats} runs a task (medians)")
     quick = " (quick: one process for all, RSS shared)" if args.quick else ""
     all_met = True
-    if args.part != "gpt":
+    if args.part in ("llama", "all"):
         meta = results["llama shapes meta"][0]
         print(
             f"\nLlama-style decoder{quick}: {meta['parameters']:,} parameters, "
@@ -193,11 +244,13 @@ def main(argv: list[str] | None = None) -> int:
         limits = {t: f"<= {s:.0f} s, RSS <= {_mib(RSS_TARGET)}" for t, s in TIME_TARGETS.items()}
         table({t: results[t] for t in LLAMA_TASKS}, lambda t: limits.get(t, "(reference)"))
         all_met &= check_targets(results)
-    if args.part != "llama":
+    if args.part in ("gpt", "all"):
         nodes = results["gpt ShapeProp real"][0]["nodes"]
         print(f"\nGPT decoder{quick}: {nodes} nodes, no targets")
-        table({t: results[t] for t in tasks if t.startswith("gpt")}, lambda t: "")
-    if args.part != "gpt":
+        table({t: results[t] for t in GPT_TASKS if t in results}, lambda t: "")
+    if args.part in ("labels", "all"):
+        labels(results, quick)
+    if args.part in ("llama", "all"):
         print("\nall targets met" if all_met else "\nsome targets NOT met")
     return 0
 
