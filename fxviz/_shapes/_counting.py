@@ -27,6 +27,16 @@ class FlopCounter:
     def __init__(self) -> None:
         self.flops: dict[str, int] = {}
         self._mode: Any = None
+        self._credited = 0  # counted for calls that did not run (see credit)
+
+    def total(self) -> int:
+        """The FLOPs counted so far in this run."""
+        return (self._mode.get_total_flops() if self._mode is not None else 0) + self._credited
+
+    def credit(self, flops: int) -> None:
+        """Count ``flops`` for a call answered without running it (an earlier call of
+        the same op on inputs of the same metadata counted them: ``fxviz._shapes._memo``)."""
+        self._credited += flops
 
     @contextlib.contextmanager
     def active(self) -> Iterator[FlopCounter]:
@@ -43,11 +53,11 @@ class FlopCounter:
         def counted(node: torch.fx.Node) -> Any:
             if self._mode is None:
                 return run(node)
-            before = self._mode.get_total_flops()
+            before = self.total()
             try:
                 return run(node)
             finally:
-                self.flops[node.name] = self._mode.get_total_flops() - before
+                self.flops[node.name] = self.total() - before
 
         return counted
 

@@ -9,13 +9,16 @@ a call is answered from the first one's outputs (new meta tensors of the same si
 strides, dtype and ``requires_grad``) when it is
 
 - a torch op (an ``OpOverload``, a function of ``torch``, ``operator``'s arithmetic), a
-  tensor method, or a module of ``torch.nn`` without children or hooks, which writes
-  nothing (no in-place op, no ``inplace=True`` module) and
+  tensor method, or a module of ``torch.nn`` without children or hooks (but
+  ``FlopCounterMode``'s, which only tracks where FLOPs are counted), which writes nothing
+  (no in-place op, no ``inplace=True`` module) and
 - called on meta tensors and plain values only (numbers, strings, dtypes, slices...),
   under the same grad and autocast modes,
 
-and what it gave is tensors (alone, or in tuples and lists) of offset 0. Anything else
-(a user's function, a value-dependent call, a new kind of argument) runs as before.
+and what it gave is tensors (alone, or in tuples and lists) of offset 0 that view none of
+its inputs (a view made again would own its memory: a report counts a view's as its
+base's). Anything else (a user's function, a value-dependent call, a view, a new kind of
+argument) runs as before. The FLOPs the first call counted are counted for the others.
 
     >>> import torch
     >>> memo = MetaMemo()
@@ -35,6 +38,7 @@ import torch
 import torch.fx
 
 from fxviz._capture._symbolic import global_mode
+from fxviz._shapes._counting import FlopCounter
 from fxviz._torch_compat import extract_tensor_metadata
 
 __all__ = ["MetaMemo"]
@@ -78,21 +82,28 @@ class MetaMemo:
         kwargs: dict[str, Any],
         run: Callable[[], Any],
         module: torch.nn.Module | None = None,
+        counter: FlopCounter | None = None,
     ) -> Any:
         """What ``run()`` gives for node kind ``op`` (``call_function``, ``call_method``,
         ``call_module``: then ``module`` is the module called) of ``target`` on ``args``
-        and ``kwargs``: made from an earlier call's outputs when it repeats one."""
+        and ``kwargs``: made from an earlier call's outputs when it repeats one (and the
+        FLOPs it counted credited to ``counter``, when one counts)."""
         key = _call_key(op, target, args, kwargs, module)
         if key is None:
             return run()
         made = self._made.get(key)
         if made is not None:
             self.hits += 1
-            return _remake(made)
+            described, flops = made
+            if counter is not None:
+                counter.credit(flops)
+            return _remake(described)
+        before = counter.total() if counter is not None else 0
         value = run()
         described = _described(value)
-        if described is not None:
-            self._made[key] = described
+        if described is not None and not _views_an_input(value, (args, kwargs, module)):
+            flops = counter.total() - before if counter is not None else 0
+            self._made[key] = (described, flops)
         return value
 
 
@@ -135,18 +146,26 @@ def _module_key(m: Any) -> Hashable | None:
     mode, configuration and parameters' and buffers' metadata."""
     if not type(m).__module__.startswith("torch.nn.modules.") or m._modules:
         return None
-    if (
-        m._forward_hooks
-        or m._forward_pre_hooks
-        or torch.nn.modules.module._global_forward_hooks
-        or torch.nn.modules.module._global_forward_pre_hooks
-        or getattr(m, "inplace", False)
-    ):
+    if m._forward_hooks or m._forward_pre_hooks or getattr(m, "inplace", False):
+        return None
+    if not _only_tracking_hooks():
         return None
     config = {k: v for k, v in vars(m).items() if k not in _MODULE_INTERNALS}
     tensors = (tuple(m._parameters.items()), tuple(m._buffers.items()))
     described = _key((config, tensors))
     return None if described is None else (type(m), m.training, described)
+
+
+def _only_tracking_hooks() -> bool:
+    """Whether every global module hook is a ``ModuleTracker``'s (``FlopCounterMode``
+    tracks which modules a FLOP is counted in: fxviz reads only the totals)."""
+    from torch.utils.module_tracker import ModuleTracker
+
+    hooks = (
+        *torch.nn.modules.module._global_forward_hooks.values(),
+        *torch.nn.modules.module._global_forward_pre_hooks.values(),
+    )
+    return all(isinstance(getattr(h, "__self__", None), ModuleTracker) for h in hooks)
 
 
 def _key(value: Any) -> Hashable | None:
@@ -196,6 +215,27 @@ def _outputs(value: Any) -> Any:
     if kind in _PLAIN:
         return ("v", value)
     return None
+
+
+def _views_an_input(value: Any, given: Any) -> bool:
+    """Whether a tensor of ``value`` shares memory with one given (a view: made again, it
+    would not, and a report counts a view's memory as its base's)."""
+    made = list(_tensors(value))
+    return any(torch._C._is_alias_of(t, g) for g in _tensors(given) for t in made)
+
+
+def _tensors(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (tuple, list)):
+        for v in value:
+            yield from _tensors(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _tensors(v)
+    elif isinstance(value, torch.nn.Module):
+        yield from value.parameters(recurse=False)
+        yield from value.buffers(recurse=False)
 
 
 def _has_tensor(described: Any) -> bool:

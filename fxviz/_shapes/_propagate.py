@@ -57,7 +57,7 @@ class _ShapeInterpreter(RecordingInterpreter):
     fake mode, ``moved`` (the device a capture ran on, the one the run pretends) retargets
     the constants a capture baked in to the pretended device. ``memo``: in meta mode, a
     call that repeats an earlier one's op and input metadata is answered from its outputs
-    (:mod:`fxviz._shapes._memo`; no FLOPs are counted then).
+    (:mod:`fxviz._shapes._memo`; the FLOPs the earlier one counted are counted again).
     """
 
     def __init__(
@@ -72,7 +72,7 @@ class _ShapeInterpreter(RecordingInterpreter):
         self._mode = mode
         self._counter = counter
         self._moved = (None, _META) if mode == "meta" else moved
-        self.memo = memo if mode == "meta" and counter is None else None
+        self.memo = memo if mode == "meta" else None
 
     def fxviz_start(self) -> Any:
         recorder = super().fxviz_start()
@@ -106,8 +106,9 @@ class _ShapeInterpreter(RecordingInterpreter):
         if self.memo is None:
             return run(target, args, kwargs)
         return self.memo.call(
-            "call_function", target, args, kwargs, lambda: run(target, args, kwargs)
-        )
+            "call_function", target, args, kwargs, lambda: run(target, args, kwargs),
+            counter=self._counter,
+        )  # fmt: skip
 
     def call_method(self, target: Any, args: Any, kwargs: Any) -> Any:
         if self._mode == "meta" and target in ("cpu", "cuda"):
@@ -130,8 +131,9 @@ class _ShapeInterpreter(RecordingInterpreter):
             return run(target, args, kwargs)
         module = self.fetch_attr(target)
         return self.memo.call(
-            "call_module", target, args, kwargs, lambda: run(target, args, kwargs), module
-        )
+            "call_module", target, args, kwargs, lambda: run(target, args, kwargs), module,
+            self._counter,
+        )  # fmt: skip
 
     def call_function(self, target: Any, args: Any, kwargs: Any) -> Any:
         if self._mode != "real" and target in _SCALAR_READS and self._unused_scalar:
@@ -219,8 +221,9 @@ def shapes(
     inputs = bind_inputs(gm, inputs, kwargs)
     with old_objects_set_aside():  # fake tensors and their caches: many objects a node
         return propagate(
-            gm, inputs, mode, model=model, device=device, progress=progress, flops=flops
-        )
+            gm, inputs, mode, model=model, device=device, progress=progress, flops=flops,
+            memo=mode == "meta",
+        )  # fmt: skip
 
 
 def _capture(model: Any, inputs: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -279,9 +282,9 @@ def propagate(
     in meta mode, only the graph's own factory calls make meta tensors, not those inside
     modules; that skips the ``torch.device("meta")`` mode every torch call goes through (a
     third of a meta pass on a 3,000-node stack), and a module that makes a tensor stops
-    the run with a PlacementError. ``memo=True``: in meta mode without ``flops``, a call
-    that repeats an earlier one (the same op on inputs of the same metadata) is not run
-    again (:mod:`fxviz._shapes._memo`; a ``MetaMemo`` given is the one used)."""
+    the run with a PlacementError. ``memo=True``: in meta mode, a call that repeats an
+    earlier one (the same op on inputs of the same metadata) is not run again, its FLOPs
+    counted again (:mod:`fxviz._shapes._memo`; a ``MetaMemo`` given is the one used)."""
     home = gm if model is None else model
     moved = _moved(gm, home, inputs, device) if mode == "fake" else None
     with _mode_context(mode, home, device) as convert:
