@@ -39,7 +39,7 @@ import torch.fx
 
 from fxviz._capture._symbolic import global_mode
 from fxviz._shapes._counting import FlopCounter
-from fxviz._torch_compat import extract_tensor_metadata
+from fxviz._torch_compat import extract_tensor_metadata, is_alias_of
 
 __all__ = ["MetaMemo"]
 
@@ -221,7 +221,7 @@ def _views_an_input(value: Any, given: Any) -> bool:
     """Whether a tensor of ``value`` shares memory with one given (a view: made again, it
     would not, and a report counts a view's memory as its base's)."""
     made = list(_tensors(value))
-    return any(torch._C._is_alias_of(t, g) for g in _tensors(given) for t in made)
+    return any(is_alias_of(t, g) for g in _tensors(given) for t in made)
 
 
 def _tensors(value: Any) -> Any:
