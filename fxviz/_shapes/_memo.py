@@ -36,6 +36,7 @@ from typing import Any
 
 import torch
 import torch.fx
+from torch.utils.module_tracker import ModuleTracker
 
 from fxviz._capture._symbolic import global_mode
 from fxviz._shapes._counting import FlopCounter
@@ -150,17 +151,16 @@ def _module_key(m: Any) -> Hashable | None:
         return None
     if not _only_tracking_hooks():
         return None
-    config = {k: v for k, v in vars(m).items() if k not in _MODULE_INTERNALS}
-    tensors = (tuple(m._parameters.items()), tuple(m._buffers.items()))
-    described = _key((config, tensors))
-    return None if described is None else (type(m), m.training, described)
+    config = [(k, _key(v)) for k, v in vars(m).items() if k not in _MODULE_INTERNALS]
+    tensors = [(k, _key(t)) for k, t in (*m._parameters.items(), *m._buffers.items())]
+    if any(v is None for _, v in config) or any(v is None for _, v in tensors):
+        return None
+    return (type(m), m.training, tuple(config), tuple(tensors))
 
 
 def _only_tracking_hooks() -> bool:
     """Whether every global module hook is a ``ModuleTracker``'s (``FlopCounterMode``
     tracks which modules a FLOP is counted in: fxviz reads only the totals)."""
-    from torch.utils.module_tracker import ModuleTracker
-
     hooks = (
         *torch.nn.modules.module._global_forward_hooks.values(),
         *torch.nn.modules.module._global_forward_pre_hooks.values(),
@@ -172,26 +172,24 @@ def _key(value: Any) -> Hashable | None:
     """``value`` as a hashable key, tensors by their metadata; ``None`` where something in
     it is neither a meta tensor nor a plain value (nothing is known of what it does)."""
     kind = type(value)
-    if kind in _TENSORS:
+    if kind is torch.Tensor or kind is torch.nn.Parameter:
         if not value.is_meta or value.layout != torch.strided:
             return None
         return (
-            kind, tuple(value.shape), value.stride(), value.storage_offset(), value.dtype,
+            kind, value.shape, value.stride(), value.storage_offset(), value.dtype,
             value.requires_grad,
         )  # fmt: skip
-    if kind in _PLAIN or kind in _HASHABLE:
+    if kind in _PLAIN or kind in _HASHABLE or kind is torch.Size:
         return (kind, value)
-    if kind is torch.Size:
-        return (kind, tuple(value))
+    if kind is tuple or kind is list or isinstance(value, (tuple, list)):
+        items = [_key(v) for v in value]
+        return None if None in items else (kind, tuple(items))
+    if isinstance(value, dict):
+        pairs = [(k, _key(v)) for k, v in value.items()]
+        return None if any(v is None for _, v in pairs) else (kind, tuple(pairs))
     if kind is slice:
         parts = (_key(value.start), _key(value.stop), _key(value.step))
         return None if None in parts else (kind, parts)
-    if isinstance(value, (tuple, list)):
-        items = tuple(_key(v) for v in value)
-        return None if None in items else (kind, items)
-    if isinstance(value, dict):
-        pairs = tuple((k, _key(v)) for k, v in value.items())
-        return None if any(v is None for _, v in pairs) else (kind, pairs)
     return None
 
 
