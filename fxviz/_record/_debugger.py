@@ -328,8 +328,10 @@ class Debugger(DebuggerState, BreakpointCommands, RestoreCommands):
         self._nodes = list(self.graph.nodes)
         # what each node looked like: torch.fx replaces args/kwargs tuples on every edit
         self._shapes = [_shape(n) for n in self._nodes]
-        submodules = dict(self.graph_module.named_modules())
-        self._draws = [may_draw_random(n, submodules) for n in self._nodes]
+        # whether a node may draw random numbers, found as it first runs (a pass over
+        # every node here cost ~0.25 s before a 50,000-node graph's first step)
+        self._draws: dict[int, bool] = {}
+        self._submodules = dict(self.graph_module.named_modules())
         self._index = {n.name: i for i, n in enumerate(self._nodes)}
         self._fetches = {  # and inputs, telemetry calls: no step a person takes
             i for i, n in enumerate(self._nodes) if is_stepped_over(self.graph_module, n)
@@ -386,7 +388,10 @@ class Debugger(DebuggerState, BreakpointCommands, RestoreCommands):
         node = self._nodes[self._pos]
         self._check_graph_unchanged(self._pos)
         interp = self._interp
-        private = self._random.active() if self._draws[index] else contextlib.nullcontext()
+        draws = self._draws.get(index)
+        if draws is None:
+            draws = self._draws[index] = may_draw_random(node, self._submodules)
+        private = self._random.active() if draws else contextlib.nullcontext()
         modes = self._enter_the_runs_modes()
         try:
             with private:
