@@ -234,6 +234,16 @@ def fake_tensor(mode: Any, t: torch.Tensor, device: torch.device) -> torch.Tenso
     return fake
 
 
+def torch_modes_active() -> bool:
+    """Whether a ``TorchFunctionMode`` or ``TorchDispatchMode`` is active (a user's
+    ``FlopCounterMode`` around a call, a ``with torch.device(...)`` block).
+
+    >>> torch_modes_active()
+    False
+    """
+    return bool(torch._C._len_torch_function_stack() or torch._C._len_torch_dispatch_stack())
+
+
 def extract_tensor_metadata(t: torch.Tensor) -> Any:
     """``ShapeProp``'s ``TensorMetadata`` for ``t`` (what ``node.meta["tensor_meta"]`` holds)."""
     from torch.fx.passes.shape_prop import _extract_tensor_metadata  # private helper

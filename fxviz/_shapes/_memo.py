@@ -99,10 +99,17 @@ class MetaMemo:
             if counter is not None:
                 counter.credit(flops)
             return _remake(described)
+        given = list(_tensors((args, kwargs, module)))
+        versions = _versions(given)
         before = counter.total() if counter is not None else 0
         value = run()
         described = _described(value)
-        if described is not None and not _views_an_input(value, (args, kwargs, module)):
+        if (
+            described is not None
+            and versions is not None
+            and _versions(given) == versions  # it wrote no input (F.embedding's max_norm)
+            and not _views_an_input(value, given)
+        ):
             flops = counter.total() - before if counter is not None else 0
             self._made[key] = (described, flops)
         return value
@@ -126,7 +133,9 @@ def _call_key(
     else:
         return None
     inputs = _key((args, kwargs))
-    return None if inputs is None else (op, owner, inputs, global_mode())
+    if inputs is None:
+        return None
+    return (op, owner, inputs, global_mode(), torch.get_default_dtype())
 
 
 def _pure_function(target: Any) -> bool:
@@ -177,7 +186,7 @@ def _key(value: Any) -> Hashable | None:
             return None
         return (
             kind, value.shape, value.stride(), value.storage_offset(), value.dtype,
-            value.requires_grad,
+            value.requires_grad, value.is_conj(), value.is_neg(),
         )  # fmt: skip
     if kind in _PLAIN or kind in _HASHABLE or kind is torch.Size:
         return (kind, value)
@@ -203,9 +212,18 @@ def _described(value: Any) -> Any:
 def _outputs(value: Any) -> Any:
     kind = type(value)
     if kind is torch.Tensor:
-        if not value.is_meta or value.layout != torch.strided or value.storage_offset():
+        if (
+            not value.is_meta
+            or value.layout != torch.strided
+            or value.storage_offset()
+            or value.is_conj()
+            or value.is_neg()
+        ):
             return None
-        made = ("t", tuple(value.shape), value.stride(), value.dtype, value.requires_grad)
+        made = (
+            "t", tuple(value.shape), value.stride(), value.dtype, value.requires_grad,
+            value.is_leaf,
+        )  # fmt: skip
         return made if _remade_alike(made) else None
     if kind in (tuple, list):
         items = [_outputs(v) for v in value]
@@ -215,11 +233,19 @@ def _outputs(value: Any) -> Any:
     return None
 
 
-def _views_an_input(value: Any, given: Any) -> bool:
-    """Whether a tensor of ``value`` shares memory with one given (a view: made again, it
-    would not, and a report counts a view's memory as its base's)."""
+def _views_an_input(value: Any, given: list[torch.Tensor]) -> bool:
+    """Whether a tensor of ``value`` shares memory with one ``given`` (a view: made again,
+    it would not, and a report counts a view's memory as its base's)."""
     made = list(_tensors(value))
-    return any(is_alias_of(t, g) for g in _tensors(given) for t in made)
+    return any(is_alias_of(t, g) for g in given for t in made)
+
+
+def _versions(tensors: list[torch.Tensor]) -> list[int] | None:
+    """The tensors' version counters (``None`` where one has none: not answered)."""
+    try:
+        return [t._version for t in tensors]
+    except RuntimeError:  # an inference tensor
+        return None
 
 
 def _tensors(value: Any) -> Any:
@@ -248,14 +274,15 @@ def _remake(described: Any) -> Any:
         return described[1]
     if tag == "seq":
         return described[1](_remake(d) for d in described[2])
-    _, shape, stride, dtype, grad = described
+    _, shape, stride, dtype, grad, leaf = described
     t = torch.empty_strided(shape, stride, dtype=dtype, device="meta", requires_grad=grad)
-    # made by an op, as the first call's was: an in-place op on it is allowed (a leaf
-    # that requires grad refuses one); clone keeps dense strides
-    return t.clone() if grad else t
+    # a tensor an op made (not a leaf) takes an in-place op where a leaf that requires
+    # grad refuses one (torch.zeros(n, requires_grad=True) makes such a leaf); clone
+    # keeps dense strides
+    return t.clone() if grad and not leaf else t
 
 
 def _remade_alike(described: Any) -> bool:
     """Whether :func:`_remake` gives these strides back (``clone`` makes a tensor that
     needs grad dense, so an expanded or sliced one is not remade)."""
-    return not described[4] or _remake(described).stride() == described[2]
+    return _remake(described).stride() == described[2]

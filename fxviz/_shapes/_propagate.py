@@ -31,6 +31,7 @@ from fxviz._torch_compat import (
     fake_tensor,
     is_fake,
     reparametrize,
+    torch_modes_active,
 )
 from fxviz.capture import trace
 from fxviz.errors import (  # ShapeError re-exported
@@ -284,8 +285,12 @@ def propagate(
     third of a meta pass on a 3,000-node stack), and a module that makes a tensor stops
     the run with a PlacementError. ``memo=True``: in meta mode, a call that repeats an
     earlier one (the same op on inputs of the same metadata) is not run again, its FLOPs
-    counted again (:mod:`fxviz._shapes._memo`; a ``MetaMemo`` given is the one used)."""
+    counted again (:mod:`fxviz._shapes._memo`; a ``MetaMemo`` given is the one used),
+    unless a torch function or dispatch mode of the caller's is active (it sees every
+    call)."""
     home = gm if model is None else model
+    if torch_modes_active():  # a mode of the caller's sees every call: none is answered
+        memo = False
     moved = _moved(gm, home, inputs, device) if mode == "fake" else None
     with _mode_context(mode, home, device) as convert:
         # tensors and specs inside containers too (a dict batch, an LSTM's (h0, c0))

@@ -7,8 +7,10 @@ from typing import Any
 
 import pytest
 import torch
+import torch.nn.functional as F
 from hypothesis import given
 from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
 
 import fxviz
 from fxviz._capture import bind_inputs
@@ -27,6 +29,15 @@ def log_shape(x: torch.Tensor) -> torch.Tensor:
 
 
 torch.fx.wrap("log_shape")
+
+
+def default_dtype(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """A user's function that changes torch's default dtype (global state)."""
+    torch.set_default_dtype(dtype)
+    return x
+
+
+torch.fx.wrap("default_dtype")
 
 
 class _Block(nn.Module):
@@ -49,10 +60,15 @@ class _Block(nn.Module):
 
 
 def _metadata(gm: torch.fx.GraphModule, inputs: tuple[Any, ...], memo: Any) -> dict:
-    """Each node's tensor metadata, aliases and FLOPs, and the report's totals."""
+    """Each node's tensor metadata, aliases, writes and FLOPs, and the report's totals."""
     report = propagate(gm, inputs, "meta", progress=False, memo=memo)
     nodes = {
-        n.name: (n.meta.get("tensor_meta"), report[n.name].aliases, report.flops.get(n.name))
+        n.name: (
+            n.meta.get("tensor_meta"),
+            report[n.name].aliases,
+            report[n.name].mutates,
+            report.flops.get(n.name),
+        )
         for n in gm.graph.nodes
     }
     return {"nodes": nodes, "totals": report.totals()}
@@ -63,7 +79,7 @@ def _same_metadata(gm: torch.fx.GraphModule, inputs: tuple[Any, ...]) -> int:
     plain = _metadata(gm, inputs, memo=False)
     memo = MetaMemo()
     assert _metadata(gm, inputs, memo) == plain
-    assert sum(m is not None for m, _, _ in plain["nodes"].values()) > 0
+    assert sum(m is not None for m, *_ in plain["nodes"].values()) > 0
     return memo.hits
 
 
@@ -111,3 +127,66 @@ def test_generated_graphs_agree_with_running_every_call(case):
     except fxviz.FxvizError:
         return  # a graph the meta device cannot run (its values steer it): not memoized
     assert _metadata(gm, tuple(inputs), memo=True) == plain
+
+
+class _Conj(nn.Module):
+    def forward(self, x):  # the second resolve_conj gives x itself (no conj bit to resolve)
+        return x.conj().resolve_conj(), x.resolve_conj()
+
+
+class _Leaves(nn.Module):
+    def forward(self, x):  # a leaf that requires grad refuses an in-place op
+        a = torch.zeros(x.size(0), requires_grad=True)
+        b = torch.zeros(x.size(0), requires_grad=True)
+        return x + a + b.add_(1)
+
+
+class _DefaultDtype(nn.Module):
+    def forward(self, i):
+        a = i * 1.5  # float32 under the default dtype, float64 once it changed
+        b = default_dtype(i, torch.float64) * 1.5
+        return a, default_dtype(b, torch.float32)
+
+
+class _Renormed(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(10, 4))
+
+    def forward(self, i):  # max_norm renormalises w in place, its result a new tensor
+        return F.embedding(i, self.w, max_norm=1.0) + F.embedding(i, self.w, max_norm=1.0)
+
+
+def _outcome(gm: torch.fx.GraphModule, inputs: tuple[Any, ...], memo: bool) -> Any:
+    try:
+        return _metadata(gm, inputs, memo)
+    except fxviz.ShapeError as error:
+        return type(error), str(error).splitlines()[0]
+
+
+@pytest.mark.parametrize(
+    ("model", "x"),
+    [
+        (_Conj(), torch.randn(3, dtype=torch.cfloat)),
+        (_Leaves(), torch.randn(3)),
+        (_DefaultDtype(), torch.arange(3)),
+        (_Renormed(), torch.tensor([1, 2])),
+    ],
+    ids=["conj bit", "leaf", "default dtype", "writes an argument"],
+)
+@pytest.mark.filterwarnings("ignore::fxviz.FxvizWarning")  # embedding's unforeseen write
+def test_what_metadata_does_not_show_is_not_answered(model, x):
+    """Found by review: a conj bit, a leaf, the default dtype and a function that writes
+    its argument (named without ``_``) change what a call gives or does."""
+    gm = torch.fx.symbolic_trace(model)
+    try:
+        assert _outcome(gm, (x,), memo=True) == _outcome(gm, (x,), memo=False)
+    finally:
+        torch.set_default_dtype(torch.float32)
+
+
+def test_a_callers_flop_counter_sees_every_call():
+    model, x = nn.Sequential(*[nn.Linear(8, 8) for _ in range(3)]), torch.randn(4, 8)
+    with FlopCounterMode(display=False) as counter:
+        report = fxviz.shapes(model, x, mode="meta")
+    assert counter.get_total_flops() == report.totals()["flops"] == 3 * 2 * 4 * 8 * 8
