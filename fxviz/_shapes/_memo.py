@@ -39,6 +39,7 @@ import torch.fx
 from torch.utils.module_tracker import ModuleTracker
 
 from fxviz._capture._symbolic import global_mode
+from fxviz._record._summary import iter_tensors
 from fxviz._shapes._counting import FlopCounter
 from fxviz._torch_compat import extract_tensor_metadata, is_alias_of
 
@@ -99,7 +100,7 @@ class MetaMemo:
             if counter is not None:
                 counter.credit(flops)
             return _remake(described)
-        given = list(_tensors((args, kwargs, module)))
+        given = _given(args, kwargs, module)
         versions = _versions(given)
         before = counter.total() if counter is not None else 0
         value = run()
@@ -236,7 +237,7 @@ def _outputs(value: Any) -> Any:
 def _views_an_input(value: Any, given: list[torch.Tensor]) -> bool:
     """Whether a tensor of ``value`` shares memory with one ``given`` (a view: made again,
     it would not, and a report counts a view's memory as its base's)."""
-    made = list(_tensors(value))
+    made = [t for _, t in iter_tensors(value)]
     return any(is_alias_of(t, g) for g in given for t in made)
 
 
@@ -248,18 +249,12 @@ def _versions(tensors: list[torch.Tensor]) -> list[int] | None:
         return None
 
 
-def _tensors(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        yield value
-    elif isinstance(value, (tuple, list)):
-        for v in value:
-            yield from _tensors(v)
-    elif isinstance(value, dict):
-        for v in value.values():
-            yield from _tensors(v)
-    elif isinstance(value, torch.nn.Module):
-        yield from value.parameters(recurse=False)
-        yield from value.buffers(recurse=False)
+def _given(args: Any, kwargs: Any, module: Any) -> list[torch.Tensor]:
+    """The tensors a call is given: in its arguments, and a module's own."""
+    given = [t for _, t in iter_tensors((args, kwargs))]
+    if module is not None:
+        given += [*module.parameters(recurse=False), *module.buffers(recurse=False)]
+    return given
 
 
 def _has_tensor(described: Any) -> bool:
