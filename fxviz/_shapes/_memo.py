@@ -4,21 +4,24 @@ the same metadata are answered from what the first one made.
 torch's meta kernels are mostly Python (``torch._refs``, ``torch._meta_registrations``):
 on torch 2.13 an elementwise op costs ~0.1 ms on meta tensors, ``layer_norm`` ~1.2 ms,
 where the CPU computes a small tensor's in ~5 µs. A model repeats its blocks, so most of
-a graph's calls repeat a call made before with the same input shapes, strides and dtypes:
-a call is answered from the first one's outputs (new meta tensors of the same size,
-strides, dtype and ``requires_grad``) when it is
+a graph's calls repeat a call made before on inputs of the same metadata (size, strides,
+offset, dtype, grad flag, conj/neg bits), under the same grad and autocast modes and
+default dtype. Such a call is answered from the first one's outputs (new meta tensors of
+the same size, strides, dtype, grad flag and leafness; its FLOPs counted again) when it is
 
 - a torch op (an ``OpOverload``, a function of ``torch``, ``operator``'s arithmetic), a
   tensor method, or a module of ``torch.nn`` without children or hooks (but
-  ``FlopCounterMode``'s, which only tracks where FLOPs are counted), which writes nothing
-  (no in-place op, no ``inplace=True`` module) and
-- called on meta tensors and plain values only (numbers, strings, dtypes, slices...),
-  under the same grad and autocast modes,
+  ``FlopCounterMode``'s, which only tracks where FLOPs are counted), not named as one that
+  writes in place (``add_``, ``inplace=True``), called on meta tensors and plain values
+  only (numbers, strings, dtypes, slices...), and
+- its first call gave tensors (alone, or in tuples and lists) of offset 0, viewing none
+  of its inputs (made again, a view would own its memory: a report counts a view's as its
+  base's), and wrote none of them (their version counters: ``F.embedding(max_norm=...)``
+  renormalises its weight).
 
-and what it gave is tensors (alone, or in tuples and lists) of offset 0 that view none of
-its inputs (a view made again would own its memory: a report counts a view's as its
-base's). Anything else (a user's function, a value-dependent call, a view, a new kind of
-argument) runs as before. The FLOPs the first call counted are counted for the others.
+Anything else (a user's function, a value-dependent call, a view, a new kind of
+argument) runs as before; so does every call under a torch mode of the caller's
+(``propagate`` turns the memo off).
 
     >>> import torch
     >>> memo = MetaMemo()
@@ -49,9 +52,10 @@ _PLAIN = (bool, int, float, complex, str, type(None), type(Ellipsis))
 _HASHABLE = (torch.dtype, torch.device, torch.memory_format, torch.layout)
 _TENSORS = (torch.Tensor, torch.nn.Parameter)
 # operator's functions that write into their first argument
-_WRITES = frozenset(
-    ["iadd", "iand", "iconcat", "ifloordiv", "ilshift", "imod", "imul", "imatmul", "ior", "ipow", "irshift", "isub", "itruediv", "ixor", "setitem", "delitem"]
-)  # fmt: skip
+_WRITES = frozenset({
+    "iadd", "iand", "iconcat", "ifloordiv", "ilshift", "imod", "imul", "imatmul", "ior",
+    "ipow", "irshift", "isub", "itruediv", "ixor", "setitem", "delitem",
+})  # fmt: skip
 # what every module's __dict__ holds; the rest is what a subclass set (its configuration)
 _MODULE_INTERNALS = frozenset(vars(torch.nn.Module()))
 
