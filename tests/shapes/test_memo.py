@@ -115,7 +115,7 @@ def test_a_zoo_models_capture_agrees_with_running_every_call(name):
     model, args, kwargs = build(name)
     with torch.no_grad():
         gm = fxviz.record(model, *args, progress=False, **kwargs).graph_module
-    _same_metadata(gm, bind_inputs(gm, args, kwargs))
+    assert _same_metadata(gm, bind_inputs(gm, args, kwargs)) > 0  # its layers repeat
 
 
 @FAST
