@@ -103,13 +103,7 @@ class _ShapeInterpreter(RecordingInterpreter):
                     return body(*operands)
         if self._mode == "meta" and target in device_factories() and kwargs.get("device") is None:
             kwargs = {**kwargs, "device": _META}  # without a default-device context too
-        run = super().call_function
-        if self.memo is None:
-            return run(target, args, kwargs)
-        return self.memo.call(
-            "call_function", target, args, kwargs, lambda: run(target, args, kwargs),
-            counter=self._counter,
-        )  # fmt: skip
+        return self._answered("call_function", super().call_function, target, args, kwargs)
 
     def call_method(self, target: Any, args: Any, kwargs: Any) -> Any:
         if self._mode == "meta" and target in ("cpu", "cuda"):
@@ -119,22 +113,20 @@ class _ShapeInterpreter(RecordingInterpreter):
             if target == "to":  # x.to("cpu"): a device given as text
                 args = tuple(to if _device_text_on(a, source) else a for a in args)
             args, kwargs = retarget_devices((args, kwargs), to, source)
-        run = super().call_method
-        if self.memo is None:
-            return run(target, args, kwargs)
-        return self.memo.call(
-            "call_method", target, args, kwargs, lambda: run(target, args, kwargs)
-        )
+        return self._answered("call_method", super().call_method, target, args, kwargs)
 
     def call_module(self, target: Any, args: Any, kwargs: Any) -> Any:
-        run = super().call_module
+        return self._answered("call_module", super().call_module, target, args, kwargs)
+
+    def _answered(self, op: str, run: Any, target: Any, args: Any, kwargs: Any) -> Any:
+        """``run(target, args, kwargs)``, or the memo's answer for a repeated call (the
+        FLOPs it counted credited again)."""
         if self.memo is None:
             return run(target, args, kwargs)
-        module = self.fetch_attr(target)
+        module = self.fetch_attr(target) if op == "call_module" else None
         return self.memo.call(
-            "call_module", target, args, kwargs, lambda: run(target, args, kwargs), module,
-            self._counter,
-        )  # fmt: skip
+            op, target, args, kwargs, lambda: run(target, args, kwargs), module, self._counter
+        )
 
     def call_function(self, target: Any, args: Any, kwargs: Any) -> Any:
         if self._mode != "real" and target in _SCALAR_READS and self._unused_scalar:

@@ -190,3 +190,20 @@ def test_a_callers_flop_counter_sees_every_call():
     with FlopCounterMode(display=False) as counter:
         report = fxviz.shapes(model, x, mode="meta")
     assert counter.get_total_flops() == report.totals()["flops"] == 3 * 2 * 4 * 8 * 8
+
+
+class _Matmuls(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4, 4))
+
+    def forward(self, x):  # a tensor method that counts FLOPs, called twice alike
+        return x.matmul(self.w).matmul(self.w.t())
+
+
+def test_a_repeated_methods_flops_are_counted_again():
+    gm = torch.fx.symbolic_trace(nn.Sequential(_Matmuls(), _Matmuls()))
+    x = torch.randn(2, 4)
+    assert _same_metadata(gm, (x,)) > 0
+    report = propagate(gm, (x,), "meta", progress=False, memo=True)
+    assert report.totals()["flops"] == 4 * 2 * 2 * 4 * 4
